@@ -1,0 +1,150 @@
+"""trio_session: LLM agent sessions on Trio, with structural retry cancellation.
+
+Everything public is re-exported here; the modules behind it are private.
+"""
+
+from __future__ import annotations
+
+from ._agent import Agent as Agent
+from ._agent import Tool as Tool
+from ._backoff import DelayPlan as DelayPlan
+from ._backoff import exponential_delay_ms as exponential_delay_ms
+from ._backoff import plan_delay as plan_delay
+from ._classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+from ._classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
+from ._classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
+from ._classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
+from ._classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
+from ._classify import Classifier as Classifier
+from ._classify import PatternClassifier as PatternClassifier
+from ._classify import is_context_overflow as is_context_overflow
+from ._classify import is_retryable_error as is_retryable_error
+from ._classify import is_usage_limit_error as is_usage_limit_error
+from ._classify import parse_retry_after_ms as parse_retry_after_ms
+from ._codec import event_from_json as event_from_json
+from ._codec import event_to_json as event_to_json
+from ._codec import message_from_json as message_from_json
+from ._codec import message_to_json as message_to_json
+from ._compaction import Compaction as Compaction
+from ._compaction import Compactor as Compactor
+from ._compaction import DropOldestCompactor as DropOldestCompactor
+from ._errors import CodecError as CodecError
+from ._errors import EventStreamLagged as EventStreamLagged
+from ._errors import SessionBusyError as SessionBusyError
+from ._errors import SessionClosedError as SessionClosedError
+from ._errors import SettingsError as SettingsError
+from ._errors import TrioSessionError as TrioSessionError
+from ._events import AgentEnd as AgentEnd
+from ._events import AgentStart as AgentStart
+from ._events import AutoCompactionEnd as AutoCompactionEnd
+from ._events import AutoCompactionStart as AutoCompactionStart
+from ._events import AutoRetryEnd as AutoRetryEnd
+from ._events import AutoRetryStart as AutoRetryStart
+from ._events import CompactionResult as CompactionResult
+from ._events import MessageEnd as MessageEnd
+from ._events import MessageStart as MessageStart
+from ._events import MessageUpdate as MessageUpdate
+from ._events import SessionEvent as SessionEvent
+from ._events import ToolExecutionEnd as ToolExecutionEnd
+from ._events import ToolExecutionStart as ToolExecutionStart
+from ._events import TurnEnd as TurnEnd
+from ._events import TurnStart as TurnStart
+from ._messages import AssistantMessage as AssistantMessage
+from ._messages import Message as Message
+from ._messages import TextContent as TextContent
+from ._messages import ToolCall as ToolCall
+from ._messages import ToolResultMessage as ToolResultMessage
+from ._messages import Usage as Usage
+from ._messages import UserMessage as UserMessage
+from ._session import AgentSession as AgentSession
+from ._session import EventStream as EventStream
+from ._session import open_session as open_session
+from ._settings import CompactionSettings as CompactionSettings
+from ._settings import RetrySettings as RetrySettings
+from ._settings import Settings as Settings
+from ._settings import SettingsLayer as SettingsLayer
+from ._settings import SettingsStore as SettingsStore
+from .providers._base import Model as Model
+from .providers._base import Provider as Provider
+from .providers._base import ProviderRequest as ProviderRequest
+from .providers._base import StreamEnd as StreamEnd
+from .providers._base import StreamSink as StreamSink
+from .providers._base import ToolSpec as ToolSpec
+from .providers._faux import FauxProvider as FauxProvider
+from .providers._faux import FauxReply as FauxReply
+from .store._credentials import CredentialStore as CredentialStore
+from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "OVERFLOW_PATTERNS",
+    "REFERENCE_CLASSIFIER",
+    "RETRYABLE_PATTERN",
+    "STRICT_CLASSIFIER",
+    "USAGE_LIMIT_PATTERN",
+    "Agent",
+    "AgentEnd",
+    "AgentSession",
+    "AgentStart",
+    "AssistantMessage",
+    "AutoCompactionEnd",
+    "AutoCompactionStart",
+    "AutoRetryEnd",
+    "AutoRetryStart",
+    "Classifier",
+    "CodecError",
+    "Compaction",
+    "CompactionResult",
+    "CompactionSettings",
+    "Compactor",
+    "CredentialStore",
+    "DelayPlan",
+    "DropOldestCompactor",
+    "EventStream",
+    "EventStreamLagged",
+    "FauxProvider",
+    "FauxReply",
+    "InMemoryCredentialStore",
+    "Message",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "Model",
+    "PatternClassifier",
+    "Provider",
+    "ProviderRequest",
+    "RetrySettings",
+    "SessionBusyError",
+    "SessionClosedError",
+    "SessionEvent",
+    "Settings",
+    "SettingsError",
+    "SettingsLayer",
+    "SettingsStore",
+    "StreamEnd",
+    "StreamSink",
+    "TextContent",
+    "Tool",
+    "ToolCall",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolResultMessage",
+    "ToolSpec",
+    "TrioSessionError",
+    "TurnEnd",
+    "TurnStart",
+    "Usage",
+    "UserMessage",
+    "event_from_json",
+    "event_to_json",
+    "exponential_delay_ms",
+    "is_context_overflow",
+    "is_retryable_error",
+    "is_usage_limit_error",
+    "message_from_json",
+    "message_to_json",
+    "open_session",
+    "parse_retry_after_ms",
+    "plan_delay",
+]

@@ -1,0 +1,87 @@
+"""How long to wait before a re-attempt (R-16, R-28). Pure functions, no I/O.
+
+The reference formula is :func:`exponential_delay_ms`::
+
+    delay = baseDelayMs * 2 ** (attempt - 1)        # 2000, 4000, 8000 with defaults
+
+:func:`plan_delay` adds the optional extras of R-28, all off by default so the
+reference schedule is exact: a cap (``maxDelayMs``), jitter, and honouring a
+server's ``Retry-After`` hint.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+import attrs
+
+from ._settings import RetrySettings
+
+
+def exponential_delay_ms(attempt: int, base_delay_ms: int) -> int:
+    """R-16: ``base_delay_ms * 2 ** (attempt - 1)`` for a 1-based ``attempt``."""
+    if attempt < 1:
+        msg = f"attempt must be 1 or more, not {attempt!r}"
+        raise ValueError(msg)
+    return base_delay_ms * 2 ** (attempt - 1)
+
+
+@attrs.frozen
+class DelayPlan:
+    """The wait before a re-attempt, or why there is none.
+
+    Attributes:
+        delay_ms: milliseconds to sleep; ``None`` when the chain must end instead.
+        refusal: when ``delay_ms`` is ``None``: the final error, naming the wait
+            the server asked for and the cap it exceeds.
+    """
+
+    delay_ms: int | None
+    refusal: str | None = None
+
+
+def plan_delay(
+    attempt: int,
+    settings: RetrySettings,
+    *,
+    hint_ms: int | None = None,
+    rng: random.Random | None = None,
+) -> DelayPlan:
+    """The wait before re-attempt number ``attempt`` (1-based).
+
+    1. ``d = baseDelayMs * 2 ** (attempt - 1)`` (R-16).
+    2. With ``maxDelayMs``: ``d = min(d, maxDelayMs)``.
+    3. Jitter: ``"full"`` draws from ``[0, d]``; ``"equal"`` from ``[d/2, d]``.
+    4. With ``respectRetryAfter`` and a server hint ``h``: ``d = max(d, h)`` — jitter
+       never shortens a server-requested wait. A hint above ``maxDelayMs`` is not
+       slept: the plan has no delay and a ``refusal`` naming both numbers.
+
+    Args:
+        attempt: the attempt about to be made, 1 for the first re-attempt.
+        settings: the ``retry`` group.
+        hint_ms: what the server asked for (R-18), if anything.
+        rng: source of jitter; a seeded ``random.Random`` makes it repeatable.
+    """
+    delay = exponential_delay_ms(attempt, settings.base_delay_ms)
+    cap = settings.max_delay_ms
+    if cap is not None:
+        delay = min(delay, cap)
+    delay = _jittered(delay, settings.jitter, rng or random.Random())
+    if settings.respect_retry_after and hint_ms is not None:
+        if cap is not None and hint_ms > cap:
+            refusal = (
+                f"server asked to wait {hint_ms} ms before retrying, "
+                f"more than retry.maxDelayMs ({cap} ms)"
+            )
+            return DelayPlan(delay_ms=None, refusal=refusal)
+        delay = max(delay, hint_ms)
+    return DelayPlan(delay_ms=delay)
+
+
+def _jittered(delay: int, jitter: Literal["none", "full", "equal"], rng: random.Random) -> int:
+    if jitter == "full":
+        return round(rng.uniform(0, delay))
+    if jitter == "equal":
+        return round(delay / 2 + rng.uniform(0, delay / 2))
+    return delay

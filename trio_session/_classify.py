@@ -1,0 +1,231 @@
+"""Which errors retry, which overflow, and what the server asked us to wait.
+
+Classification is plain text matching on ``errorMessage`` (R-6, R-52): the
+provider adapters put the HTTP status, the server's message and the retry
+headers into that text, and these patterns decide. Everything here is pure.
+
+Two classifiers ship:
+
+* :data:`REFERENCE_CLASSIFIER` — the reference's rules, exactly (R-4, R-5, R-7).
+  It is the default.
+* :data:`STRICT_CLASSIFIER` — ``retry.classifier: "strict"`` (R-8): status codes
+  must stand alone (``0429`` inside a model name is not a 429), billing and quota
+  errors are never retried, and a per-minute token rate limit is not mistaken
+  for a context overflow.
+
+An application can build its own :class:`PatternClassifier` or pass any object
+with the two methods of :class:`Classifier`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from typing import Protocol
+
+import attrs
+
+from ._messages import AssistantMessage
+
+#: R-5: the reference's retryable pattern, searched anywhere, case-insensitive.
+RETRYABLE_PATTERN = re.compile(
+    r"overloaded|rate.?limit|usage.?limit|too many requests|429|500|502|503|504"
+    r"|service.?unavailable|server error|internal error|connection.?error|fetch failed"
+    r"|retry delay",
+    re.IGNORECASE,
+)
+
+#: R-7(a): context-overflow wordings of the major providers (the reference's list,
+#: plus ``request_too_large`` as the contract names it).
+OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"prompt is too long",  # Anthropic
+        r"input is too long for requested model",  # Amazon Bedrock
+        r"exceeds the context window",  # OpenAI
+        r"input token count.*exceeds the maximum",  # Google Gemini
+        r"maximum prompt length is \d+",  # xAI
+        r"reduce the length of the messages",  # Groq
+        r"maximum context length is \d+ tokens",  # OpenRouter, vLLM
+        r"exceeds the limit of \d+",  # GitHub Copilot
+        r"exceeds the available context size",  # llama.cpp
+        r"greater than the context length",  # LM Studio
+        r"context window exceeds limit",  # MiniMax
+        r"exceeded model token limit",  # Kimi
+        r"too large for model with \d+ maximum context length",  # Mistral
+        r"context[_ ]length[_ ]exceeded",  # generic
+        r"too many tokens",  # generic
+        r"token limit exceeded",  # generic
+        r"request_too_large",  # Anthropic 413
+    )
+)
+
+#: R-7(a): Cerebras-style "400 status code (no body)" / "413 (no body)" at the start.
+NO_BODY_OVERFLOW_PATTERN = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.IGNORECASE)
+
+#: R-17: an error that means this credential hit its usage limit.
+USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
+
+#: R-8 strict: status codes only as whole numbers, plus wordings the reference misses.
+STRICT_RETRYABLE_PATTERN = re.compile(
+    r"overloaded|rate.?limit|usage.?limit|too many requests|too many tokens|throttl"
+    r"|(?<![\w.\-])(?:429|500|502|503|504|529)(?![\w\-])"
+    r"|service.?unavailable|server.?error|internal.?error|bad gateway|gateway time-?out"
+    r"|connection.?(?:error|refused|reset)|fetch failed|retry delay|temporarily unavailable",
+    re.IGNORECASE,
+)
+
+#: R-8 strict: errors that mention a retryable word but will not heal by waiting.
+STRICT_NON_RETRYABLE_PATTERN = re.compile(
+    r"insufficient_quota|exceeded your current quota|billing|credit balance"
+    r"|payment required|invalid.?api.?key|authentication|unauthori[sz]ed|permission",
+    re.IGNORECASE,
+)
+
+#: R-8 strict: wordings of a *rate* limit that some overflow patterns also match
+#: (Bedrock's "Too many tokens, please wait", OpenAI's "tokens per min (TPM)").
+STRICT_NOT_OVERFLOW_PATTERN = re.compile(
+    r"per min|per minute|\bTPM\b|please wait|rate.?limit|throttl", re.IGNORECASE
+)
+
+
+class Classifier(Protocol):
+    """Decides what happens to an assistant message that ended a run."""
+
+    def is_context_overflow(
+        self, message: AssistantMessage, context_window: int | None = None
+    ) -> bool:
+        """Whether the message means the context no longer fits (goes to compaction)."""
+        ...
+
+    def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
+        """Whether the message is a transient error the retry policy should handle."""
+        ...
+
+
+@attrs.frozen
+class PatternClassifier:
+    """A classifier made of regular expressions (R-4 … R-8).
+
+    Attributes:
+        name: shown in docs and errors (``"reference"``, ``"strict"``).
+        retryable: searched in ``errorMessage``; a match means transient.
+        overflow: any match means context overflow.
+        non_retryable: if given, a match vetoes ``retryable``.
+        not_overflow: if given, a match vetoes ``overflow`` (the no-body rule still applies).
+    """
+
+    name: str
+    retryable: re.Pattern[str]
+    overflow: tuple[re.Pattern[str], ...]
+    non_retryable: re.Pattern[str] | None = None
+    not_overflow: re.Pattern[str] | None = None
+
+    def is_context_overflow(
+        self, message: AssistantMessage, context_window: int | None = None
+    ) -> bool:
+        """R-7: an overflow error by wording, or a silent one by reported usage."""
+        text = message.error_message
+        if message.stop_reason == "error" and text:
+            if NO_BODY_OVERFLOW_PATTERN.search(text):
+                return True
+            vetoed = self.not_overflow is not None and self.not_overflow.search(text)
+            if not vetoed and any(p.search(text) for p in self.overflow):
+                return True
+        return bool(
+            context_window
+            and message.stop_reason == "stop"
+            and message.usage.context_tokens > context_window
+        )
+
+    def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
+        """R-4: an error, with a message, not an overflow, matching the pattern."""
+        text = message.error_message
+        if message.stop_reason != "error" or not text:
+            return False
+        if self.is_context_overflow(message, context_window):
+            return False
+        if self.non_retryable is not None and self.non_retryable.search(text):
+            return False
+        return self.retryable.search(text) is not None
+
+
+REFERENCE_CLASSIFIER = PatternClassifier(
+    name="reference", retryable=RETRYABLE_PATTERN, overflow=OVERFLOW_PATTERNS
+)
+STRICT_CLASSIFIER = PatternClassifier(
+    name="strict",
+    retryable=STRICT_RETRYABLE_PATTERN,
+    overflow=OVERFLOW_PATTERNS,
+    non_retryable=STRICT_NON_RETRYABLE_PATTERN,
+    not_overflow=STRICT_NOT_OVERFLOW_PATTERN,
+)
+CLASSIFIERS: dict[str, PatternClassifier] = {
+    "reference": REFERENCE_CLASSIFIER,
+    "strict": STRICT_CLASSIFIER,
+}
+
+
+def is_context_overflow(message: AssistantMessage, context_window: int | None = None) -> bool:
+    """The reference's overflow check (R-7)."""
+    return REFERENCE_CLASSIFIER.is_context_overflow(message, context_window)
+
+
+def is_retryable_error(message: AssistantMessage, context_window: int | None = None) -> bool:
+    """The reference's retryable check (R-4, R-5)."""
+    return REFERENCE_CLASSIFIER.is_retryable(message, context_window)
+
+
+def is_usage_limit_error(text: str) -> bool:
+    """R-17: whether an error text says the credential hit its usage limit."""
+    return USAGE_LIMIT_PATTERN.search(text) is not None
+
+
+_NUMBER = r"(-?\d+(?:\.\d+)?)"
+_RETRY_AFTER_MS = re.compile(r"retry-after-ms:\s*" + _NUMBER, re.IGNORECASE)
+_RETRY_AFTER = re.compile(r"retry-after:\s*([^\n;]+?)\s*(?:$|[\n;])", re.IGNORECASE | re.MULTILINE)
+_RESET_MS = re.compile(r"x-ratelimit-reset-ms:\s*" + _NUMBER, re.IGNORECASE)
+_RESET = re.compile(r"x-ratelimit-reset:\s*" + _NUMBER, re.IGNORECASE)
+
+
+def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | None:
+    """Read the wait a server asked for from an error text (R-18), in milliseconds.
+
+    The first of these that appears wins:
+
+    1. ``retry-after-ms: N`` — N milliseconds.
+    2. ``retry-after: N`` — N seconds; or ``retry-after: <HTTP date>`` — until then.
+    3. ``x-ratelimit-reset-ms: N`` — epoch milliseconds if N > 1e12, else a duration.
+    4. ``x-ratelimit-reset: N`` — epoch seconds if N > 1e9, else seconds.
+
+    Negative results clamp to 0. ``now_ms`` (wall-clock epoch milliseconds) defaults
+    to the current time; it only matters for dates and epoch values.
+
+    Returns:
+        The wait in whole milliseconds, or ``None`` when the text carries no hint.
+    """
+    now = time.time() * 1000 if now_ms is None else now_ms
+    ms: float | None = None
+    if m := _RETRY_AFTER_MS.search(text):
+        ms = float(m.group(1))
+    elif m := _RETRY_AFTER.search(text):
+        value = m.group(1)
+        if number := re.match(_NUMBER + r"(?![\w:])", value):
+            ms = float(number.group(1)) * 1000
+        else:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                ms = None
+            else:
+                ms = when.timestamp() * 1000 - now
+    if ms is None and (m := _RESET_MS.search(text)):
+        value_ms = float(m.group(1))
+        ms = value_ms - now if value_ms > 1e12 else value_ms
+    if ms is None and (m := _RESET.search(text)):
+        value_s = float(m.group(1))
+        ms = value_s * 1000 - now if value_s > 1e9 else value_s * 1000
+    if ms is None:
+        return None
+    return max(0, round(ms))

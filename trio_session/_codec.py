@@ -1,0 +1,212 @@
+"""One JSON codec for messages and events, with the reference's camelCase names.
+
+There is no ``to_dict`` per class: the encoder walks attrs fields, renames
+``snake_case`` to ``camelCase`` (``max_attempts`` → ``maxAttempts``), drops
+``None`` values (so ``finalError`` appears only when set) and puts the
+discriminator (``type`` or ``role``) first. The decoder reads the field types and
+picks union members by their discriminator, so anything the encoder writes
+round-trips, and anything malformed raises :class:`~trio_session.CodecError`
+naming the path of the bad value.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+import attrs
+
+from ._errors import CodecError
+from ._events import EVENT_TYPES, SessionEvent
+from ._messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+T = TypeVar("T")
+
+_DISCRIMINATORS = ("type", "role")
+_MESSAGE_TYPES: tuple[type[Any], ...] = (UserMessage, AssistantMessage, ToolResultMessage)
+
+
+def camel(name: str) -> str:
+    """``max_attempts`` → ``maxAttempts``."""
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+_SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake(name: str) -> str:
+    """``maxAttempts`` → ``max_attempts``."""
+    return _SNAKE.sub("_", name).lower()
+
+
+def to_json(value: Any) -> Any:
+    """Turn a message, event or plain value into JSON-ready data."""
+    if attrs.has(type(value)):
+        out: dict[str, Any] = {}
+        for key in _DISCRIMINATORS:
+            if hasattr(value, key) and isinstance(getattr(value, key), str):
+                out[key] = getattr(value, key)
+        for field in attrs.fields(type(value)):
+            item = getattr(value, field.name)
+            if item is None or field.name in out:
+                continue
+            out[camel(field.name)] = to_json(item)
+        if isinstance(value, Usage):
+            out["totalTokens"] = value.total_tokens
+        return out
+    if isinstance(value, (tuple, list)):
+        return [to_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    return value
+
+
+def event_to_json(event: SessionEvent) -> dict[str, Any]:
+    """Encode an event as the reference's JSON object (``{"type": "auto_retry_end", …}``)."""
+    data: dict[str, Any] = to_json(event)
+    return data
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """Encode a message as the reference's JSON object (``{"role": "assistant", …}``)."""
+    data: dict[str, Any] = to_json(message)
+    return data
+
+
+@functools.cache
+def _by_discriminator(classes: tuple[type[Any], ...]) -> tuple[str, dict[str, type[Any]]]:
+    for key in _DISCRIMINATORS:
+        table: dict[str, type[Any]] = {}
+        for cls in classes:
+            field = getattr(attrs.fields(cls), key, None)
+            if field is None or not isinstance(field.default, str):
+                break
+            table[field.default] = cls
+        else:
+            return key, table
+    msg = f"no common discriminator for {classes!r}"
+    raise TypeError(msg)
+
+
+@functools.cache
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _decode(data: Any, tp: Any, path: str) -> Any:
+    if tp is Any:
+        return data
+    origin = get_origin(tp)
+    if origin is Literal:
+        if data not in get_args(tp):
+            choices = ", ".join(repr(a) for a in get_args(tp))
+            msg = f"{path} must be one of {choices}, not {data!r}"
+            raise CodecError(msg)
+        return data
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        members = tuple(a for a in args if a is not type(None))
+        if len(members) == 1:
+            return _decode(data, members[0], path)
+        if all(attrs.has(m) for m in members):
+            return _decode_union(data, members, path)
+        for member in members:
+            try:
+                return _decode(data, member, path)
+            except CodecError:
+                continue
+        msg = f"{path} has an unexpected value {data!r}"
+        raise CodecError(msg)
+    if origin is tuple:
+        if not isinstance(data, list):
+            msg = f"{path} must be a list, not {type(data).__name__}"
+            raise CodecError(msg)
+        (item_tp, _ellipsis) = get_args(tp)
+        return tuple(_decode(v, item_tp, f"{path}[{i}]") for i, v in enumerate(data))
+    if origin is not None and issubclass(origin, Mapping):
+        if not isinstance(data, dict):
+            msg = f"{path} must be an object, not {type(data).__name__}"
+            raise CodecError(msg)
+        return dict(data)
+    if attrs.has(tp):
+        return _decode_attrs(data, tp, path)
+    if tp is bool:
+        if not isinstance(data, bool):
+            msg = f"{path} must be a boolean, not {data!r}"
+            raise CodecError(msg)
+        return data
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            msg = f"{path} must be an integer, not {data!r}"
+            raise CodecError(msg)
+        return data
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            msg = f"{path} must be a number, not {data!r}"
+            raise CodecError(msg)
+        return float(data)
+    if tp is str:
+        if not isinstance(data, str):
+            msg = f"{path} must be a string, not {data!r}"
+            raise CodecError(msg)
+        return data
+    msg = f"cannot decode {path} as {tp!r}"  # pragma: no cover - a bug in a type hint
+    raise TypeError(msg)
+
+
+def _decode_union(data: Any, members: tuple[type[Any], ...], path: str) -> Any:
+    key, table = _by_discriminator(members)
+    if not isinstance(data, dict):
+        msg = f"{path} must be an object, not {type(data).__name__}"
+        raise CodecError(msg)
+    tag = data.get(key)
+    cls = table.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        choices = ", ".join(repr(t) for t in table)
+        msg = f"{path}.{key} must be one of {choices}, not {tag!r}"
+        raise CodecError(msg)
+    return _decode_attrs(data, cls, path)
+
+
+def _decode_attrs(data: Any, cls: type[T], path: str) -> T:
+    if not isinstance(data, dict):
+        msg = f"{path} must be an object, not {type(data).__name__}"
+        raise CodecError(msg)
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for field in attrs.fields(cls):  # type: ignore[misc]
+        key = camel(field.name)
+        if key not in data or (data[key] is None and field.default is not attrs.NOTHING):
+            if field.default is attrs.NOTHING:
+                msg = f"{path}.{key} is missing"
+                raise CodecError(msg)
+            continue
+        kwargs[field.name] = _decode(data[key], hints[field.name], f"{path}.{key}")
+    return cls(**kwargs)
+
+
+def event_from_json(data: Any) -> SessionEvent:
+    """Decode an event object; raises :class:`CodecError` naming the bad field."""
+    event: SessionEvent = _decode_union(data, EVENT_TYPES, "event")
+    return event
+
+
+def message_from_json(data: Any) -> Message:
+    """Decode a message object; raises :class:`CodecError` naming the bad field."""
+    message: Message = _decode_union(data, _MESSAGE_TYPES, "message")
+    return message

@@ -1,0 +1,107 @@
+"""The overflow path: make the runtime context fit again (R-2, R-50).
+
+When a run ends in a context-overflow error, the session removes the error from
+the runtime context, emits ``auto_compaction_start {reason: "overflow"}``, asks
+its :class:`Compactor` for a smaller context, emits ``auto_compaction_end`` and —
+if the context shrank — continues the run once. The compaction algorithm is
+replaceable; :class:`DropOldestCompactor` is the working default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+
+from ._events import CompactionResult
+from ._messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ._settings import CompactionSettings
+from .providers._base import Model
+
+#: Rough characters per token, for estimating the size of a context.
+CHARS_PER_TOKEN = 4
+
+
+@attrs.frozen
+class Compaction:
+    """A compactor's answer: the new runtime context and what changed."""
+
+    messages: tuple[Message, ...]
+    result: CompactionResult
+
+
+class Compactor(Protocol):
+    """Shrinks a runtime context that no longer fits the model."""
+
+    async def compact(
+        self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+    ) -> Compaction | None:
+        """Return a smaller context, or ``None`` if nothing can be removed."""
+        ...
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """A rough token count: characters / 4, at least 1 per message."""
+    total = 0
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            chars = len(m.text) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)
+        elif isinstance(m, ToolResultMessage):
+            chars = len(m.text)
+        else:
+            chars = len(m.content)
+        total += max(1, chars // CHARS_PER_TOKEN)
+    return total
+
+
+def split_turns(messages: Sequence[Message]) -> list[list[Message]]:
+    """Group a context into turns, each starting at a user message."""
+    turns: list[list[Message]] = []
+    for m in messages:
+        if isinstance(m, UserMessage) or not turns:
+            turns.append([])
+        turns[-1].append(m)
+    return turns
+
+
+@attrs.frozen
+class DropOldestCompactor:
+    """The default compactor: drop the oldest turns until the context fits.
+
+    It always drops at least one turn (the provider said the context is too big,
+    whatever our estimate says), keeps ``compaction.keepRecentTurns`` turns
+    verbatim, and otherwise drops until the estimate is under ``target_ratio`` of
+    the model's context window.
+    """
+
+    target_ratio: float = 0.75
+
+    async def compact(
+        self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+    ) -> Compaction | None:
+        """Drop the oldest turns; ``None`` when only the kept turns are left."""
+        turns = split_turns(messages)
+        keep = settings.keep_recent_turns
+        if len(turns) <= keep:
+            return None
+        target = model.context_window * self.target_ratio
+        dropped = 0
+        while len(turns) - dropped > keep and (
+            dropped == 0 or estimate_tokens(_flatten(turns[dropped:])) > target
+        ):
+            dropped += 1
+        kept = _flatten(turns[dropped:])
+        removed = len(messages) - len(kept)
+        result = CompactionResult(
+            summary=f"Dropped the {dropped} oldest turn(s) ({removed} messages) to fit the "
+            f"context window of {model.id}.",
+            tokens_before=estimate_tokens(messages),
+            tokens_after=estimate_tokens(kept),
+            messages_removed=removed,
+        )
+        return Compaction(messages=tuple(kept), result=result)
+
+
+def _flatten(turns: Sequence[Sequence[Message]]) -> list[Message]:
+    return [m for turn in turns for m in turn]

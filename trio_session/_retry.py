@@ -1,0 +1,167 @@
+"""The retry chain: one task, one cancel scope, exactly one ``auto_retry_end``.
+
+The reference keeps a chain alive with four loose fields (an attempt counter, a
+promise, its resolver, an AbortController for the sleep). Here a chain is a
+task in the prompt's nursery, and its lifetime *is* a :class:`trio.CancelScope`::
+
+    prompt() nursery
+    └── RetryChain.run()            is_retrying ⇔ the chain has not ended (R-10)
+        └── scope                   abort_retry() cancels it (R-29, R-31)
+            ├── sleep(delay)        retry_now() ends just this wait (R-34a)
+            └── re-attempt          agent continue, under the same scope
+
+The loop is SPEC §3 in order: read settings (R-11), count the attempt before the
+max check (R-13, R-15), compute the delay (R-16, R-28), rotate the credential on
+a usage limit (R-17), emit ``auto_retry_start`` (R-19), drop the error from the
+runtime context (R-20), sleep (R-21), continue (R-22), look at the result.
+Whatever way the scope is left — success, over the maximum, a non-retryable
+result, cancellation from anywhere — one ``auto_retry_end`` is emitted on the
+way out. Emission is synchronous, so it cannot be skipped by cancellation (R-34).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+import attrs
+import trio
+
+from ._backoff import plan_delay
+from ._classify import is_usage_limit_error, parse_retry_after_ms
+from ._events import AutoRetryEnd, AutoRetryStart, SessionEvent
+from ._messages import AssistantMessage
+from ._settings import RetrySettings
+
+CANCELLED = "Retry cancelled"
+
+
+class Next(enum.Enum):
+    """What the session does after a run ends, decided just before ``agent_end``."""
+
+    DONE = "done"  #: nothing; the prompt is over (or the error stays, R-15a)
+    RETRY = "retry"  #: a retryable error within the budget: start or go on with a chain
+    GIVE_UP = "give_up"  #: retryable, but the next attempt would exceed maxRetries
+    COMPACT = "compact"  #: context overflow error: compact, then continue once (R-50)
+    COMPACT_ONLY = "compact_only"  #: silent overflow on an answer: compact, don't continue
+
+    @property
+    def will_retry(self) -> bool:
+        """The ``willRetry`` flag of ``agent_end`` (R-45a)."""
+        return self in (Next.RETRY, Next.COMPACT)
+
+
+class RetryHost(Protocol):
+    """What a chain needs from its session."""
+
+    @property
+    def retry_settings(self) -> RetrySettings: ...
+
+    @property
+    def next_step(self) -> Next: ...
+
+    def emit(self, event: SessionEvent) -> None: ...
+
+    def drop_from_context(self, message: AssistantMessage) -> None: ...
+
+    async def rotate_credential(self, hint_ms: int | None) -> bool: ...
+
+    async def reattempt(self) -> AssistantMessage: ...
+
+
+@attrs.define(eq=False)
+class RetryChain:
+    """One retry chain, from the first retryable error to its ``auto_retry_end``.
+
+    Attributes:
+        attempt: the current 1-based attempt; 0 before the first (R-9).
+        ended: whether ``auto_retry_end`` has been emitted.
+    """
+
+    attempt: int = 0
+    ended: bool = False
+    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
+    _sleep: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _pending_delay_ms: int = attrs.field(default=0, init=False)
+
+    @property
+    def alive(self) -> bool:
+        """True until the chain's end event is out."""
+        return not self.ended
+
+    @property
+    def sleeping(self) -> bool:
+        """True while the chain waits out a backoff delay."""
+        return self._sleep is not None
+
+    def cancel(self) -> None:
+        """``abort_retry()``: cancel the sleep or the in-flight re-attempt (R-29, R-31)."""
+        if self.alive:
+            self._scope.cancel(reason="retry aborted")
+
+    def skip_wait(self) -> bool:
+        """``retry_now()``: end the current backoff sleep early (R-34a)."""
+        if self._sleep is None:
+            return False
+        self._sleep.cancel(reason="retry now")
+        return True
+
+    def succeed(self, host: RetryHost) -> None:
+        """The first good assistant message after the chain began (R-23)."""
+        self._end(host, AutoRetryEnd(success=True, attempt=self.attempt))
+
+    async def run(self, host: RetryHost, error: AssistantMessage) -> AssistantMessage | None:
+        """Drive the chain from ``error`` until it ends.
+
+        Returns:
+            The message that ended the chain when the session still has to act on
+            it — after a success (it may need a fresh chain later, R-24) or a
+            non-retryable result (R-25) — or ``None``.
+        """
+        message = error
+        with self._scope:
+            try:
+                while True:
+                    if not await self._start_attempt(host, message):
+                        return None
+                    with trio.CancelScope() as self._sleep:
+                        await trio.sleep(self._pending_delay_ms / 1000)
+                    self._sleep = None
+                    message = await host.reattempt()
+                    if self.ended:
+                        return message  # success was announced at its message_end
+                    if host.next_step not in (Next.RETRY, Next.GIVE_UP):
+                        final = message.error_message or f"re-attempt ended: {message.stop_reason}"
+                        self._end(host, AutoRetryEnd(False, self.attempt, final))  # R-25
+                        return message
+            finally:
+                self._sleep = None
+                if not self.ended:
+                    self._end(host, AutoRetryEnd(False, self.attempt, CANCELLED))  # R-30
+        return None
+
+    async def _start_attempt(self, host: RetryHost, message: AssistantMessage) -> bool:
+        settings = host.retry_settings  # R-11
+        text = message.error_message or ""
+        self.attempt += 1  # R-13
+        if self.attempt > settings.max_retries:  # R-15
+            self._end(host, AutoRetryEnd(False, self.attempt - 1, text))
+            return False
+        hint = parse_retry_after_ms(text)  # R-18
+        plan = plan_delay(self.attempt, settings, hint_ms=hint)  # R-16, R-28
+        delay = plan.delay_ms
+        if is_usage_limit_error(text) and await host.rotate_credential(hint):  # R-17
+            delay = 0
+        if delay is None:
+            self._end(host, AutoRetryEnd(False, self.attempt, plan.refusal))
+            return False
+        host.emit(AutoRetryStart(self.attempt, settings.max_retries, delay, text))  # R-19
+        host.drop_from_context(message)  # R-20
+        self._pending_delay_ms = delay
+        return True
+
+    def _end(self, host: RetryHost, event: AutoRetryEnd) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        host.emit(event)

@@ -1,0 +1,121 @@
+"""Credentials per provider, and what to do when one hits its usage limit (R-17).
+
+A session sticks to one credential of its provider. When a request fails with a
+usage-limit error, the session calls :meth:`CredentialStore.mark_usage_limit_reached`:
+the store blocks that credential until ``now + retry_after_ms`` and, if another
+credential of the same provider is free, switches the session to it and returns
+``True`` — the retry then goes out at once (``delayMs: 0``).
+
+:class:`InMemoryCredentialStore` is the embedded default; a persistent store
+(SQLite, shared between processes) implements the same protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+import attrs
+
+DEFAULT_BLOCK_MS = 60_000
+
+
+def redact(secret: str) -> str:
+    """A form of a key that is safe to print: ``sk-…wxyz`` (never the whole key)."""
+    if len(secret) <= 8:
+        return "…"
+    return f"{secret[:3]}…{secret[-4:]}"
+
+
+class CredentialStore(Protocol):
+    """Where a session gets its API key, and reports a usage limit."""
+
+    async def api_key(self, provider: str, session_id: str) -> str | None:
+        """The key this session should use for ``provider`` now, or ``None``."""
+        ...
+
+    async def mark_usage_limit_reached(
+        self,
+        provider: str,
+        session_id: str,
+        *,
+        retry_after_ms: int | None = None,
+        base_url: str | None = None,
+    ) -> bool:
+        """Block the session's credential; return whether it switched to another one."""
+        ...
+
+
+@attrs.define(eq=False)
+class InMemoryCredentialStore:
+    """Several API keys per provider, held in memory.
+
+    Args:
+        keys: provider name → keys, in order of preference.
+        clock: seconds, for blocking; ``time.time`` unless given (pass
+            ``trio.current_time`` to follow a test's virtual clock).
+    """
+
+    _keys: dict[str, list[str]] = attrs.field(
+        converter=lambda m: {p: list(ks) for p, ks in m.items()}, alias="keys", repr=False
+    )
+    _clock: Callable[[], float] = attrs.field(default=time.time, alias="clock")
+    _sticky: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False)
+    _blocked_until: dict[tuple[str, int], float] = attrs.field(factory=dict, init=False)
+
+    @classmethod
+    def from_keys(cls, keys: Mapping[str, Iterable[str]]) -> InMemoryCredentialStore:
+        """``InMemoryCredentialStore.from_keys({"openai": ["sk-a", "sk-b"]})``."""
+        return cls(keys={p: list(ks) for p, ks in keys.items()})
+
+    def blocked_until(self, provider: str, key_index: int) -> float | None:
+        """When the ``key_index``-th key of ``provider`` unblocks (clock seconds), if blocked."""
+        until = self._blocked_until.get((provider, key_index))
+        return until if until is not None and until > self._clock() else None
+
+    async def api_key(self, provider: str, session_id: str) -> str | None:
+        """The session's sticky key; on first use, the first free one."""
+        index = self._current(provider, session_id)
+        return None if index is None else self._keys[provider][index]
+
+    async def mark_usage_limit_reached(
+        self,
+        provider: str,
+        session_id: str,
+        *,
+        retry_after_ms: int | None = None,
+        base_url: str | None = None,
+    ) -> bool:
+        """Block the session's key for ``retry_after_ms`` (default 60 s); move to a free one."""
+        index = self._current(provider, session_id)
+        if index is None:
+            return False
+        now = self._clock()
+        wait_ms = DEFAULT_BLOCK_MS if retry_after_ms is None else retry_after_ms
+        self._blocked_until[(provider, index)] = now + wait_ms / 1000
+        choice = self._pick(provider)
+        assert choice is not None  # the provider has at least the key just blocked
+        self._sticky[(provider, session_id)] = choice
+        return choice != index and self.blocked_until(provider, choice) is None
+
+    def _current(self, provider: str, session_id: str) -> int | None:
+        sticky = self._sticky.get((provider, session_id))
+        if sticky is not None:
+            return sticky
+        choice = self._pick(provider)
+        if choice is not None:
+            self._sticky[(provider, session_id)] = choice
+        return choice
+
+    def _pick(self, provider: str) -> int | None:
+        """The first free key; if all are blocked, the one that unblocks first."""
+        keys = self._keys.get(provider, [])
+        if not keys:
+            return None
+        now = self._clock()
+        until = [self._blocked_until.get((provider, i), now) for i in range(len(keys))]
+        for i, t in enumerate(until):
+            if t <= now:
+                return i
+        return min(range(len(keys)), key=until.__getitem__)
