@@ -21,7 +21,6 @@ from typing import Any
 
 import attrs
 
-
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -269,5 +268,3 @@ class Agent:
         self.emit(ToolExecutionEnd(call.id, call.name, text, is_error))
         results.append(result)
         self._add(result, produced)
-
-

@@ -24,7 +24,7 @@ def exponential_delay_ms(attempt: int, base_delay_ms: int) -> int:
     if attempt < 1:
         msg = f"attempt must be 1 or more, not {attempt!r}"
         raise ValueError(msg)
-    return base_delay_ms * 2 ** (attempt - 1)
+    return int(base_delay_ms * 2 ** (attempt - 1))
 
 
 @attrs.frozen

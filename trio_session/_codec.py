@@ -16,7 +16,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import attrs
 
@@ -25,14 +25,10 @@ from ._events import EVENT_TYPES, SessionEvent
 from ._messages import (
     AssistantMessage,
     Message,
-    TextContent,
-    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
-
-T = TypeVar("T")
 
 _DISCRIMINATORS = ("type", "role")
 _MESSAGE_TYPES: tuple[type[Any], ...] = (UserMessage, AssistantMessage, ToolResultMessage)
@@ -183,13 +179,13 @@ def _decode_union(data: Any, members: tuple[type[Any], ...], path: str) -> Any:
     return _decode_attrs(data, cls, path)
 
 
-def _decode_attrs(data: Any, cls: type[T], path: str) -> T:
+def _decode_attrs(data: Any, cls: Any, path: str) -> Any:
     if not isinstance(data, dict):
         msg = f"{path} must be an object, not {type(data).__name__}"
         raise CodecError(msg)
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for field in attrs.fields(cls):  # type: ignore[misc]
+    for field in attrs.fields(cls):
         key = camel(field.name)
         if key not in data or (data[key] is None and field.default is not attrs.NOTHING):
             if field.default is attrs.NOTHING:

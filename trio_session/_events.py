@@ -81,7 +81,7 @@ class TurnEnd:
     """A turn ended: the assistant message and the tool results it produced."""
 
     message: AssistantMessage
-    tool_results: tuple[ToolResultMessage, ...] = attrs.field(default=(), converter=tuple)
+    tool_results: tuple[ToolResultMessage, ...] = ()
     type: Literal["turn_end"] = "turn_end"
 
 
@@ -96,7 +96,7 @@ class AgentEnd:
     ``will_retry`` false.
     """
 
-    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    messages: tuple[Message, ...] = ()
     will_retry: bool = False
     type: Literal["agent_end"] = "agent_end"
 

@@ -124,7 +124,7 @@ class ToolResultMessage:
 
     tool_call_id: str
     tool_name: str
-    content: tuple[TextContent, ...] = attrs.field(default=(), converter=tuple)
+    content: tuple[TextContent, ...] = ()
     is_error: bool = False
     timestamp: int = attrs.field(factory=now_ms)
     role: Literal["toolResult"] = "toolResult"

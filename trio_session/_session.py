@@ -41,6 +41,10 @@ Subscriber = Callable[[SessionEvent], None]
 DEFAULT_EVENT_BUFFER = 4096
 
 
+def _coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
+    return SettingsStore.coerce(value)
+
+
 @attrs.define(eq=False)
 class EventStream:
     """An async iterator over session events, fed without ever blocking the session.
@@ -105,7 +109,7 @@ class AgentSession:
     _provider: Provider = attrs.field(alias="provider")
     _model: Model = attrs.field(alias="model")
     _settings: SettingsStore = attrs.field(
-        default=None, converter=SettingsStore.coerce, alias="settings"
+        default=None, converter=_coerce_settings, alias="settings"
     )
     _tools: Sequence[Tool] = attrs.field(default=(), alias="tools")
     _system_prompt: str | None = attrs.field(default=None, alias="system_prompt")

@@ -240,9 +240,7 @@ class SettingsStore:
             return cls()
         if isinstance(value, Settings):
             values = {
-                f"{group}.{camel(field.name)}": getattr(
-                    getattr(value, group), field.name
-                )
+                f"{group}.{camel(field.name)}": getattr(getattr(value, group), field.name)
                 for group in _SCHEMA
                 for field in attrs.fields(type(getattr(value, group)))
             }
@@ -277,4 +275,3 @@ class SettingsStore:
     def _resolve(self) -> Settings:
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
         return resolve([*self._layers, top])
-

@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeAlias
 
 import attrs
 import trio
 
 from .._messages import StopReason, ToolCall, Usage
 from ._base import ProviderRequest, StreamEnd, StreamSink
+
+ScriptStep: TypeAlias = "FauxReply | Callable[[ProviderRequest], FauxReply]"
+
+
+def _optional_tuple(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _calls(value: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(value)
+
+
+def _steps(value: Iterable[ScriptStep]) -> list[ScriptStep]:
+    return list(value)
 
 
 @attrs.frozen
@@ -35,10 +50,8 @@ class FauxReply:
     """
 
     text: str = ""
-    chunks: tuple[str, ...] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(tuple)
-    )
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    chunks: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls)
     error: str | None = None
     delay: float = 0.0
     chunk_delay: float = 0.0
@@ -59,9 +72,6 @@ class FauxReply:
         return (self.text,) if self.text else ()
 
 
-ScriptStep = FauxReply | Callable[[ProviderRequest], FauxReply]
-
-
 @attrs.define(eq=False)
 class FauxProvider:
     """A provider that answers from a script, one step per request.
@@ -79,7 +89,7 @@ class FauxProvider:
         ])
     """
 
-    _script: list[ScriptStep] = attrs.field(converter=list, alias="script")
+    _script: list[ScriptStep] = attrs.field(converter=_steps, alias="script")
     _name: str = attrs.field(default="faux", alias="name")
     requests: list[ProviderRequest] = attrs.field(factory=list, init=False)
     request_times: list[float] = attrs.field(factory=list, init=False)
@@ -103,7 +113,8 @@ class FauxProvider:
         self.requests.append(request)
         self.request_times.append(trio.current_time())
         if not self._script:
-            return StreamEnd.error(f"faux script exhausted: no reply for request {len(self.requests)}")
+            number = len(self.requests)
+            return StreamEnd.error(f"faux script exhausted: no reply for request {number}")
         step = self._script.pop(0)
         reply = step if isinstance(step, FauxReply) else step(request)
         await trio.sleep(reply.delay)

@@ -28,6 +28,10 @@ def redact(secret: str) -> str:
     return f"{secret[:3]}…{secret[-4:]}"
 
 
+def _key_lists(keys: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+    return {provider: list(values) for provider, values in keys.items()}
+
+
 class CredentialStore(Protocol):
     """Where a session gets its API key, and reports a usage limit."""
 
@@ -57,9 +61,7 @@ class InMemoryCredentialStore:
             ``trio.current_time`` to follow a test's virtual clock).
     """
 
-    _keys: dict[str, list[str]] = attrs.field(
-        converter=lambda m: {p: list(ks) for p, ks in m.items()}, alias="keys", repr=False
-    )
+    _keys: dict[str, list[str]] = attrs.field(converter=_key_lists, alias="keys", repr=False)
     _clock: Callable[[], float] = attrs.field(default=time.time, alias="clock")
     _sticky: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False)
     _blocked_until: dict[tuple[str, int], float] = attrs.field(factory=dict, init=False)
@@ -67,7 +69,7 @@ class InMemoryCredentialStore:
     @classmethod
     def from_keys(cls, keys: Mapping[str, Iterable[str]]) -> InMemoryCredentialStore:
         """``InMemoryCredentialStore.from_keys({"openai": ["sk-a", "sk-b"]})``."""
-        return cls(keys={p: list(ks) for p, ks in keys.items()})
+        return cls(keys=_key_lists(keys))
 
     def blocked_until(self, provider: str, key_index: int) -> float | None:
         """When the ``key_index``-th key of ``provider`` unblocks (clock seconds), if blocked."""
