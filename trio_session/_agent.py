@@ -174,12 +174,13 @@ class Agent:
         results: list[ToolResultMessage] = []
         self.emit(AgentStart())
         try:
-            for message in new:
-                self._add(message, produced)
             while True:
                 self.emit(TurnStart())
                 turn_open = True
                 last, results = None, []
+                for message in new:  # the prompt's messages open the first turn
+                    self._add(message, produced)
+                new = ()
                 last = await self._stream_turn(produced)
                 if last.stop_reason == "toolUse":
                     await self._run_tools(last, produced, results)

@@ -1,0 +1,74 @@
+"""Shared helpers: scripts, invariants, and a look at the task tree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import trio
+
+from trio_session import AgentSession, AutoRetryEnd, AutoRetryStart, FauxReply, SessionEvent
+
+ERR_503 = "503 Service Unavailable"
+ERR_400 = "400 Bad Request: invalid 'messages' field"
+ERR_OVERFLOW = "400 prompt is too long: 213462 tokens > 200000 maximum"
+
+
+def err(text: str = ERR_503, **kwargs: Any) -> FauxReply:
+    """A scripted error reply."""
+    return FauxReply(error=text, **kwargs)
+
+
+def ok(text: str = "Hello", **kwargs: Any) -> FauxReply:
+    """A scripted successful reply."""
+    return FauxReply(text=text, **kwargs)
+
+
+def hang() -> FauxReply:
+    """A reply that streams one chunk and then never finishes."""
+    return FauxReply(text="partial", hang=True)
+
+
+def retry_settings(**retry: Any) -> dict[str, Any]:
+    """Settings in file form with only the ``retry`` group given."""
+    return {"retry": retry}
+
+
+def check_retry_events(events: Sequence[SessionEvent]) -> int:
+    """Every ``auto_retry_start`` is followed by exactly one ``auto_retry_end`` of its
+    chain, and a chain never stays open. Returns the number of chains."""
+    chains = 0
+    open_chain = False
+    for event in events:
+        if isinstance(event, AutoRetryStart):
+            if not open_chain:
+                chains += 1
+            open_chain = True
+        elif isinstance(event, AutoRetryEnd):
+            if not open_chain:  # maxRetries == 0: a chain that ends before any start
+                chains += 1
+            open_chain = False
+    assert not open_chain, "a retry chain never ended"
+    return chains
+
+
+def _walk(task: trio.lowlevel.Task) -> Iterator[trio.lowlevel.Task]:
+    yield task
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            yield from _walk(child)
+
+
+def session_tasks() -> list[str]:
+    """Names of live tasks that run trio_session code (should be none when idle)."""
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    return [t.name for t in _walk(root) if "trio_session" in t.name]
+
+
+def assert_idle(session: AgentSession) -> None:
+    """The session holds no retry state and runs no task of its own."""
+    assert not session.is_running
+    assert not session.is_retrying
+    assert session.retry_attempt == 0
+    assert session_tasks() == []
