@@ -80,7 +80,9 @@ async def run(
 # -- §1 scope ---------------------------------------------------------------------
 
 
-async def test_r1_retry_first_and_compaction_skipped(autojump_clock: trio.testing.MockClock) -> None:
+async def test_r1_retry_first_and_compaction_skipped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """R-1: a retryable error starts a chain and the compaction check is skipped."""
     _, rec, reply, _ = await run([err(), ok()])
     assert rec.types.count("auto_retry_start") == 1
@@ -137,7 +139,8 @@ async def test_r4_retryable_needs_all_conditions(
 ) -> None:
     """R-4: error stop reason, a non-empty message and a pattern match are all required."""
     provider, rec, _, returned = await run([reply, ok()])
-    assert not rec.of(AutoRetryStart) and not rec.of(AutoRetryEnd)
+    assert not rec.of(AutoRetryStart)
+    assert not rec.of(AutoRetryEnd)
     assert len(provider.requests) == 1
     assert returned == 0.0
 
@@ -270,7 +273,8 @@ async def test_r15a_error_stays_in_context_after_max(
         await session.prompt("Hi")
         assert [m.role for m in session.messages] == ["user", "assistant"]
         last = session.messages[-1]
-        assert isinstance(last, AssistantMessage) and last.error_message == ERR_503
+        assert isinstance(last, AssistantMessage)
+        assert last.error_message == ERR_503
         assert [m.role for m in session.history] == ["user", "assistant", "assistant"]
 
 
@@ -332,7 +336,8 @@ async def test_r20_r51_error_leaves_context_stays_in_history(
     provider = FauxProvider([err(), err("500 Internal Server Error"), ok()])
     async with open_session(provider) as session:
         await session.prompt("Hi")
-        assert [(m.role, m.text) for m in session.messages] == [("user", "Hi"), ("assistant", "Hello")]
+        context = [(m.role, m.text) for m in session.messages]
+        assert context == [("user", "Hi"), ("assistant", "Hello")]
         errors = [
             m.error_message
             for m in session.history
@@ -398,10 +403,8 @@ async def test_r24_fresh_chain_after_reset_within_one_prompt(
         reply = await session.prompt("Hi")
         returned = trio.current_time()
         assert_idle(session)
-    assert [(e.attempt, t) for e, t in zip(rec.of(AutoRetryStart), rec.times_of("auto_retry_start"))] == [
-        (1, 0.0),
-        (1, 2.0),
-    ]
+    assert [e.attempt for e in rec.of(AutoRetryStart)] == [1, 1]
+    assert rec.times_of("auto_retry_start") == [0.0, 2.0]
     assert rec.of(AutoRetryEnd) == [AutoRetryEnd(True, 1), AutoRetryEnd(True, 1)]
     assert check_retry_events(rec.events) == 2
     assert (reply.text, returned) == ("Hello", 4.0)

@@ -11,6 +11,7 @@ server's ``Retry-After`` hint.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Literal
 
@@ -83,5 +84,5 @@ def _jittered(delay: int, jitter: Literal["none", "full", "equal"], rng: random.
     if jitter == "full":
         return round(rng.uniform(0, delay))
     if jitter == "equal":
-        return round(delay / 2 + rng.uniform(0, delay / 2))
+        return max(math.ceil(delay / 2), round(delay / 2 + rng.uniform(0, delay / 2)))
     return delay

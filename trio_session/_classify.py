@@ -70,23 +70,27 @@ USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reache
 #: R-8 strict: status codes only as whole numbers, plus wordings the reference misses.
 STRICT_RETRYABLE_PATTERN = re.compile(
     r"overloaded|rate.?limit|usage.?limit|too many requests|too many tokens|throttl"
-    r"|(?<![\w.\-])(?:429|500|502|503|504|529)(?![\w\-])"
+    r"|(?<![\w.,\-])(?:429|500|502|503|504|529)(?![\w\-])"
     r"|service.?unavailable|server.?error|internal.?error|bad gateway|gateway time-?out"
     r"|connection.?(?:error|refused|reset)|fetch failed|retry delay|temporarily unavailable",
     re.IGNORECASE,
 )
 
 #: R-8 strict: errors that mention a retryable word but will not heal by waiting.
+#: Not "billing" or "exceeded your current quota" alone: per-minute rate limits of
+#: OpenAI, Groq and Gemini link to the billing page yet heal by waiting.
 STRICT_NON_RETRYABLE_PATTERN = re.compile(
-    r"insufficient_quota|exceeded your current quota|billing|credit balance"
-    r"|payment required|invalid.?api.?key|authentication|unauthori[sz]ed|permission",
+    r"insufficient_quota|insufficient.credits|credit balance|spending limit"
+    r"|used all available credits|payment required"
+    r"|invalid.?api.?key|authentication|unauthori[sz]ed|permission",
     re.IGNORECASE,
 )
 
 #: R-8 strict: wordings of a *rate* limit that some overflow patterns also match
 #: (Bedrock's "Too many tokens, please wait", OpenAI's "tokens per min (TPM)").
 STRICT_NOT_OVERFLOW_PATTERN = re.compile(
-    r"per min|per minute|\bTPM\b|please wait|rate.?limit|throttl", re.IGNORECASE
+    r"per min|per minute|\bTPM\b|please wait|(?<![\w-])rate[ _]?limit(?!-)|throttl",
+    re.IGNORECASE,
 )
 
 

@@ -165,6 +165,10 @@ def _decode(data: Any, tp: Any, path: str) -> Any:
     raise TypeError(msg)
 
 
+def _admits_none(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType) and type(None) in get_args(tp)
+
+
 def _decode_union(data: Any, members: tuple[type[Any], ...], path: str) -> Any:
     key, table = _by_discriminator(members)
     if not isinstance(data, dict):
@@ -188,10 +192,13 @@ def _decode_attrs(data: Any, cls: Any, path: str) -> Any:
     for field in attrs.fields(cls):
         key = camel(field.name)
         if key not in data or (data[key] is None and field.default is not attrs.NOTHING):
-            if field.default is attrs.NOTHING:
-                msg = f"{path}.{key} is missing"
-                raise CodecError(msg)
-            continue
+            if field.default is not attrs.NOTHING:
+                continue
+            if _admits_none(hints[field.name]):  # written without its None value
+                kwargs[field.name] = None
+                continue
+            msg = f"{path}.{key} is missing"
+            raise CodecError(msg)
         kwargs[field.name] = _decode(data[key], hints[field.name], f"{path}.{key}")
     return cls(**kwargs)
 

@@ -239,12 +239,14 @@ class SettingsStore:
         if value is None:
             return cls()
         if isinstance(value, Settings):
-            values = {
-                f"{group}.{camel(field.name)}": getattr(getattr(value, group), field.name)
+            nested = {
+                group: {
+                    camel(field.name): getattr(getattr(value, group), field.name)
+                    for field in attrs.fields(type(getattr(value, group)))
+                }
                 for group in _SCHEMA
-                for field in attrs.fields(type(getattr(value, group)))
             }
-            return cls([SettingsLayer(source=PROGRAMMATIC, values=values)])
+            return cls([SettingsLayer.from_mapping(nested)])  # validated like a file
         return cls([SettingsLayer.from_mapping(value)])
 
     @classmethod
