@@ -69,10 +69,10 @@ def split_turns(messages: Sequence[Message]) -> list[list[Message]]:
 class DropOldestCompactor:
     """The default compactor: drop the oldest turns until the context fits.
 
-    It always drops at least one turn (the provider said the context is too big,
-    whatever our estimate says), keeps ``compaction.keepRecentTurns`` turns
-    verbatim, and otherwise drops until the estimate is under ``target_ratio`` of
-    the model's context window.
+    The provider said the context is too big, whatever our estimate says, so it
+    drops turns until the estimate is at most half of what it was *and* under
+    ``target_ratio`` of the model's context window — but always keeps the last
+    ``compaction.keepRecentTurns`` turns verbatim.
     """
 
     target_ratio: float = 0.75
@@ -85,18 +85,17 @@ class DropOldestCompactor:
         keep = settings.keep_recent_turns
         if len(turns) <= keep:
             return None
-        target = model.context_window * self.target_ratio
+        before = estimate_tokens(messages)
+        target = min(model.context_window * self.target_ratio, before / 2)
         dropped = 0
-        while len(turns) - dropped > keep and (
-            dropped == 0 or estimate_tokens(_flatten(turns[dropped:])) > target
-        ):
+        while len(turns) - dropped > keep and estimate_tokens(_flatten(turns[dropped:])) > target:
             dropped += 1
         kept = _flatten(turns[dropped:])
         removed = len(messages) - len(kept)
         result = CompactionResult(
             summary=f"Dropped the {dropped} oldest turn(s) ({removed} messages) to fit the "
             f"context window of {model.id}.",
-            tokens_before=estimate_tokens(messages),
+            tokens_before=before,
             tokens_after=estimate_tokens(kept),
             messages_removed=removed,
         )

@@ -1,0 +1,118 @@
+"""The ``trio-session`` command, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def trio_session(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m trio_session ARGS`` and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "trio_session", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def fast_settings(tmp_path: Path) -> Path:
+    """A settings file that shortens the backoff so the demo runs in well under a second."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"retry": {"baseDelayMs": 10}}))
+    return path
+
+
+def test_demo_prints_the_retry_story(fast_settings: Path) -> None:
+    """The demo (no TTY) shows two failures, two retries, success, and exits 0."""
+    result = trio_session("demo", "--settings", str(fast_settings))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    story = [line.strip() for line in lines if line.startswith("  ")]
+    error = "✗ error: 503 Service Unavailable: the server is temporarily overloaded"
+    assert story == [
+        error,
+        "↻ retrying (1/3) in 0s…",
+        error,
+        "↻ retrying (2/3) in 0s…",
+        "✓ retry succeeded on attempt 2",
+    ]
+    assert any(line.startswith("assistant: Hello!") for line in lines)
+    assert result.stderr == ""
+
+
+def test_demo_json_events(fast_settings: Path) -> None:
+    """demo --json writes one JSON event per line with the reference's field names."""
+    result = trio_session("demo", "--json", "--settings", str(fast_settings))
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    retry = [e for e in events if e["type"].startswith("auto_retry")]
+    assert retry == [
+        {
+            "type": "auto_retry_start",
+            "attempt": 1,
+            "maxAttempts": 3,
+            "delayMs": 10,
+            "errorMessage": "503 Service Unavailable: the server is temporarily overloaded",
+        },
+        {
+            "type": "auto_retry_start",
+            "attempt": 2,
+            "maxAttempts": 3,
+            "delayMs": 20,
+            "errorMessage": "503 Service Unavailable: the server is temporarily overloaded",
+        },
+        {"type": "auto_retry_end", "success": True, "attempt": 2},
+    ]
+    assert events[-1] == {"type": "agent_end", "messages": events[-1]["messages"], "willRetry": False}
+
+
+def test_demo_with_retries_exhausted(tmp_path: Path) -> None:
+    """With maxRetries 1 the demo reports the final failure and exits 1."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"retry": {"maxRetries": 1, "baseDelayMs": 10}}))
+    result = trio_session("demo", "--settings", str(path))
+    assert result.returncode == 1
+    assert (
+        "  ✗ retry failed after 1 attempts: "
+        "503 Service Unavailable: the server is temporarily overloaded"
+    ) in result.stdout.splitlines()
+
+
+def test_broken_settings_file_is_a_clear_error(tmp_path: Path) -> None:
+    """R-38: a bad settings file names file and key on stderr; exit 2, no traceback."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"retry": {"maxRetries": -1}}')
+    result = trio_session("demo", "--settings", str(path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"trio-session: retry.maxRetries must be a non-negative integer, not -1 (in {path})\n"
+    )
+
+
+def test_invalid_json_settings(tmp_path: Path) -> None:
+    """R-38: invalid JSON names the file, line and column."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"retry": {"maxRetries": 3,}}')
+    result = trio_session("demo", "--settings", str(path))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"trio-session: settings file {path} is not valid JSON: ")
+    assert "Traceback" not in result.stderr
+
+
+def test_version_and_help() -> None:
+    """--version prints the version; no command prints usage and exits 2."""
+    import trio_session as pkg
+
+    assert trio_session("--version").stdout == f"trio-session {pkg.__version__}\n"
+    result = trio_session()
+    assert result.returncode == 2
+    assert "usage: trio-session" in result.stderr

@@ -1,0 +1,190 @@
+"""The overflow path (SPEC R-2, R-50): compaction instead of retry, then one continuation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import trio
+import trio.testing
+
+from trio_session import (
+    AgentEnd,
+    AssistantMessage,
+    AutoCompactionEnd,
+    AutoCompactionStart,
+    Compaction,
+    CompactionResult,
+    CompactionSettings,
+    DropOldestCompactor,
+    FauxProvider,
+    FauxReply,
+    Message,
+    Model,
+    UserMessage,
+    open_session,
+)
+from trio_session.testing import EventRecorder
+
+from .conftest import ERR_OVERFLOW, assert_idle, err, hang, ok
+
+MODEL = Model(id="small", provider="faux", context_window=1000)
+
+
+async def test_r50_overflow_compacts_and_continues_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-50: error dropped, compaction events, a smaller context sent, the answer arrives."""
+    provider = FauxProvider([ok("a1"), ok("a2"), err(ERR_OVERFLOW), ok("a3")])
+    async with open_session(provider, MODEL) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+        rec = EventRecorder.attach(session)
+        reply = await session.prompt("q3")
+        assert_idle(session)
+        assert reply.text == "a3"
+        assert [m.text for m in session.messages] == ["q3", "a3"]
+    assert rec.types[rec.types.index("agent_end") :][:4] == [
+        "agent_end",
+        "auto_compaction_start",
+        "auto_compaction_end",
+        "agent_start",
+    ]
+    assert rec.of(AutoCompactionStart) == [AutoCompactionStart(reason="overflow")]
+    (end,) = rec.of(AutoCompactionEnd)
+    assert (end.aborted, end.will_retry) == (False, True)
+    assert end.result is not None
+    assert end.result.messages_removed == 4
+    assert rec.of(AgentEnd)[0].will_retry is True
+    before, after = provider.requests[2], provider.requests[3]
+    assert [m.text for m in before.messages] == ["q1", "a1", "q2", "a2", "q3"]
+    assert [m.text for m in after.messages] == ["q3"]
+
+
+async def test_r50_disabled_compaction_leaves_the_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-50: set_auto_compaction_enabled(False) ⇒ no compaction, the overflow stays."""
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("never")])
+    async with open_session(provider, MODEL) as session:
+        session.set_auto_compaction_enabled(False)
+        assert session.auto_compaction_enabled is False
+        await session.prompt("q1")
+        rec = EventRecorder.attach(session)
+        reply = await session.prompt("q2")
+    assert reply.error_message == ERR_OVERFLOW
+    assert not any("compaction" in t for t in rec.types)
+    assert rec.of(AgentEnd)[-1].will_retry is False
+    assert provider.remaining == 1
+
+
+async def test_r50_second_overflow_ends_without_a_loop(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-50: an overflow right after a compaction ends the prompt; no second compaction."""
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), err(ERR_OVERFLOW), ok("never")])
+    async with open_session(provider, MODEL) as session:
+        await session.prompt("q1")
+        rec = EventRecorder.attach(session)
+        reply = await session.prompt("q2")
+    assert reply.error_message == ERR_OVERFLOW
+    assert rec.types.count("auto_compaction_start") == 1
+    assert [e.will_retry for e in rec.of(AgentEnd)] == [True, False]
+    assert provider.remaining == 1
+
+
+async def test_r50_nothing_to_drop(autojump_clock: trio.testing.MockClock) -> None:
+    """R-50: a single oversized turn cannot shrink: compaction ends with no result."""
+    provider = FauxProvider([err(ERR_OVERFLOW), ok("never")])
+    async with open_session(provider, MODEL) as session:
+        rec = EventRecorder.attach(session)
+        await session.prompt("huge")
+    assert rec.of(AutoCompactionEnd) == [
+        AutoCompactionEnd(result=None, aborted=False, will_retry=False)
+    ]
+    assert provider.remaining == 1
+
+
+async def test_r50_abort_during_compaction_is_structural(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-50, R-32: abort() while the compactor runs cancels it; the end says aborted."""
+
+    class SlowCompactor:
+        async def compact(
+            self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+        ) -> Compaction | None:
+            await trio.sleep(100)
+            raise AssertionError("not reached")
+
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("never")])
+    async with open_session(provider, MODEL, compactor=SlowCompactor()) as session:
+        await session.prompt("q1")
+        rec = EventRecorder.attach(session)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "q2")
+            await trio.sleep(5)
+            await session.abort()
+        assert_idle(session)
+    assert rec.of(AutoCompactionEnd) == [
+        AutoCompactionEnd(result=None, aborted=True, will_retry=False)
+    ]
+    assert rec.times_of("auto_compaction_end") == [5.0]
+
+
+async def test_r50_replaceable_compactor(autojump_clock: trio.testing.MockClock) -> None:
+    """R-50: the application's compactor replaces the default, and its context is sent."""
+
+    class Summarise:
+        async def compact(
+            self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+        ) -> Compaction | None:
+            summary = UserMessage("summary of earlier talk")
+            result = CompactionResult("summarised", 100, 10, len(messages) - 1)
+            return Compaction(messages=(summary, messages[-1]), result=result)
+
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("a2")])
+    async with open_session(provider, MODEL, compactor=Summarise()) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+    assert [m.text for m in provider.requests[-1].messages] == ["summary of earlier talk", "q2"]
+
+
+async def test_r1_overflow_during_abort_is_not_compacted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-49: an aborted run is neither retried nor compacted."""
+    provider = FauxProvider([hang()])
+    async with open_session(provider, MODEL) as session:
+        rec = EventRecorder.attach(session)
+        with trio.move_on_after(1):
+            await session.prompt("q")
+    assert not any("compaction" in t or "retry" in t for t in rec.types)
+
+
+async def test_drop_oldest_compactor_keeps_recent_turns() -> None:
+    """R-50: the default compactor drops whole turns, oldest first, down to the target."""
+    messages: list[Message] = []
+    for i in range(6):
+        messages += [UserMessage(f"q{i} " + "x" * 400), AssistantMessage()]
+    compaction = await DropOldestCompactor().compact(
+        messages, model=MODEL, settings=CompactionSettings(keep_recent_turns=2)
+    )
+    assert compaction is not None
+    kept = compaction.messages
+    # 6 turns of 101 estimated tokens: drop to half (303), keeping whole turns
+    assert [m.text[:2] for m in kept if isinstance(m, UserMessage)] == ["q3", "q4", "q5"]
+    assert compaction.result.messages_removed == 6
+    assert (compaction.result.tokens_before, compaction.result.tokens_after) == (606, 303)
+    assert compaction.result.tokens_after < compaction.result.tokens_before
+
+
+async def test_silent_overflow_with_faux_usage(autojump_clock: trio.testing.MockClock) -> None:
+    """R-7(b): the faux provider's usage numbers drive silent-overflow detection."""
+    from trio_session import Usage
+
+    provider = FauxProvider([ok("a1"), FauxReply(text="a2", usage=Usage(input=999))])
+    async with open_session(provider, MODEL) as session:
+        rec = EventRecorder.attach(session)
+        await session.prompt("q1")
+        await session.prompt("q2")
+    assert rec.of(AutoCompactionStart) == []  # 999 ≤ 1000: no overflow
