@@ -71,7 +71,7 @@ def test_demo_json_events(fast_settings: Path) -> None:
         },
         {"type": "auto_retry_end", "success": True, "attempt": 2},
     ]
-    assert events[-1] == {"type": "agent_end", "messages": events[-1]["messages"], "willRetry": False}
+    assert (events[-1]["type"], events[-1]["willRetry"]) == ("agent_end", False)
 
 
 def test_demo_with_retries_exhausted(tmp_path: Path) -> None:

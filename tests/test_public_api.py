@@ -19,9 +19,7 @@ def test_all_is_complete() -> None:
     defined = {
         name
         for name, value in vars(trio_session).items()
-        if not name.startswith("_")
-        and not inspect.ismodule(value)
-        and name not in {"annotations"}
+        if not name.startswith("_") and not inspect.ismodule(value) and name not in {"annotations"}
     }
     assert defined == set(trio_session.__all__)
 
