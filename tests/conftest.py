@@ -59,11 +59,15 @@ def _walk(task: trio.lowlevel.Task) -> Iterator[trio.lowlevel.Task]:
             yield from _walk(child)
 
 
+#: Tasks that live as long as the session itself, not as long as a prompt.
+SERVICE_TASKS = {"trio_session._extensions.ExtensionRunner.run"}
+
+
 def session_tasks() -> list[str]:
-    """Names of live tasks that run trio_session code (should be none when idle)."""
+    """Names of live prompt-scoped tasks running trio_session code (none when idle)."""
     root = trio.lowlevel.current_root_task()
     assert root is not None
-    return [t.name for t in _walk(root) if "trio_session" in t.name]
+    return [t.name for t in _walk(root) if "trio_session" in t.name and t.name not in SERVICE_TASKS]
 
 
 def assert_idle(session: AgentSession) -> None:

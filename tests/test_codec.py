@@ -20,6 +20,7 @@ from trio_session import (
     AutoRetryStart,
     CodecError,
     CompactionResult,
+    ExtensionError,
     Message,
     MessageEnd,
     MessageStart,
@@ -125,6 +126,7 @@ EVENTS: list[SessionEvent] = [
         aborted=False,
         will_retry=True,
     ),
+    ExtensionError(extension="notify", event="auto_retry_end", error="ValueError: bad"),
 ]
 
 MESSAGES: list[Message] = [USER, TOOL_USE, TOOL_RESULT, TOOL_ERROR, ERROR, DONE]
@@ -344,7 +346,8 @@ def test_discriminator_key_is_first(event: SessionEvent) -> None:
 ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
     "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', "
-    "'auto_retry_start', 'auto_retry_end', 'auto_compaction_start', 'auto_compaction_end'"
+    "'auto_retry_start', 'auto_retry_end', 'auto_compaction_start', 'auto_compaction_end', "
+    "'extension_error'"
 )
 ROLES = "'user', 'assistant', 'toolResult'"
 

@@ -9,6 +9,7 @@ import trio.testing
 
 from trio_session import (
     AgentEnd,
+    Ask,
     AssistantMessage,
     AutoCompactionEnd,
     AutoCompactionStart,
@@ -35,7 +36,7 @@ async def test_r50_overflow_compacts_and_continues_once(
 ) -> None:
     """R-50: error dropped, compaction events, a smaller context sent, the answer arrives."""
     provider = FauxProvider([ok("a1"), ok("a2"), err(ERR_OVERFLOW), ok("a3")])
-    async with open_session(provider, MODEL) as session:
+    async with open_session(provider, MODEL, compactor=DropOldestCompactor()) as session:
         await session.prompt("q1")
         await session.prompt("q2")
         rec = EventRecorder.attach(session)
@@ -65,7 +66,7 @@ async def test_r50_disabled_compaction_leaves_the_error(
 ) -> None:
     """R-50: set_auto_compaction_enabled(False) ⇒ no compaction, the overflow stays."""
     provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("never")])
-    async with open_session(provider, MODEL) as session:
+    async with open_session(provider, MODEL, compactor=DropOldestCompactor()) as session:
         session.set_auto_compaction_enabled(False)
         assert session.auto_compaction_enabled is False
         await session.prompt("q1")
@@ -82,7 +83,7 @@ async def test_r50_second_overflow_ends_without_a_loop(
 ) -> None:
     """R-50: an overflow right after a compaction ends the prompt; no second compaction."""
     provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), err(ERR_OVERFLOW), ok("never")])
-    async with open_session(provider, MODEL) as session:
+    async with open_session(provider, MODEL, compactor=DropOldestCompactor()) as session:
         await session.prompt("q1")
         rec = EventRecorder.attach(session)
         reply = await session.prompt("q2")
@@ -95,7 +96,7 @@ async def test_r50_second_overflow_ends_without_a_loop(
 async def test_r50_nothing_to_drop(autojump_clock: trio.testing.MockClock) -> None:
     """R-50: a single oversized turn cannot shrink: compaction ends with no result."""
     provider = FauxProvider([err(ERR_OVERFLOW), ok("never")])
-    async with open_session(provider, MODEL) as session:
+    async with open_session(provider, MODEL, compactor=DropOldestCompactor()) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("huge")
     assert rec.of(AutoCompactionEnd) == [
@@ -111,7 +112,12 @@ async def test_r50_abort_during_compaction_is_structural(
 
     class SlowCompactor:
         async def compact(
-            self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+            self,
+            messages: Sequence[Message],
+            *,
+            model: Model,
+            settings: CompactionSettings,
+            ask: Ask,
         ) -> Compaction | None:
             await trio.sleep(100)
             raise AssertionError("not reached")
@@ -136,7 +142,12 @@ async def test_r50_replaceable_compactor(autojump_clock: trio.testing.MockClock)
 
     class Summarise:
         async def compact(
-            self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+            self,
+            messages: Sequence[Message],
+            *,
+            model: Model,
+            settings: CompactionSettings,
+            ask: Ask,
         ) -> Compaction | None:
             summary = UserMessage("summary of earlier talk")
             result = CompactionResult("summarised", 100, 10, len(messages) - 1)
@@ -154,7 +165,7 @@ async def test_r1_overflow_during_abort_is_not_compacted(
 ) -> None:
     """R-49: an aborted run is neither retried nor compacted."""
     provider = FauxProvider([hang()])
-    async with open_session(provider, MODEL) as session:
+    async with open_session(provider, MODEL, compactor=DropOldestCompactor()) as session:
         rec = EventRecorder.attach(session)
         with trio.move_on_after(1):
             await session.prompt("q")
@@ -183,8 +194,53 @@ async def test_silent_overflow_with_faux_usage(autojump_clock: trio.testing.Mock
     from trio_session import Usage
 
     provider = FauxProvider([ok("a1"), FauxReply(text="a2", usage=Usage(input=999))])
-    async with open_session(provider, MODEL) as session:
+    async with open_session(provider, MODEL, compactor=DropOldestCompactor()) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("q1")
         await session.prompt("q2")
     assert rec.of(AutoCompactionStart) == []  # 999 ≤ 1000: no overflow
+
+
+async def test_r50_default_compactor_summarises_older_turns(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-50: the default asks the model for a summary and sends it with the recent turn."""
+    from trio_session._compaction import SUMMARY_PREFIX, SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT
+
+    provider = FauxProvider(
+        [ok("a1"), ok("a2"), err(ERR_OVERFLOW), ok("We talked about q1 and q2."), ok("a3")]
+    )
+    async with open_session(provider, MODEL) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+        rec = EventRecorder.attach(session)
+        reply = await session.prompt("q3")
+    assert reply.text == "a3"
+    summary_request = provider.requests[3]
+    assert [m.text for m in summary_request.messages] == ["q1", "a1", "q2", "a2", SUMMARY_REQUEST]
+    assert summary_request.system_prompt == SUMMARY_SYSTEM_PROMPT
+    assert [m.text for m in provider.requests[4].messages] == [
+        f"{SUMMARY_PREFIX}\n\nWe talked about q1 and q2.",
+        "q3",
+    ]
+    (end,) = rec.of(AutoCompactionEnd)
+    assert end.result is not None
+    assert (end.result.summary, end.result.messages_removed) == ("We talked about q1 and q2.", 4)
+    assert not any(t == "message_update" for t in rec.types[:4])  # the summary is not streamed
+
+
+async def test_r50_summary_failure_falls_back_to_dropping(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-50: when the summary request fails (here: it overflows too), old turns are dropped."""
+    provider = FauxProvider([ok("a1"), ok("a2"), err(ERR_OVERFLOW), err(ERR_OVERFLOW), ok("a3")])
+    async with open_session(provider, MODEL) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+        rec = EventRecorder.attach(session)
+        reply = await session.prompt("q3")
+    assert reply.text == "a3"
+    assert [m.text for m in provider.requests[4].messages] == ["q3"]
+    (end,) = rec.of(AutoCompactionEnd)
+    assert end.result is not None
+    assert end.result.summary.startswith("Dropped the 2 oldest turn(s)")

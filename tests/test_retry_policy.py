@@ -14,6 +14,7 @@ from trio_session import (
     AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    DropOldestCompactor,
     FauxProvider,
     FauxReply,
     InMemoryCredentialStore,
@@ -93,7 +94,7 @@ async def test_r1_retry_first_and_compaction_skipped(
 async def test_r2_overflow_is_never_retried(autojump_clock: trio.testing.MockClock) -> None:
     """R-2: an overflow error mentioning 429 and 500 goes to compaction, not retry."""
     text = "429 500 prompt is too long: 213462 tokens > 200000 maximum"
-    provider = FauxProvider([ok("first"), err(text), ok("after compaction")])
+    provider = FauxProvider([ok("first"), err(text), ok("summary"), ok("after compaction")])
     async with open_session(provider) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("one")
@@ -163,7 +164,7 @@ async def test_r7_silent_overflow_compacts_without_continuing(
 
     model = Model(id="small", provider="faux", context_window=1000)
     provider = FauxProvider([ok("a"), ok("b", usage=Usage(input=900, cache_read=200))])
-    async with open_session(provider, model) as session:
+    async with open_session(provider, model, compactor=DropOldestCompactor()) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("one")
         reply = await session.prompt("two")
@@ -422,7 +423,7 @@ async def test_r25_reattempt_overflow_goes_to_compaction(
 ) -> None:
     """R-25: a re-attempt that overflows ends the chain, then compaction runs."""
     provider = FauxProvider([ok("earlier"), err(), err(ERR_OVERFLOW), ok("compacted")])
-    async with open_session(provider) as session:
+    async with open_session(provider, compactor=DropOldestCompactor()) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("one")
         reply = await session.prompt("two")

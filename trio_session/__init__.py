@@ -25,9 +25,11 @@ from ._codec import event_from_json as event_from_json
 from ._codec import event_to_json as event_to_json
 from ._codec import message_from_json as message_from_json
 from ._codec import message_to_json as message_to_json
+from ._compaction import Ask as Ask
 from ._compaction import Compaction as Compaction
 from ._compaction import Compactor as Compactor
 from ._compaction import DropOldestCompactor as DropOldestCompactor
+from ._compaction import SummarizingCompactor as SummarizingCompactor
 from ._errors import CodecError as CodecError
 from ._errors import EventStreamLagged as EventStreamLagged
 from ._errors import SessionBusyError as SessionBusyError
@@ -41,6 +43,7 @@ from ._events import AutoCompactionStart as AutoCompactionStart
 from ._events import AutoRetryEnd as AutoRetryEnd
 from ._events import AutoRetryStart as AutoRetryStart
 from ._events import CompactionResult as CompactionResult
+from ._events import ExtensionError as ExtensionError
 from ._events import MessageEnd as MessageEnd
 from ._events import MessageStart as MessageStart
 from ._events import MessageUpdate as MessageUpdate
@@ -49,6 +52,11 @@ from ._events import ToolExecutionEnd as ToolExecutionEnd
 from ._events import ToolExecutionStart as ToolExecutionStart
 from ._events import TurnEnd as TurnEnd
 from ._events import TurnStart as TurnStart
+from ._extensions import Extension as Extension
+from ._extensions import ExtensionAPI as ExtensionAPI
+from ._extensions import ExtensionLoadError as ExtensionLoadError
+from ._extensions import load_entry_point_extensions as load_entry_point_extensions
+from ._extensions import load_extension_file as load_extension_file
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import Message as Message
 from ._messages import TextContent as TextContent
@@ -87,6 +95,7 @@ __all__ = [
     "AgentEnd",
     "AgentSession",
     "AgentStart",
+    "Ask",
     "AssistantMessage",
     "AutoCompactionEnd",
     "AutoCompactionStart",
@@ -103,6 +112,10 @@ __all__ = [
     "DropOldestCompactor",
     "EventStream",
     "EventStreamLagged",
+    "Extension",
+    "ExtensionAPI",
+    "ExtensionError",
+    "ExtensionLoadError",
     "FauxProvider",
     "FauxReply",
     "InMemoryCredentialStore",
@@ -124,6 +137,7 @@ __all__ = [
     "SettingsStore",
     "StreamEnd",
     "StreamSink",
+    "SummarizingCompactor",
     "TextContent",
     "Tool",
     "ToolCall",
@@ -142,6 +156,8 @@ __all__ = [
     "is_context_overflow",
     "is_retryable_error",
     "is_usage_limit_error",
+    "load_entry_point_extensions",
+    "load_extension_file",
     "message_from_json",
     "message_to_json",
     "open_session",

@@ -149,6 +149,27 @@ class Agent:
         """Run again on the context as it is, without a new user message (R-22)."""
         return await self._run([], will_continue)
 
+    async def complete(
+        self, messages: Sequence[Message], *, system_prompt: str | None = None
+    ) -> AssistantMessage:
+        """Ask the model once, outside the conversation: no events, no context change.
+
+        Used by compactors to summarise. Failures come back as error messages.
+        """
+        builder = _Builder(lambda event: None, self.provider.name, self.model.id)
+        api_key = await self.key_source() if self.key_source is not None else None
+        request = ProviderRequest(
+            model=self.model,
+            messages=request_messages(messages),
+            system_prompt=system_prompt,
+            api_key=api_key,
+        )
+        try:
+            end = await self.provider.stream(request, builder)
+        except Exception as exc:
+            end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
+        return builder.snapshot(end)
+
     def request(self, api_key: str | None) -> ProviderRequest:
         """The request the next turn would send."""
         return ProviderRequest(

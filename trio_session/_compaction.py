@@ -4,7 +4,9 @@ When a run ends in a context-overflow error, the session removes the error from
 the runtime context, emits ``auto_compaction_start {reason: "overflow"}``, asks
 its :class:`Compactor` for a smaller context, emits ``auto_compaction_end`` and —
 if the context shrank — continues the run once. The compaction algorithm is
-replaceable; :class:`DropOldestCompactor` is the working default.
+replaceable. The default, :class:`SummarizingCompactor`, asks the session's model
+to summarise the older turns and keeps the recent ones verbatim; when that request
+fails (or overflows too) it falls back to :class:`DropOldestCompactor`.
 """
 
 from __future__ import annotations
@@ -31,13 +33,35 @@ class Compaction:
     result: CompactionResult
 
 
+class Ask(Protocol):
+    """Ask the session's model once, outside the conversation (no events)."""
+
+    async def __call__(
+        self, messages: Sequence[Message], *, system_prompt: str | None = None
+    ) -> AssistantMessage:
+        """The model's reply; a failure is an error message, never an exception."""
+        ...
+
+
 class Compactor(Protocol):
     """Shrinks a runtime context that no longer fits the model."""
 
     async def compact(
-        self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+        self,
+        messages: Sequence[Message],
+        *,
+        model: Model,
+        settings: CompactionSettings,
+        ask: Ask,
     ) -> Compaction | None:
-        """Return a smaller context, or ``None`` if nothing can be removed."""
+        """Return a smaller context, or ``None`` if nothing can be removed.
+
+        Args:
+            messages: the runtime context, the overflow error already removed.
+            model: the session's model (its ``context_window`` is the budget).
+            settings: the ``compaction`` group.
+            ask: a way to ask the model, e.g. for a summary.
+        """
         ...
 
 
@@ -78,7 +102,12 @@ class DropOldestCompactor:
     target_ratio: float = 0.75
 
     async def compact(
-        self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+        self,
+        messages: Sequence[Message],
+        *,
+        model: Model,
+        settings: CompactionSettings,
+        ask: Ask | None = None,
     ) -> Compaction | None:
         """Drop the oldest turns; ``None`` when only the kept turns are left."""
         turns = split_turns(messages)
@@ -104,3 +133,58 @@ class DropOldestCompactor:
 
 def _flatten(turns: Sequence[Sequence[Message]]) -> list[Message]:
     return [m for turn in turns for m in turn]
+
+
+SUMMARY_SYSTEM_PROMPT = (
+    "You compress conversations so that they can be continued in a smaller context."
+)
+SUMMARY_REQUEST = (
+    "Summarise the conversation above for your own later use: the user's goals, what "
+    "was decided and done, facts learned, open questions, and every file name, "
+    "identifier or number that still matters. Write only the summary."
+)
+SUMMARY_PREFIX = "Summary of the earlier conversation (compacted to fit the context window):"
+
+
+@attrs.frozen
+class SummarizingCompactor:
+    """The default compactor: summarise the older turns, keep the recent ones.
+
+    The older turns (all but the last ``compaction.keepRecentTurns``) are sent to the
+    model with a request to summarise them; the new context is one user message
+    holding the summary, then the recent turns verbatim. If the summary request
+    fails — an error, an overflow of its own, an empty answer — the ``fallback``
+    (:class:`DropOldestCompactor`) decides instead.
+    """
+
+    fallback: DropOldestCompactor = attrs.field(factory=DropOldestCompactor)
+
+    async def compact(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: Model,
+        settings: CompactionSettings,
+        ask: Ask,
+    ) -> Compaction | None:
+        """Summarise the older turns; fall back to dropping them."""
+        turns = split_turns(messages)
+        keep = settings.keep_recent_turns
+        if len(turns) <= keep:
+            return None
+        older = _flatten(turns[:-keep])
+        recent = _flatten(turns[-keep:])
+        reply = await ask(
+            [*older, UserMessage(SUMMARY_REQUEST)], system_prompt=SUMMARY_SYSTEM_PROMPT
+        )
+        summary = reply.text.strip()
+        if reply.stop_reason != "stop" or not summary:
+            return await self.fallback.compact(messages, model=model, settings=settings)
+        kept: list[Message] = [UserMessage(f"{SUMMARY_PREFIX}\n\n{summary}"), *recent]
+        result = CompactionResult(
+            summary=summary,
+            tokens_before=estimate_tokens(messages),
+            tokens_after=estimate_tokens(kept),
+            messages_removed=len(older),
+        )
+        return Compaction(messages=tuple(kept), result=result)

@@ -153,6 +153,23 @@ class AutoCompactionEnd:
     type: Literal["auto_compaction_end"] = "auto_compaction_end"
 
 
+@attrs.frozen
+class ExtensionError:
+    """An extension's handler raised, or ran past its time bound; the session went on.
+
+    Attributes:
+        extension: the extension's name (its module or entry-point name).
+        event: the ``type`` of the event the handler was given.
+        error: what went wrong, e.g. ``"ValueError: bad"`` or
+            ``"handler did not finish within 5.0 s"``.
+    """
+
+    extension: str
+    event: str
+    error: str
+    type: Literal["extension_error"] = "extension_error"
+
+
 AgentEvent: TypeAlias = (
     AgentStart
     | TurnStart
@@ -165,7 +182,12 @@ AgentEvent: TypeAlias = (
     | AgentEnd
 )
 SessionEvent: TypeAlias = (
-    AgentEvent | AutoRetryStart | AutoRetryEnd | AutoCompactionStart | AutoCompactionEnd
+    AgentEvent
+    | AutoRetryStart
+    | AutoRetryEnd
+    | AutoCompactionStart
+    | AutoCompactionEnd
+    | ExtensionError
 )
 
 EVENT_TYPES: tuple[type[SessionEvent], ...] = (
@@ -182,4 +204,5 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AutoRetryEnd,
     AutoCompactionStart,
     AutoCompactionEnd,
+    ExtensionError,
 )

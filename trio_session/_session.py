@@ -17,6 +17,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -24,9 +25,15 @@ import trio
 
 from ._agent import Agent, Tool
 from ._classify import CLASSIFIERS, Classifier
-from ._compaction import Compactor, DropOldestCompactor
+from ._compaction import Compactor, SummarizingCompactor
 from ._errors import EventStreamLagged, SessionBusyError, SessionClosedError
 from ._events import AutoCompactionEnd, AutoCompactionStart, MessageEnd, SessionEvent
+from ._extensions import (
+    DEFAULT_HANDLER_TIMEOUT,
+    Extension,
+    ExtensionRunner,
+    load_extension_file,
+)
 from ._messages import AssistantMessage, Message
 from ._retry import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
@@ -101,7 +108,7 @@ class AgentSession:
         tools: tools the model may call.
         system_prompt: sent with every request.
         credentials: where API keys come from; also told about usage limits (R-17).
-        compactor: shrinks the context on overflow; :class:`DropOldestCompactor` if omitted.
+        compactor: shrinks the context on overflow; :class:`SummarizingCompactor` if omitted.
         classifier: overrides ``retry.classifier`` with any :class:`Classifier`.
         session_id: identifies the session to the credential store; random if omitted.
     """
@@ -114,9 +121,10 @@ class AgentSession:
     _tools: Sequence[Tool] = attrs.field(default=(), alias="tools")
     _system_prompt: str | None = attrs.field(default=None, alias="system_prompt")
     _credentials: CredentialStore | None = attrs.field(default=None, alias="credentials")
-    _compactor: Compactor = attrs.field(factory=DropOldestCompactor, alias="compactor")
+    _compactor: Compactor = attrs.field(factory=SummarizingCompactor, alias="compactor")
     _classifier: Classifier | None = attrs.field(default=None, alias="classifier")
     session_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
+    _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
 
     _agent: Agent = attrs.field(init=False)
     _history: list[Message] = attrs.field(factory=list, init=False)
@@ -251,6 +259,8 @@ class AgentSession:
         for stream in tuple(self._streams):
             if not stream._push(event):
                 self._streams.remove(stream)
+        if self._extensions is not None:
+            self._extensions.deliver(event)
 
     def _on_agent_event(self, event: SessionEvent) -> None:
         self._emit(event)
@@ -285,7 +295,7 @@ class AgentSession:
         self._running = True
         self._idle = trio.Event()
         try:
-            with trio.CancelScope() as self._run_scope:
+            with trio.CancelScope() as self._run_scope, _unwrapped():
                 async with trio.open_nursery() as self._nursery:
                     last = await self._agent.prompt(text, will_continue=self._decide)
                     await self._settle(last)
@@ -379,7 +389,10 @@ class AgentSession:
         self._emit(AutoCompactionStart(reason="overflow"))
         try:
             compaction = await self._compactor.compact(
-                self.messages, model=self._model, settings=self._settings.current.compaction
+                self.messages,
+                model=self._model,
+                settings=self._settings.current.compaction,
+                ask=self._agent.complete,
             )
         except BaseException:
             self._emit(AutoCompactionEnd(result=None, aborted=True, will_retry=False))
@@ -456,6 +469,17 @@ class AgentSession:
         self._streams.clear()
 
 
+@contextmanager
+def _unwrapped() -> Iterator[None]:
+    """Let a lone exception out of a nursery's group: callers see what was raised."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1 and not isinstance(group.exceptions[0], BaseExceptionGroup):
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
+
+
 @asynccontextmanager
 async def open_session(
     provider: Provider,
@@ -468,17 +492,30 @@ async def open_session(
     compactor: Compactor | None = None,
     classifier: Classifier | None = None,
     session_id: str | None = None,
+    extensions: Sequence[Extension | str | Path] = (),
+    extension_timeout: float = DEFAULT_HANDLER_TIMEOUT,
 ) -> AsyncIterator[AgentSession]:
     """Open an :class:`AgentSession`; on exit, abort what runs and close it.
 
     ``model`` may be a :class:`Model`, a model id (its provider is ``provider.name``),
     or omitted for providers that have a default (the faux provider).
 
+    ``extensions`` are :class:`Extension` objects or paths of extension files; their
+    handlers run in a task of this block, each bounded by ``extension_timeout``
+    seconds (see :mod:`trio_session._extensions`). An exception raised in the block
+    comes out as itself, not wrapped in an exception group.
+
     Example::
 
         async with open_session(FauxProvider([FauxReply(text="Hi")])) as session:
             reply = await session.prompt("Hello")
     """
+    loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
+    runner = None
+    if loaded:
+        runner = ExtensionRunner(
+            loaded, report=lambda event: session.emit(event), handler_timeout=extension_timeout
+        )
     if model is None:
         model = Model(id=f"{provider.name}-model", provider=provider.name)
     elif isinstance(model, str):
@@ -490,11 +527,19 @@ async def open_session(
         tools=tools,
         system_prompt=system_prompt,
         credentials=credentials,
-        compactor=compactor if compactor is not None else DropOldestCompactor(),
+        compactor=compactor if compactor is not None else SummarizingCompactor(),
         classifier=classifier,
         session_id=session_id if session_id is not None else uuid.uuid4().hex,
+        extensions=runner,
     )
-    try:
-        yield session
-    finally:
-        await session.aclose()
+    with _unwrapped():
+        async with trio.open_nursery() as nursery:
+            if runner is not None:
+                runner.activate(session)
+                await nursery.start(runner.run)
+            try:
+                yield session
+            finally:
+                await session.aclose()
+                if runner is not None:
+                    runner.close()

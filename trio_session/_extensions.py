@@ -1,0 +1,230 @@
+"""Extensions: plug-ins that see every session event (R-44) without slowing the session.
+
+An extension is a Python module with an ``activate(api)`` function. It is found by
+path (``--extension FILE``) or by the entry-point group ``trio_session.extensions``::
+
+    def activate(api):
+        api.on("auto_retry_end", on_retry_end)      # sync or async handler
+
+    async def on_retry_end(event):
+        if not event.success:
+            await notify(f"gave up: {event.final_error}")
+
+Handlers get the same event objects that ``subscribe()`` callbacks get — the fields
+RPC clients see, in snake_case (``event_to_json`` gives the camelCase form).
+
+How they run: the session hands each event to an :class:`ExtensionRunner`, which
+owns one task in the session's nursery and calls the handlers one at a time, in
+event order. Handing over never blocks the session, so a slow extension cannot hold
+up ``prompt()`` or ``abort()``. A handler that raises, or that is still running
+after ``handler_timeout`` seconds, is stopped and reported as an ``extension_error``
+event; the session carries on. The runner lives outside the prompt's cancel scope,
+so events emitted during cancellation (``auto_retry_end {finalError: "Retry
+cancelled"}``, the last ``agent_end``) still reach every extension. When the
+session closes, the runner delivers what is queued, each handler still bounded,
+then stops.
+
+A *synchronous* handler that blocks (``time.sleep``) blocks the whole Trio run;
+the bound cannot interrupt it. Make slow handlers ``async``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import inspect
+import math
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._errors import TrioSessionError
+from ._events import ExtensionError, SessionEvent
+
+if TYPE_CHECKING:
+    from ._session import AgentSession
+
+ENTRY_POINT_GROUP = "trio_session.extensions"
+DEFAULT_HANDLER_TIMEOUT = 5.0
+
+Handler = Callable[[SessionEvent], Awaitable[None] | None]
+Activate = Callable[["ExtensionAPI"], None]
+
+
+class ExtensionLoadError(TrioSessionError):
+    """An extension could not be found, imported or activated."""
+
+
+@attrs.define(eq=False)
+class ExtensionAPI:
+    """What ``activate(api)`` receives.
+
+    Attributes:
+        name: the extension's name, used in ``extension_error`` events.
+        session: the session the extension is attached to (for ``abort_retry()``,
+            ``messages`` …); set when the session opens.
+    """
+
+    name: str
+    session: AgentSession | None = None
+    _handlers: dict[str, list[Handler]] = attrs.field(factory=dict, init=False)
+
+    def on(self, event_type: str, handler: Handler) -> None:
+        """Call ``handler(event)`` for every event of ``event_type`` (``"*"``: all)."""
+        self._handlers.setdefault(event_type, []).append(handler)
+
+    def handlers_for(self, event_type: str) -> list[Handler]:
+        """The handlers registered for one event type, then the ``"*"`` ones."""
+        return [*self._handlers.get(event_type, ()), *self._handlers.get("*", ())]
+
+
+@attrs.frozen
+class Extension:
+    """A loaded extension: its name and its ``activate`` function."""
+
+    name: str
+    activate: Activate
+
+    @classmethod
+    def from_module(cls, module: ModuleType, name: str | None = None) -> Extension:
+        """Wrap a module that defines ``activate(api)``."""
+        activate = getattr(module, "activate", None)
+        label = name or module.__name__
+        if not callable(activate):
+            msg = f"extension {label} has no activate(api) function"
+            raise ExtensionLoadError(msg)
+        return cls(name=label, activate=activate)
+
+
+def load_extension_file(path: str | Path) -> Extension:
+    """Import a Python file as an extension.
+
+    Raises:
+        ExtensionLoadError: the file is missing, fails to import, or has no ``activate``.
+    """
+    path = Path(path)
+    name = f"trio_session_extension_{path.stem}"
+    if not path.is_file():
+        msg = f"extension file {path} does not exist"
+        raise ExtensionLoadError(msg)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        msg = f"extension file {path} is not a Python module"
+        raise ExtensionLoadError(msg)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        msg = f"extension file {path} failed to import: {type(exc).__name__}: {exc}"
+        raise ExtensionLoadError(msg) from exc
+    return Extension.from_module(module, name=path.stem)
+
+
+def load_entry_point_extensions(group: str = ENTRY_POINT_GROUP) -> list[Extension]:
+    """Every extension installed under the entry-point ``group``, by name."""
+    extensions = []
+    for entry in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
+        try:
+            target = entry.load()
+        except Exception as exc:
+            msg = f"extension entry point {entry.name} ({entry.value}) failed to load: {exc!r}"
+            raise ExtensionLoadError(msg) from exc
+        if isinstance(target, ModuleType):
+            extensions.append(Extension.from_module(target, name=entry.name))
+        elif callable(target):
+            extensions.append(Extension(name=entry.name, activate=target))
+        else:
+            msg = f"extension entry point {entry.name} is neither a module nor a function"
+            raise ExtensionLoadError(msg)
+    return extensions
+
+
+@attrs.define(eq=False)
+class ExtensionRunner:
+    """Delivers session events to extensions from its own task.
+
+    Args:
+        extensions: the extensions to activate, in order.
+        report: where ``extension_error`` events go (the session's emit).
+        handler_timeout: seconds a handler may run before it is cancelled.
+    """
+
+    extensions: Iterable[Extension]
+    report: Callable[[SessionEvent], None]
+    handler_timeout: float = DEFAULT_HANDLER_TIMEOUT
+    _apis: list[ExtensionAPI] = attrs.field(factory=list, init=False)
+    _send: trio.MemorySendChannel[SessionEvent] = attrs.field(init=False)
+    _receive: trio.MemoryReceiveChannel[SessionEvent] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Unbounded on purpose: delivery must never block or drop; the queue only
+        # grows while a handler is slow, and every handler is time-bounded.
+        self._send, self._receive = trio.open_memory_channel[SessionEvent](math.inf)
+
+    def activate(self, session: AgentSession) -> None:
+        """Call every extension's ``activate(api)``.
+
+        Raises:
+            ExtensionLoadError: an ``activate`` raised.
+        """
+        for extension in self.extensions:
+            api = ExtensionAPI(name=extension.name, session=session)
+            try:
+                extension.activate(api)
+            except Exception as exc:
+                msg = f"extension {extension.name} failed to activate: {type(exc).__name__}: {exc}"
+                raise ExtensionLoadError(msg) from exc
+            self._apis.append(api)
+
+    def deliver(self, event: SessionEvent) -> None:
+        """Queue an event for the extensions; never blocks."""
+        if isinstance(event, ExtensionError) or not self._apis:
+            return  # an extension's failure is not news to extensions
+        with contextlib.suppress(trio.ClosedResourceError):  # closed: shutting down
+            self._send.send_nowait(event)
+
+    def close(self) -> None:
+        """Stop accepting events; :meth:`run` returns once the queue is delivered."""
+        self._send.close()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Deliver queued events until :meth:`close`; run it in the session's nursery."""
+        task_status.started()
+        try:
+            async for event in self._receive:
+                await self._dispatch(event)
+        finally:
+            # Cancelled from outside (the application is leaving): still hand over what
+            # is queued — terminal events included — each handler bounded as usual.
+            with trio.CancelScope(shield=True):
+                while True:
+                    try:
+                        event = self._receive.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    await self._dispatch(event)
+
+    async def _dispatch(self, event: SessionEvent) -> None:
+        for api in self._apis:
+            for handler in api.handlers_for(event.type):
+                await self._call(api.name, handler, event)
+
+    async def _call(self, name: str, handler: Handler, event: SessionEvent) -> None:
+        with trio.move_on_after(self.handler_timeout) as scope:
+            try:
+                result: Any = handler(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                self.report(ExtensionError(name, event.type, f"{type(exc).__name__}: {exc}"))
+        if scope.cancelled_caught:
+            error = f"handler did not finish within {self.handler_timeout} s"
+            self.report(ExtensionError(name, event.type, error))
