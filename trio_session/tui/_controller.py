@@ -1,0 +1,129 @@
+"""Session events → what the terminal shows and what Esc does (SPEC §9). Pure: no I/O.
+
+The :class:`EventController` is fed every session event and the current time; the
+terminal app asks it what to draw (:meth:`EventController.loader_text`, :attr:`status`)
+and calls :meth:`EventController.press_esc` when Esc arrives.
+
+* ``auto_retry_start`` (R-46): remember the Esc handler that was bound *before the
+  chain* — once per chain, so attempt 2 does not save attempt 1's retry handler (a bug
+  users of the reference hit) — bind Esc to ``abort_retry``, and show
+  ``Retrying (<attempt>/<maxAttempts>) in <N>s… (esc to cancel)``, N counting down.
+* ``auto_retry_end`` (R-47): restore that handler, clear the loader, and when the chain
+  failed show ``Retry failed after <attempt> attempts: <finalError>``. An end with no
+  start before it (``maxRetries: 0``) restores nothing.
+* A run aborted after retries (R-48) shows ``Aborted after N retry attempt(s)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import attrs
+
+from .._events import (
+    AgentEnd,
+    AgentStart,
+    AutoCompactionEnd,
+    AutoCompactionStart,
+    AutoRetryEnd,
+    AutoRetryStart,
+    MessageEnd,
+    SessionEvent,
+)
+from .._messages import AssistantMessage, UserMessage
+
+EscHandler = Callable[[], None]
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def js_round(x: float) -> int:
+    """Round half up, as JavaScript's ``Math.round`` does (the reference's N)."""
+    return math.floor(x + 0.5)
+
+
+def loader_text(attempt: int, max_attempts: int, remaining_ms: float) -> str:
+    """R-46: ``Retrying (2/3) in 4s… (esc to cancel)``; once the wait is over and the
+    re-attempt is in flight, ``Retrying (2/3)… (esc to cancel)``."""
+    if remaining_ms <= 0:
+        return f"Retrying ({attempt}/{max_attempts})… (esc to cancel)"
+    seconds = js_round(remaining_ms / 1000)
+    return f"Retrying ({attempt}/{max_attempts}) in {seconds}s… (esc to cancel)"
+
+
+@attrs.define(eq=False)
+class EventController:
+    """Turns session events into UI state and owns the Esc binding.
+
+    Args:
+        abort_retry: what Esc does during a retry (``session.abort_retry``).
+        esc: what Esc does otherwise (typically: abort the running prompt).
+    """
+
+    abort_retry: EscHandler
+    esc: EscHandler
+    status: str | None = None
+    busy: bool = False
+    _saved_esc: EscHandler | None = attrs.field(default=None, init=False)
+    _retry: AutoRetryStart | None = attrs.field(default=None, init=False)
+    _retry_started_at: float = attrs.field(default=0.0, init=False)
+    _retries_this_prompt: int = attrs.field(default=0, init=False)
+    _compacting: bool = attrs.field(default=False, init=False)
+
+    @property
+    def retrying(self) -> bool:
+        """Whether a retry loader is showing."""
+        return self._retry is not None
+
+    def press_esc(self) -> None:
+        """Esc was pressed: call whatever it is bound to now."""
+        self.esc()
+
+    def loader_text(self, now: float) -> str | None:
+        """The loader line at time ``now`` (seconds, same clock as :meth:`handle`)."""
+        if self._retry is not None:
+            elapsed_ms = (now - self._retry_started_at) * 1000
+            return loader_text(
+                self._retry.attempt, self._retry.max_attempts, self._retry.delay_ms - elapsed_ms
+            )
+        if self._compacting:
+            return "Compacting the conversation…"
+        return None
+
+    def spinner(self, now: float) -> str:
+        """A spinner frame for time ``now`` (10 frames a second)."""
+        return SPINNER[int(now * 10) % len(SPINNER)]
+
+    def handle(self, event: SessionEvent, now: float) -> None:
+        """Update the state for one event that arrived at time ``now``."""
+        if isinstance(event, AutoRetryStart):
+            if self._retry is None and self._saved_esc is None:
+                self._saved_esc = self.esc  # once per chain (R-46)
+            self.esc = self.abort_retry
+            self._retry = event
+            self._retry_started_at = now
+            self._retries_this_prompt = max(self._retries_this_prompt, event.attempt)
+            self.status = None
+        elif isinstance(event, AutoRetryEnd):
+            if self._saved_esc is not None:
+                self.esc = self._saved_esc
+                self._saved_esc = None
+            self._retry = None
+            if not event.success:
+                self.status = f"Retry failed after {event.attempt} attempts: {event.final_error}"
+        elif isinstance(event, AutoCompactionStart):
+            self._compacting = True
+        elif isinstance(event, AutoCompactionEnd):
+            self._compacting = False
+        elif isinstance(event, MessageEnd) and isinstance(event.message, UserMessage):
+            self._retries_this_prompt = 0
+            self.status = None
+        elif isinstance(event, AgentStart):
+            self.busy = True
+        elif isinstance(event, AgentEnd):
+            self.busy = event.will_retry
+            last = event.messages[-1] if event.messages else None
+            aborted = isinstance(last, AssistantMessage) and last.stop_reason == "aborted"
+            if aborted and self._retry is None and self.status is None:
+                n = self._retries_this_prompt
+                self.status = f"Aborted after {n} retry attempt(s)" if n else "Aborted"
