@@ -103,7 +103,7 @@ def test_r5_each_alternative_matches(text: str) -> None:
 def test_r4_stop_reason_must_be_error() -> None:
     """R-4: the same text on an aborted or successful message is not retryable."""
     for reason in ("stop", "aborted", "length", "toolUse"):
-        message = AssistantMessage(stop_reason=reason, error_message="503")  # type: ignore[arg-type]
+        message = AssistantMessage(stop_reason=reason, error_message="503")
         assert not is_retryable_error(message)
 
 

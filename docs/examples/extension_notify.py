@@ -33,7 +33,7 @@ def activate(api: ExtensionAPI) -> None:
     async def on_end(event: SessionEvent) -> None:
         assert isinstance(event, AutoRetryEnd)
         if not event.success:
-            await trio.sleep(0)  # e.g. await a webhook here; it is bounded by the runner
+            await trio.lowlevel.checkpoint()  # e.g. a webhook call; bounded by the runner
             print(f"[notify] gave up after {event.attempt} attempts: {event.final_error}")
 
     api.on("auto_retry_start", on_start)
