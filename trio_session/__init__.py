@@ -72,6 +72,9 @@ from ._settings import RetrySettings as RetrySettings
 from ._settings import Settings as Settings
 from ._settings import SettingsLayer as SettingsLayer
 from ._settings import SettingsStore as SettingsStore
+from ._settings import default_settings_paths as default_settings_paths
+from ._settings import persist_setting as persist_setting
+from .providers._anthropic import AnthropicProvider as AnthropicProvider
 from .providers._base import Model as Model
 from .providers._base import Provider as Provider
 from .providers._base import ProviderRequest as ProviderRequest
@@ -80,8 +83,21 @@ from .providers._base import StreamSink as StreamSink
 from .providers._base import ToolSpec as ToolSpec
 from .providers._faux import FauxProvider as FauxProvider
 from .providers._faux import FauxReply as FauxReply
+from .providers._http import HttpProvider as HttpProvider
+from .providers._openai import OpenAIProvider as OpenAIProvider
 from .store._credentials import CredentialStore as CredentialStore
 from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
+from .store._history import HistoryError as HistoryError
+from .store._history import LoadedSession as LoadedSession
+from .store._history import default_sessions_dir as default_sessions_dir
+from .store._history import latest_session as latest_session
+from .store._history import load_session as load_session
+from .store._history import runtime_context as runtime_context
+from .store._session_file import SessionFile as SessionFile
+from .store._session_file import open_history as open_history
+from .store._sqlite_credentials import CredentialStoreError as CredentialStoreError
+from .store._sqlite_credentials import SqliteCredentialStore as SqliteCredentialStore
+from .store._sqlite_credentials import open_sqlite_credentials as open_sqlite_credentials
 
 __version__ = "0.1.0.dev0"
 
@@ -95,6 +111,7 @@ __all__ = [
     "AgentEnd",
     "AgentSession",
     "AgentStart",
+    "AnthropicProvider",
     "Ask",
     "AssistantMessage",
     "AutoCompactionEnd",
@@ -108,6 +125,7 @@ __all__ = [
     "CompactionSettings",
     "Compactor",
     "CredentialStore",
+    "CredentialStoreError",
     "DelayPlan",
     "DropOldestCompactor",
     "EventStream",
@@ -118,12 +136,16 @@ __all__ = [
     "ExtensionLoadError",
     "FauxProvider",
     "FauxReply",
+    "HistoryError",
+    "HttpProvider",
     "InMemoryCredentialStore",
+    "LoadedSession",
     "Message",
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
     "Model",
+    "OpenAIProvider",
     "PatternClassifier",
     "Provider",
     "ProviderRequest",
@@ -131,10 +153,12 @@ __all__ = [
     "SessionBusyError",
     "SessionClosedError",
     "SessionEvent",
+    "SessionFile",
     "Settings",
     "SettingsError",
     "SettingsLayer",
     "SettingsStore",
+    "SqliteCredentialStore",
     "StreamEnd",
     "StreamSink",
     "SummarizingCompactor",
@@ -150,17 +174,25 @@ __all__ = [
     "TurnStart",
     "Usage",
     "UserMessage",
+    "default_sessions_dir",
+    "default_settings_paths",
     "event_from_json",
     "event_to_json",
     "exponential_delay_ms",
     "is_context_overflow",
     "is_retryable_error",
     "is_usage_limit_error",
+    "latest_session",
     "load_entry_point_extensions",
     "load_extension_file",
+    "load_session",
     "message_from_json",
     "message_to_json",
+    "open_history",
     "open_session",
+    "open_sqlite_credentials",
     "parse_retry_after_ms",
+    "persist_setting",
     "plan_delay",
+    "runtime_context",
 ]

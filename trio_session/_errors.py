@@ -9,7 +9,10 @@ are for misuse and bad input::
     ├── SessionClosedError      using a session after its ``open_session`` block
     ├── SettingsError           a bad settings value or file, naming file and key (R-38)
     ├── CodecError              JSON that does not decode into a message or event
-    └── EventStreamLagged       an event-stream subscriber fell behind and was dropped
+    ├── EventStreamLagged       an event-stream subscriber fell behind and was dropped
+    ├── ExtensionLoadError      an extension file or entry point could not be loaded
+    ├── HistoryError            a session file that cannot be read or written
+    └── CredentialStoreError    a credential store file that cannot be used
 """
 
 from __future__ import annotations

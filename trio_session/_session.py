@@ -13,6 +13,7 @@ Nothing is reset "in a catch block": leaving a scope is the reset.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -39,6 +40,8 @@ from ._retry import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
+from .store._history import runtime_context
+from .store._session_file import SessionFile, open_history
 
 logger = logging.getLogger("trio_session")
 
@@ -125,6 +128,7 @@ class AgentSession:
     _classifier: Classifier | None = attrs.field(default=None, alias="classifier")
     session_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
+    _history_file: SessionFile | None = attrs.field(default=None, alias="history_file")
 
     _agent: Agent = attrs.field(init=False)
     _history: list[Message] = attrs.field(factory=list, init=False)
@@ -149,6 +153,15 @@ class AgentSession:
             system_prompt=self._system_prompt,
             key_source=self._api_key if self._credentials is not None else None,
         )
+        loaded = self._history_file.loaded if self._history_file is not None else None
+        if loaded is not None:  # resuming: history as it was, context without retried errors
+            self._history.extend(loaded.messages)
+            self._agent.messages.extend(runtime_context(loaded))
+
+    @property
+    def history_file(self) -> SessionFile | None:
+        """The session file entries are appended to, if the session has one."""
+        return self._history_file
 
     # -- state ---------------------------------------------------------------
 
@@ -198,8 +211,12 @@ class AgentSession:
         return self._settings.current.retry.enabled
 
     def set_auto_retry_enabled(self, enabled: bool) -> None:
-        """Write ``retry.enabled`` (R-37); applies from the next error on."""
-        self._settings.set("retry.enabled", enabled)
+        """Write ``retry.enabled`` (R-37); applies from the next error on.
+
+        If the value came from a settings file, the file is updated too (a small
+        atomic write, done before this returns); the session file records the change.
+        """
+        self._set_setting("retry.enabled", enabled)
 
     @property
     def auto_compaction_enabled(self) -> bool:
@@ -207,8 +224,13 @@ class AgentSession:
         return self._settings.current.compaction.enabled
 
     def set_auto_compaction_enabled(self, enabled: bool) -> None:
-        """Write ``compaction.enabled`` (R-50)."""
-        self._settings.set("compaction.enabled", enabled)
+        """Write ``compaction.enabled`` (R-50), like :meth:`set_auto_retry_enabled`."""
+        self._set_setting("compaction.enabled", enabled)
+
+    def _set_setting(self, key: str, value: Any) -> None:
+        self._settings.set_and_persist(key, value)
+        if self._history_file is not None:
+            self._history_file.append_settings_change_nowait(key, value)
 
     # -- events --------------------------------------------------------------
 
@@ -267,6 +289,8 @@ class AgentSession:
         if isinstance(event, MessageEnd):
             message = event.message
             self._history.append(message)
+            if self._history_file is not None:
+                self._history_file.append_message_nowait(message)
             if isinstance(message, AssistantMessage) and not message.failed:
                 self._compacted = False
                 if self._chain is not None and self._chain.alive and self._chain.attempt > 0:
@@ -300,6 +324,8 @@ class AgentSession:
                     last = await self._agent.prompt(text, will_continue=self._decide)
                     await self._settle(last)
         finally:
+            with trio.CancelScope(shield=True):
+                await self._flush_history()
             self._running = False
             self._run_scope = None
             self._nursery = None
@@ -361,8 +387,14 @@ class AgentSession:
             return Next.COMPACT_ONLY
         return Next.DONE if self._compacted else Next.COMPACT
 
+    async def _flush_history(self) -> None:
+        """Put staged history entries on disk (after every run, before any backoff sleep)."""
+        if self._history_file is not None and not self._history_file.closed:
+            await self._history_file.flush()
+
     async def _settle(self, message: AssistantMessage) -> None:
         """Act on the decision made at ``agent_end``: retry chain, compaction, or nothing."""
+        await self._flush_history()
         while True:
             step = self._next
             if step in (Next.RETRY, Next.GIVE_UP):
@@ -401,6 +433,10 @@ class AgentSession:
             self._emit(AutoCompactionEnd(result=None, aborted=False, will_retry=False))
             return message
         self._agent.messages[:] = compaction.messages
+        if self._history_file is not None:
+            first = compaction.messages[0] if compaction.messages else None
+            kept = self._history_file.entry_id_of(first) if first is not None else None
+            self._history_file.append_compaction_nowait(compaction.result, first_kept_entry_id=kept)
         self._emit(AutoCompactionEnd(result=compaction.result, aborted=False, will_retry=resume))
         if not resume:
             return message
@@ -440,7 +476,9 @@ class AgentSession:
 
     async def reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22)."""
-        return await self._agent.continue_(will_continue=self._decide)
+        message = await self._agent.continue_(will_continue=self._decide)
+        await self._flush_history()
+        return message
 
     # -- internals ------------------------------------------------------------------
 
@@ -494,6 +532,7 @@ async def open_session(
     session_id: str | None = None,
     extensions: Sequence[Extension | str | Path] = (),
     extension_timeout: float = DEFAULT_HANDLER_TIMEOUT,
+    history: str | Path | SessionFile | None = None,
 ) -> AsyncIterator[AgentSession]:
     """Open an :class:`AgentSession`; on exit, abort what runs and close it.
 
@@ -505,41 +544,57 @@ async def open_session(
     seconds (see :mod:`trio_session._extensions`). An exception raised in the block
     comes out as itself, not wrapped in an exception group.
 
+    ``history`` is a session file (JSON lines) to append every message to: a path —
+    resumed if it exists (the context is rebuilt without retried errors), created if
+    not — or an open :class:`SessionFile`. Entries are on disk after every agent run
+    and before every backoff sleep. A resumed file's session id is the session's.
+
     Example::
 
         async with open_session(FauxProvider([FauxReply(text="Hi")])) as session:
             reply = await session.prompt("Hello")
     """
     loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
-    runner = None
-    if loaded:
-        runner = ExtensionRunner(
-            loaded, report=lambda event: session.emit(event), handler_timeout=extension_timeout
-        )
     if model is None:
         model = Model(id=f"{provider.name}-model", provider=provider.name)
     elif isinstance(model, str):
         model = Model(id=model, provider=provider.name)
-    session = AgentSession(
-        provider=provider,
-        model=model,
-        settings=settings,
-        tools=tools,
-        system_prompt=system_prompt,
-        credentials=credentials,
-        compactor=compactor if compactor is not None else SummarizingCompactor(),
-        classifier=classifier,
-        session_id=session_id if session_id is not None else uuid.uuid4().hex,
-        extensions=runner,
-    )
-    with _unwrapped():
-        async with trio.open_nursery() as nursery:
-            if runner is not None:
-                runner.activate(session)
-                await nursery.start(runner.run)
-            try:
-                yield session
-            finally:
-                await session.aclose()
+    async with contextlib.AsyncExitStack() as stack:
+        history_file: SessionFile | None = None
+        if isinstance(history, SessionFile):
+            history_file = history
+        elif history is not None:
+            history_file = await stack.enter_async_context(
+                open_history(history, session_id=session_id)
+            )
+        if history_file is not None:
+            session_id = history_file.header.id
+        runner = None
+        if loaded:
+            runner = ExtensionRunner(
+                loaded, report=lambda event: session.emit(event), handler_timeout=extension_timeout
+            )
+        session = AgentSession(
+            provider=provider,
+            model=model,
+            settings=settings,
+            tools=tools,
+            system_prompt=system_prompt,
+            credentials=credentials,
+            compactor=compactor if compactor is not None else SummarizingCompactor(),
+            classifier=classifier,
+            session_id=session_id if session_id is not None else uuid.uuid4().hex,
+            extensions=runner,
+            history_file=history_file,
+        )
+        with _unwrapped():
+            async with trio.open_nursery() as nursery:
                 if runner is not None:
-                    runner.close()
+                    runner.activate(session)
+                    await nursery.start(runner.run)
+                try:
+                    yield session
+                finally:
+                    await session.aclose()
+                    if runner is not None:
+                        runner.close()

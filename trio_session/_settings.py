@@ -9,11 +9,18 @@ and each key comes from the last layer that sets it. Every value is checked when
 its layer is read; a bad one raises :class:`~trio_session.SettingsError` whose
 message names the key, the value and the file. Groups other than ``retry`` and
 ``compaction`` are left alone, so a file shared with other tools still loads.
+
+:func:`default_settings_paths` says where the global and project files live;
+:func:`persist_setting` writes one key back into a file, atomically.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import stat
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -21,6 +28,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._codec import camel, snake
+from ._dirs import fsync_directory, user_config_dir
 from ._errors import SettingsError
 
 Jitter: TypeAlias = Literal["none", "full", "equal"]
@@ -274,6 +282,147 @@ class SettingsStore:
         self._overrides[key] = validate_value(key, value)
         self._current = self._resolve()
 
+    def source_of(self, key: str) -> SettingsLayer | None:
+        """The highest file layer that sets ``key``, if any."""
+        for layer in reversed(self._layers):
+            if key in layer.values and layer.path is not None:
+                return layer
+        return None
+
+    def set_and_persist(self, key: str, value: Any) -> Path | None:
+        """Set ``key`` and write it back into the file it came from, if it came from one.
+
+        The write is small and atomic (:func:`persist_setting`) and happens before this
+        returns. Returns the file written, or ``None`` when the key came from no file.
+        """
+        self.set(key, value)
+        layer = self.source_of(key)
+        if layer is None or layer.path is None:
+            return None
+        persist_setting(layer.path, key, value)
+        index = self._layers.index(layer)
+        self._layers[index] = attrs.evolve(layer, values={**layer.values, key: value})
+        return layer.path
+
     def _resolve(self) -> Settings:
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
         return resolve([*self._layers, top])
+
+
+# -- files on disk -------------------------------------------------------------------
+
+#: The name of the global settings file inside the user config directory.
+SETTINGS_FILE_NAME = "settings.json"
+#: The project settings file, relative to the working directory.
+PROJECT_SETTINGS_PATH = Path(".trio-session") / SETTINGS_FILE_NAME
+#: Mode of a settings file :func:`persist_setting` creates (an existing file keeps its own).
+NEW_SETTINGS_FILE_MODE = 0o644
+
+
+def default_settings_paths(
+    cwd: str | os.PathLike[str] | None = None, *, config_dir: str | os.PathLike[str] | None = None
+) -> tuple[Path, Path]:
+    """The global and the project settings file, lowest layer first (R-38).
+
+    ``(<user config dir>/settings.json, <cwd>/.trio-session/settings.json)``; on
+    Linux the first is ``~/.config/trio-session/settings.json`` (``$XDG_CONFIG_HOME``
+    is honoured), on macOS ``~/Library/Application Support/trio-session/settings.json``,
+    on Windows ``%APPDATA%\\trio-session\\settings.json``. Neither has to exist: a
+    missing file is an empty layer, so
+    ``SettingsStore.from_files(*default_settings_paths())`` always works.
+
+    Args:
+        cwd: the project directory; the current working directory unless given.
+        config_dir: replaces the user config directory (tests, portable setups).
+    """
+    base = Path(config_dir) if config_dir is not None else user_config_dir()
+    project = Path(cwd) if cwd is not None else Path.cwd()
+    return base / SETTINGS_FILE_NAME, project.absolute() / PROJECT_SETTINGS_PATH
+
+
+def persist_setting(path: str | os.PathLike[str], key: str, value: Any) -> None:
+    """Write one dotted key into a settings file, keeping everything else in it (R-37, R-38).
+
+    The value is validated first. The file is read, ``{group: {name: value}}`` is
+    set, and the whole file is rewritten atomically: a temporary file in the same
+    directory is written, flushed and ``fsync``-ed, then ``os.replace``-d over the
+    old one, so a reader (or a crash) sees the old file or the new one, never half
+    of either. Other keys, other groups (another tool's too) and the key order are
+    kept; the file is re-indented with two spaces. Missing parent directories are
+    created; a new file gets mode 0644, an existing one keeps its mode. If ``path``
+    is a symbolic link, the file it points to is rewritten and the link stays.
+    Two processes writing at the same moment: the last one wins, whole.
+
+    This blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``.
+
+    Raises:
+        SettingsError: the key or value is invalid, or the file exists but is not
+            valid JSON, not an object, or cannot be read or written (it is then
+            left untouched).
+    """
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    source = str(path)
+    validate_value(key, value, source=source)
+    group, _, name = key.partition(".")
+    data = _read_for_update(path)
+    body = data.setdefault(group, {})
+    if not isinstance(body, dict):
+        msg = f"{group} must be a JSON object, not {type(body).__name__} (in {source})"
+        raise SettingsError(msg, key=group, source=source)
+    body[name] = value
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        _replace_atomically(path, text.encode("utf-8"))
+    except OSError as exc:
+        msg = f"cannot write settings file {source}: {exc.strerror or exc}"
+        raise SettingsError(msg, key=key, source=source) from exc
+
+
+def _read_for_update(path: Path) -> dict[str, Any]:
+    """The file's JSON object, ``{}`` if it is missing or blank; never a broken file."""
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"cannot read settings file {source}: {exc}"
+        raise SettingsError(msg, source=source) from exc
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = (
+            f"settings file {source} is not valid JSON: {exc.msg} "
+            f"at line {exc.lineno} column {exc.colno}"
+        )
+        raise SettingsError(msg, source=source) from exc
+    if not isinstance(data, dict):
+        msg = f"settings must be a JSON object, not {type(data).__name__} (in {source})"
+        raise SettingsError(msg, source=source)
+    return data
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary sibling, fsync it, and ``os.replace`` it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = NEW_SETTINGS_FILE_MODE
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    fsync_directory(path.parent)

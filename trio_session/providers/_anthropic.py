@@ -1,0 +1,301 @@
+"""The Anthropic Messages API, streamed.
+
+One request is ``POST {base_url}/v1/messages`` with ``stream: true`` and the headers
+``x-api-key`` and ``anthropic-version: 2023-06-01``. The answer comes back as named
+server-sent events::
+
+    message_start        {"message": {"usage": {"input_tokens": 25, "output_tokens": 1,
+                                                "cache_read_input_tokens": 0, …}}}
+    content_block_start  {"index": 0, "content_block": {"type": "text", "text": ""}}
+    content_block_delta  {"index": 0, "delta": {"type": "text_delta", "text": "Hi"}}
+    content_block_stop   {"index": 0}
+    content_block_start  {"index": 1, "content_block": {"type": "tool_use", "id": …,
+                                                        "name": "read", "input": {}}}
+    content_block_delta  {"index": 1, "delta": {"type": "input_json_delta",
+                                                "partial_json": "{\\"path\\": "}}
+    content_block_stop   {"index": 1}                    ← the tool call is complete
+    message_delta        {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}
+    message_stop         {}
+    ping                 {}                              ← keep-alive, ignored
+    error                {"error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+Text deltas go to the sink as they arrive, tool calls at their ``content_block_stop``.
+``stop_reason`` maps ``end_turn``/``stop_sequence`` → ``"stop"``, ``max_tokens`` →
+``"length"``, ``tool_use`` → ``"toolUse"``. An ``error`` event (the API is overloaded
+in the middle of an answer) ends the stream as ``"529 overloaded_error: Overloaded"``,
+keeping the text streamed so far. A body that ends before ``message_stop`` (and
+before any ``stop_reason``) was cut: a connection error, retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from .._messages import AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage
+from ._base import (
+    STREAM_CUT_MESSAGE,
+    Model,
+    ProviderRequest,
+    StreamEnd,
+    StreamSink,
+    ToolSpec,
+    event_error_message,
+    invalid_response_message,
+)
+from ._http import HttpProvider, StreamParser
+from ._sse import ServerSentEvent
+
+logger = logging.getLogger("trio_session")
+
+#: The ``anthropic-version`` header sent with every request.
+ANTHROPIC_VERSION = "2023-06-01"
+
+#: ``max_tokens`` is required by the Messages API; this is sent when none is configured.
+DEFAULT_MAX_TOKENS = 8192
+
+STOP_REASONS: Mapping[str, StopReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "refusal": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "toolUse",
+}
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+def anthropic_messages(messages: tuple[Message, ...]) -> list[Any]:
+    """The Messages API ``messages`` for a context (failed messages are already out).
+
+    Tool results become ``tool_result`` blocks of a user message; consecutive results
+    share one message, as the API requires them right after their ``tool_use`` turn.
+    Assistant messages with nothing in them are left out (the API rejects empty content).
+    """
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            blocks: list[dict[str, Any]] = []
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            blocks.extend(
+                {
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": dict(call.arguments),
+                }
+                for call in message.tool_calls
+            )
+            if blocks:
+                wire.append({"role": "assistant", "content": blocks})
+        elif isinstance(message, ToolResultMessage):
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.text,
+            }
+            if message.is_error:
+                block["is_error"] = True
+            previous = wire[-1] if wire else None
+            if (
+                previous is not None
+                and previous["role"] == "user"
+                and isinstance(previous["content"], list)
+            ):
+                previous["content"].append(block)
+            else:
+                wire.append({"role": "user", "content": [block]})
+        else:
+            wire.append({"role": "user", "content": message.content})
+    return wire
+
+
+def anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:
+    """Messages API tools for our :class:`ToolSpec` list."""
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": dict(tool.parameters)}
+        for tool in tools
+    ]
+
+
+@attrs.define
+class _ToolBlock:
+    id: str
+    name: str
+    json_parts: list[str] = attrs.field(factory=list)
+    initial: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define(eq=False)
+class MessagesParser:
+    """Reads Messages API events into a sink (see the module docstring)."""
+
+    _sink: StreamSink
+    _usage: dict[str, int] = attrs.field(factory=dict, init=False)
+    _tools: dict[object, _ToolBlock] = attrs.field(factory=dict, init=False)
+    _calls: int = attrs.field(default=0, init=False)
+    _stop_reason: str | None = attrs.field(default=None, init=False)
+    _unfinished: str | None = attrs.field(default=None, init=False)
+
+    def feed(self, event: ServerSentEvent) -> StreamEnd | None:
+        """Take one event; return the end on ``message_stop`` or an error."""
+        try:
+            data = json.loads(event.data)
+        except ValueError:
+            logger.debug("event stream data is not valid JSON: %.200r", event.data)
+            return StreamEnd.error(invalid_response_message("event stream data is not valid JSON"))
+        if not isinstance(data, Mapping):
+            return StreamEnd.error(
+                invalid_response_message("event stream data is not a JSON object")
+            )
+        kind = data.get("type")
+        kind = kind if isinstance(kind, str) else event.event
+        if kind == "message_start":
+            message = data.get("message")
+            if isinstance(message, Mapping):
+                self._add_usage(message.get("usage"))
+        elif kind == "content_block_start":
+            self._block_start(data.get("index"), data.get("content_block"))
+        elif kind == "content_block_delta":
+            self._block_delta(data.get("index"), data.get("delta"))
+        elif kind == "content_block_stop":
+            self._block_stop(data.get("index"))
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
+                self._stop_reason = delta["stop_reason"]
+            self._add_usage(data.get("usage"))
+        elif kind == "message_stop":
+            return self._end()
+        elif kind == "error":
+            error = data.get("error")
+            return StreamEnd.error(event_error_message(error if isinstance(error, Mapping) else {}))
+        return None  # ping, and events this adapter does not use
+
+    def finish(self) -> StreamEnd:
+        """End of body: fine after a ``stop_reason``, a cut stream otherwise."""
+        if self._stop_reason is None:
+            return StreamEnd.error(STREAM_CUT_MESSAGE)
+        return self._end()
+
+    def _add_usage(self, usage: object) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        for field in _USAGE_FIELDS:
+            value = usage.get(field)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self._usage[field] = value
+        self._sink.usage(
+            Usage(
+                input=self._usage.get("input_tokens", 0),
+                output=self._usage.get("output_tokens", 0),
+                cache_read=self._usage.get("cache_read_input_tokens", 0),
+                cache_write=self._usage.get("cache_creation_input_tokens", 0),
+            )
+        )
+
+    def _block_start(self, index: object, block: object) -> None:
+        if not isinstance(block, Mapping):
+            return
+        text = block.get("text")
+        if block.get("type") == "text" and isinstance(text, str) and text:
+            self._sink.text(text)
+        elif block.get("type") == "tool_use":
+            initial = block.get("input")
+            self._tools[index] = _ToolBlock(
+                id=str(block.get("id") or f"toolu_{len(self._tools)}"),
+                name=str(block.get("name") or ""),
+                initial=initial if isinstance(initial, Mapping) else {},
+            )
+
+    def _block_delta(self, index: object, delta: object) -> None:
+        if not isinstance(delta, Mapping):
+            return
+        text = delta.get("text")
+        if delta.get("type") == "text_delta" and isinstance(text, str) and text:
+            self._sink.text(text)
+        elif delta.get("type") == "input_json_delta" and index in self._tools:
+            part = delta.get("partial_json")
+            if isinstance(part, str):
+                self._tools[index].json_parts.append(part)
+
+    def _block_stop(self, index: object) -> None:
+        tool = self._tools.pop(index, None)
+        if tool is None:
+            return
+        text = "".join(tool.json_parts).strip()
+        try:
+            arguments = json.loads(text) if text else dict(tool.initial)
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            self._unfinished = tool.name  # fine if max_tokens cut it off: decided at the end
+            return
+        self._sink.tool_call(ToolCall(id=tool.id, name=tool.name, arguments=arguments))
+        self._calls += 1
+
+    def _end(self) -> StreamEnd:
+        reason = STOP_REASONS.get(self._stop_reason or "end_turn", "stop")
+        if self._unfinished is not None and reason != "length":
+            return StreamEnd.error(
+                invalid_response_message(
+                    f"the input of tool call {self._unfinished!r} is not a JSON object"
+                )
+            )
+        if self._calls and reason == "stop":
+            reason = "toolUse"
+        return StreamEnd(stop_reason=reason)
+
+
+@attrs.define(eq=False)
+class AnthropicProvider(HttpProvider):
+    """A provider speaking the Anthropic Messages API, streamed::
+
+        async with AnthropicProvider(api_key=key) as provider:
+            async with open_session(provider, "claude-sonnet-4-5") as session: ...
+
+    Args (besides those of :class:`HttpProvider`):
+        max_tokens: the answer's token budget (required by the API).
+    """
+
+    DEFAULT_NAME: ClassVar[str] = "anthropic"
+    DEFAULT_BASE_URL: ClassVar[str] = "https://api.anthropic.com"
+
+    _max_tokens: int = attrs.field(default=DEFAULT_MAX_TOKENS, alias="max_tokens", kw_only=True)
+
+    def _url(self, model: Model) -> str:
+        return f"{self._root(model)}/v1/messages"
+
+    def _headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        return headers
+
+    def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model.id,
+            "max_tokens": self._max_tokens,
+            "messages": anthropic_messages(request.messages),
+            "stream": True,
+        }
+        if request.system_prompt:
+            body["system"] = request.system_prompt
+        if request.tools:
+            body["tools"] = anthropic_tools(request.tools)
+        return body
+
+    def _parser(self, sink: StreamSink) -> StreamParser:
+        return MessagesParser(sink)

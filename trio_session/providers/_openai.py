@@ -1,0 +1,273 @@
+"""The OpenAI Chat Completions API, streamed: OpenAI and OpenAI-compatible servers.
+
+One request is ``POST {base_url}/chat/completions`` with ``stream: true`` and
+``stream_options: {include_usage: true}``; the answer comes back as server-sent
+events whose ``data`` is a JSON chunk, ending with ``data: [DONE]``::
+
+    {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}
+    {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+        "function": {"name": "read", "arguments": "{\\"pa"}}]}}]}
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3,
+        "prompt_tokens_details": {"cached_tokens": 8}}}
+    [DONE]
+
+Text deltas go to the sink as they arrive. Tool-call pieces are joined by their
+``index`` and handed over whole when the stream ends. ``finish_reason`` maps
+``stop → "stop"``, ``length → "length"``, ``tool_calls → "toolUse"``.
+
+Local servers (llama.cpp, vLLM, Ollama, LM Studio) speak the same API with gaps,
+which are tolerated: no usage chunk, tool calls without an ``index`` or ``id``, a
+``finish_reason`` of ``stop`` next to tool calls, no ``[DONE]`` after a finish
+reason, an ``{"error": …}`` chunk in the middle of a stream. A body that ends with
+neither a finish reason nor ``[DONE]`` was cut: that is a connection error (retried),
+and the text streamed so far stays on the message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from .._messages import AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage
+from ._base import (
+    STREAM_CUT_MESSAGE,
+    Model,
+    ProviderRequest,
+    StreamEnd,
+    StreamSink,
+    ToolSpec,
+    event_error_message,
+    invalid_response_message,
+)
+from ._http import HttpProvider, StreamParser
+from ._sse import ServerSentEvent
+
+logger = logging.getLogger("trio_session")
+
+FINISH_REASONS: Mapping[str, StopReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "toolUse",
+    "function_call": "toolUse",
+    "content_filter": "stop",
+}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def openai_usage(usage: Mapping[str, Any]) -> Usage:
+    """Our :class:`Usage` from a Chat Completions ``usage`` object.
+
+    ``input`` is ``prompt_tokens`` minus the cached ones, which are ``cache_read``;
+    ``output`` is ``completion_tokens`` (reasoning tokens included). Missing fields
+    count 0.
+    """
+    details = usage.get("prompt_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+    prompt = _int(usage.get("prompt_tokens"))
+    return Usage(
+        input=max(prompt - cached, 0),
+        output=_int(usage.get("completion_tokens")),
+        cache_read=cached,
+    )
+
+
+def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) -> list[Any]:
+    """The Chat Completions ``messages`` for a context (failed messages are already out)."""
+    wire: list[Any] = []
+    if system_prompt:
+        wire.append({"role": "system", "content": system_prompt})
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
+            if message.tool_calls:
+                entry["content"] = message.text or None
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                    }
+                    for call in message.tool_calls
+                ]
+            wire.append(entry)
+        elif isinstance(message, ToolResultMessage):
+            wire.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+            )
+        else:
+            wire.append({"role": "user", "content": message.content})
+    return wire
+
+
+def openai_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:
+    """Function tools for our :class:`ToolSpec` list."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": dict(tool.parameters),
+            },
+        }
+        for tool in tools
+    ]
+
+
+@attrs.define
+class _ToolDraft:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class ChatCompletionsParser:
+    """Reads Chat Completions chunks into a sink (see the module docstring)."""
+
+    _sink: StreamSink
+    _drafts: dict[object, _ToolDraft] = attrs.field(factory=dict, init=False)
+    _finish_reason: str | None = attrs.field(default=None, init=False)
+
+    def feed(self, event: ServerSentEvent) -> StreamEnd | None:
+        """Take one event; return the end on ``[DONE]`` or an error."""
+        data = event.data.strip()
+        if data == "[DONE]":
+            return self._end()
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            logger.debug("event stream data is not valid JSON: %.200r", event.data)
+            return StreamEnd.error(invalid_response_message("event stream data is not valid JSON"))
+        if not isinstance(chunk, Mapping):
+            return StreamEnd.error(
+                invalid_response_message("event stream data is not a JSON object")
+            )
+        error = chunk.get("error")
+        if error or event.event == "error":
+            detail = error if isinstance(error, Mapping) else {"message": error or chunk}
+            return StreamEnd.error(event_error_message(detail))
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            self._sink.usage(openai_usage(usage))
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+                self._choice(choice)
+        return None
+
+    def finish(self) -> StreamEnd:
+        """End of body: fine after a finish reason, a cut stream otherwise."""
+        if self._finish_reason is None:
+            return StreamEnd.error(STREAM_CUT_MESSAGE)
+        return self._end()
+
+    def _choice(self, choice: Mapping[str, Any]) -> None:
+        delta = choice.get("delta")
+        if isinstance(delta, Mapping):
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self._sink.text(content)
+            calls = delta.get("tool_calls")
+            for position, call in enumerate(calls if isinstance(calls, list) else ()):
+                if isinstance(call, Mapping):
+                    self._tool_delta(position, call)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            self._finish_reason = reason
+
+    def _tool_delta(self, position: int, call: Mapping[str, Any]) -> None:
+        index = call.get("index")
+        call_id = call.get("id") if isinstance(call.get("id"), str) else None
+        key: object = index if isinstance(index, int) else call_id or f"position {position}"
+        draft = self._drafts.get(key)
+        if draft is None:
+            draft = self._drafts[key] = _ToolDraft()
+        if call_id and not draft.id:
+            draft.id = call_id
+        function = call.get("function")
+        if isinstance(function, Mapping):
+            name = function.get("name")
+            if isinstance(name, str) and name and not draft.name:
+                draft.name = name  # sent once; some servers repeat it, never split it
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                draft.arguments.append(arguments)
+            elif isinstance(arguments, Mapping):  # some servers send an object
+                draft.arguments.append(json.dumps(arguments))
+
+    def _end(self) -> StreamEnd:
+        reason = FINISH_REASONS.get(self._finish_reason or "stop", "stop")
+        calls: list[ToolCall] = []
+        for number, draft in enumerate(self._drafts.values()):
+            text = "".join(draft.arguments).strip() or "{}"
+            try:
+                arguments = json.loads(text)
+            except ValueError:
+                arguments = None
+            if isinstance(arguments, dict):
+                calls.append(
+                    ToolCall(id=draft.id or f"call_{number}", name=draft.name, arguments=arguments)
+                )
+            elif reason != "length":  # cut off by max tokens: just an unfinished call
+                return StreamEnd.error(
+                    invalid_response_message(
+                        f"the arguments of tool call {draft.name!r} are not a JSON object"
+                    )
+                )
+        for call in calls:
+            self._sink.tool_call(call)
+        if calls and reason == "stop":
+            reason = "toolUse"  # servers that say "stop" next to tool calls
+        return StreamEnd(stop_reason=reason)
+
+
+@attrs.define(eq=False)
+class OpenAIProvider(HttpProvider):
+    """A provider speaking the OpenAI Chat Completions API, streamed.
+
+    Works with OpenAI and with OpenAI-compatible servers::
+
+        async with OpenAIProvider(api_key=key) as provider:
+            async with open_session(provider, "gpt-4.1") as session: ...
+
+        local = OpenAIProvider(base_url="http://127.0.0.1:8080/v1", name="llama.cpp")
+
+    Args (besides those of :class:`HttpProvider`):
+        include_usage: ask for a usage chunk (``stream_options.include_usage``);
+            turn off for a server that rejects the option.
+    """
+
+    DEFAULT_NAME: ClassVar[str] = "openai"
+    DEFAULT_BASE_URL: ClassVar[str] = "https://api.openai.com/v1"
+
+    _include_usage: bool = attrs.field(default=True, alias="include_usage", kw_only=True)
+
+    def _url(self, model: Model) -> str:
+        return f"{self._root(model)}/chat/completions"
+
+    def _headers(self, api_key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model.id,
+            "messages": openai_messages(request.messages, request.system_prompt),
+            "stream": True,
+        }
+        if self._include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = openai_tools(request.tools)
+        return body
+
+    def _parser(self, sink: StreamSink) -> StreamParser:
+        return ChatCompletionsParser(sink)

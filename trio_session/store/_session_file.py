@@ -1,0 +1,437 @@
+"""Writing a session file: :class:`SessionFile` and :func:`open_history` (R-51).
+
+The format, the reader and the runtime context live in :mod:`._history`; this
+module appends to a file in that format, durably.
+
+Durability: every entry is one ``os.write`` of the whole line, newline included,
+followed by ``os.fsync`` — per entry for the async ``append_*`` methods, which
+return only once their entry is on disk (the blocking work runs in
+``trio.to_thread.run_sync``), and per batch for entries staged with the
+``*_nowait`` methods, which the next :meth:`SessionFile.flush` writes. A failed
+write is cut back off the file (``ftruncate``), so a full disk never leaves half
+a line behind. A new file gets mode 0600 in a directory created with mode 0700
+(conversations are private), and its directory entry is fsync-ed too. One
+writer per file: an exclusive, non-blocking ``flock`` (POSIX; not on Windows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from .._dirs import fsync_directory
+from .._events import CompactionResult
+from .._messages import Message
+from ._history import (
+    CompactionEntry,
+    HistoryEntry,
+    HistoryError,
+    LoadedSession,
+    MessageEntry,
+    SessionHeader,
+    SettingsChangeEntry,
+    _dump,
+    _encode,
+    _iso,
+    default_sessions_dir,
+    load_session,
+    session_file_name,
+)
+
+if sys.platform != "win32":
+    import fcntl
+
+#: Mode of a new session file, and of a sessions directory this module creates.
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+_O_EXTRA = getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _lock(fd: int, path: Path) -> None:
+    """Take the file's exclusive writer lock, or fail at once."""
+    if sys.platform == "win32":  # pragma: no cover - no flock; one writer is the caller's job
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        msg = f"session file {path} is already open for writing (by another process or object)"
+        raise HistoryError(msg, path=path) from exc
+    except OSError:  # pragma: no cover - a file system without locks: write unguarded
+        pass
+
+
+@attrs.define(eq=False)
+class SessionFile:
+    """An open session file that entries are appended to.
+
+    Make one with :meth:`create`, :meth:`resume`, or (in Trio code)
+    :func:`open_history`. Use it from one Trio run, or from one thread.
+
+    Three ways to append, all assigning the entry id and ``parentId`` at the call:
+
+    * ``await append_message(m)`` (and the others): returns once the entry is on
+      disk, written and fsync-ed in a worker thread.
+    * ``append_message_nowait(m)``: for synchronous code such as an event callback;
+      the entry is staged in memory and written by the next :meth:`flush` (or
+      :meth:`flush_sync`, or closing). Until then a crash loses it: the bound of
+      this batching is "until your next flush".
+    * Entries staged by several tasks are written in the order they were staged.
+
+    Attributes:
+        path: the file.
+        header: its header.
+        loaded: what the file held when resumed; ``None`` for a new file.
+    """
+
+    path: Path
+    header: SessionHeader
+    _fd: int | None = attrs.field(alias="fd")
+    _clock: Callable[[], float] = attrs.field(default=time.time, alias="clock")
+    loaded: LoadedSession | None = None
+    _ids: set[str] = attrs.field(factory=set, init=False)
+    _last_id: str | None = attrs.field(default=None, init=False)
+    _pending: list[bytes] = attrs.field(factory=list, init=False)
+    _known: dict[int, tuple[Message, str]] = attrs.field(factory=dict, init=False)
+    _flush_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _write_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _closing: bool = attrs.field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.loaded is not None:
+            for entry in self.loaded.entries:
+                self._ids.add(entry.id)
+                if isinstance(entry, MessageEntry):
+                    self._known[id(entry.message)] = (entry.message, entry.id)
+            self._last_id = self.loaded.last_entry_id
+
+    # -- opening --------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        directory: str | os.PathLike[str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> SessionFile:
+        """Create a new session file and write its header (blocking).
+
+        Args:
+            path: the file; if omitted, a new ``<time>_<id>.jsonl`` in ``directory``.
+            directory: where to put it; :func:`default_sessions_dir` of ``cwd`` if omitted.
+            cwd: the working directory recorded in the header; the current one if omitted.
+            session_id: the header's id; a random UUID if omitted. Pass it on to the
+                session (``open_session(session_id=...)``) so credential stickiness
+                survives a resume.
+            parent_session: the reference's ``parentSession`` (a forked-from file).
+            clock: epoch seconds, for timestamps.
+
+        Raises:
+            HistoryError: the file exists already, or cannot be created or written.
+        """
+        where = str(Path(cwd).absolute()) if cwd is not None else os.getcwd()
+        header = SessionHeader(
+            id=session_id if session_id is not None else str(uuid.uuid4()),
+            timestamp=_iso(clock()),
+            cwd=where,
+            parent_session=parent_session,
+        )
+        if path is None:
+            base = Path(directory) if directory is not None else default_sessions_dir(where)
+            path = base / session_file_name(header)
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _O_EXTRA
+            fd = os.open(path, flags, FILE_MODE)
+        except FileExistsError as exc:
+            msg = f"session file {path} already exists; resume it instead"
+            raise HistoryError(msg, path=path) from exc
+        except OSError as exc:
+            msg = f"cannot create session file {path}: {exc.strerror or exc}"
+            raise HistoryError(msg, path=path) from exc
+        file = cls(path, header, fd=fd, clock=clock)
+        try:
+            _lock(fd, path)
+            file._write(_dump(_encode(header)))
+            fsync_directory(path.parent)
+        except BaseException:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        return file
+
+    @classmethod
+    def resume(
+        cls, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time
+    ) -> SessionFile:
+        """Open an existing session file to append to it (blocking).
+
+        The file is read with :func:`load_session` (see :attr:`loaded`, and
+        :func:`runtime_context` for the messages to give the model). An
+        incomplete last line is cut off first, and a last line without its
+        newline gets one, so new entries start on a line of their own.
+
+        Raises:
+            HistoryError: the file does not exist, has no valid header, or is
+                already open for writing.
+        """
+        path = Path(path)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | _O_EXTRA)
+        except FileNotFoundError as exc:
+            msg = f"session file {path} does not exist"
+            raise HistoryError(msg, path=path) from exc
+        except OSError as exc:
+            msg = f"cannot open session file {path}: {exc.strerror or exc}"
+            raise HistoryError(msg, path=path) from exc
+        try:
+            _lock(fd, path)
+            loaded = load_session(path)
+            if loaded.torn_bytes:
+                os.ftruncate(fd, loaded.size - loaded.torn_bytes)
+                os.fsync(fd)
+                note = f"{path}: cut off the incomplete last line before appending"
+                loaded = attrs.evolve(loaded, warnings=(*loaded.warnings, note))
+            file = cls(path, loaded.header, fd=fd, clock=clock, loaded=loaded)
+            if loaded.unterminated:
+                file._write(b"\n")
+        except OSError as exc:
+            os.close(fd)
+            msg = f"cannot repair the end of session file {path}: {exc.strerror or exc}"
+            raise HistoryError(msg, path=path) from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        return file
+
+    # -- appending ------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` or :meth:`aclose` has run."""
+        return self._fd is None
+
+    def _check_open(self) -> None:
+        if self._fd is None or self._closing:
+            msg = f"session file {self.path} is closed"
+            raise HistoryError(msg, path=self.path)
+
+    def _new_id(self) -> str:
+        for _ in range(100):
+            candidate = uuid.uuid4().hex[:8]
+            if candidate not in self._ids:
+                return candidate
+        return uuid.uuid4().hex  # pragma: no cover - 100 collisions in 2**32
+
+    def _stage(self, make: Callable[..., HistoryEntry], **fields: Any) -> str:
+        self._check_open()
+        entry_id = self._new_id()
+        entry = make(id=entry_id, parent_id=self._last_id, timestamp=_iso(self._clock()), **fields)
+        line = _dump(_encode(entry))  # may raise for a value JSON cannot hold: nothing staged
+        self._pending.append(line)
+        self._ids.add(entry_id)
+        self._last_id = entry_id
+        return entry_id
+
+    def append_message_nowait(self, message: Message) -> str:
+        """Stage a message entry without blocking; it is written by the next flush.
+
+        Returns:
+            The entry id.
+        """
+        entry_id = self._stage(MessageEntry, message=message)
+        self._known[id(message)] = (message, entry_id)
+        return entry_id
+
+    def append_compaction_nowait(
+        self, result: CompactionResult, *, first_kept_entry_id: str | None
+    ) -> str:
+        """Stage a compaction entry; see :meth:`append_compaction`."""
+        return self._stage(
+            CompactionEntry,
+            summary=result.summary,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            messages_removed=result.messages_removed,
+            first_kept_entry_id=first_kept_entry_id,
+        )
+
+    def append_settings_change_nowait(self, key: str, value: Any) -> str:
+        """Stage a ``settings_change`` entry; see :meth:`append_settings_change`."""
+        return self._stage(SettingsChangeEntry, key=key, value=value)
+
+    async def append_message(self, message: Message) -> str:
+        """Append a message entry; return its id once it is on disk.
+
+        Raises:
+            HistoryError: the file is closed or the write failed.
+        """
+        entry_id = self.append_message_nowait(message)
+        await self.flush()
+        return entry_id
+
+    async def append_compaction(
+        self, result: CompactionResult, *, first_kept_entry_id: str | None
+    ) -> str:
+        """Append a compaction entry; return its id once it is on disk.
+
+        Args:
+            result: what the compaction did (the ``auto_compaction_end`` event's result).
+            first_kept_entry_id: the entry of the first message still in the runtime
+                context (:meth:`entry_id_of` finds it), ``None`` if none is left.
+        """
+        entry_id = self.append_compaction_nowait(result, first_kept_entry_id=first_kept_entry_id)
+        await self.flush()
+        return entry_id
+
+    async def append_settings_change(self, key: str, value: Any) -> str:
+        """Append a ``settings_change`` entry (``"retry.enabled"``, ``False``); return its id."""
+        entry_id = self.append_settings_change_nowait(key, value)
+        await self.flush()
+        return entry_id
+
+    def entry_id_of(self, message: Message) -> str | None:
+        """The entry id of this very message object, if it was appended or loaded here."""
+        known = self._known.get(id(message))
+        return known[1] if known is not None and known[0] is message else None
+
+    # -- flushing -------------------------------------------------------------------
+
+    def _take(self) -> list[bytes]:
+        batch, self._pending = self._pending, []
+        return batch
+
+    def _write(self, data: bytes) -> None:
+        """Write and fsync ``data``; on failure cut the file back and raise (blocking)."""
+        with self._write_lock:
+            fd = self._fd
+            if fd is None:
+                msg = f"session file {self.path} is closed"
+                raise HistoryError(msg, path=self.path)
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # else the file is beyond repair
+                    os.ftruncate(fd, start)
+                msg = f"cannot write session file {self.path}: {exc.strerror or exc}"
+                raise HistoryError(msg, path=self.path) from exc
+
+    async def flush(self) -> None:
+        """Write every staged entry, then fsync, in a worker thread; in staging order.
+
+        Raises:
+            HistoryError: the write failed; the entries stay staged for the next flush.
+        """
+        async with self._flush_lock:
+            batch = self._take()
+            if not batch:
+                return
+            try:
+                await trio.to_thread.run_sync(self._write, b"".join(batch))
+            except HistoryError:
+                self._pending[:0] = batch
+                raise
+
+    def flush_sync(self) -> None:
+        """:meth:`flush`, blocking the calling thread (for code outside Trio)."""
+        batch = self._take()
+        if not batch:
+            return
+        try:
+            self._write(b"".join(batch))
+        except HistoryError:
+            self._pending[:0] = batch
+            raise
+
+    def close(self) -> None:
+        """Flush what is staged and close the file (blocking). Idempotent."""
+        if self._fd is None:
+            return
+        try:
+            self.flush_sync()
+        finally:
+            with self._write_lock:
+                fd, self._fd = self._fd, None
+                if fd is not None:
+                    os.close(fd)
+
+    async def aclose(self) -> None:
+        """Flush what is staged and close the file; runs to the end even if cancelled."""
+        if self._fd is None:
+            return
+        self._closing = True  # nothing more is staged while the last flush runs
+        with trio.CancelScope(shield=True):
+            async with self._flush_lock:
+                await trio.to_thread.run_sync(self.close)
+
+    def __enter__(self) -> SessionFile:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@asynccontextmanager
+async def open_history(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    session_id: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> AsyncIterator[SessionFile]:
+    """Open a session file for the length of a block: resume ``path`` if it exists, else create.
+
+    ``open_history()`` starts a new file in :func:`default_sessions_dir`;
+    ``open_history(path)`` resumes ``path`` (see :attr:`SessionFile.loaded`) or
+    creates it. ``directory``, ``cwd`` and ``session_id`` apply only to a new file;
+    a resumed one keeps its header (use ``history.header.id`` as the session id).
+    Opening and closing run in worker threads; on exit, staged entries are flushed
+    and the file is closed, even if the block was cancelled.
+
+    Raises:
+        HistoryError: as :meth:`SessionFile.create` and :meth:`SessionFile.resume`.
+
+    Example::
+
+        async with open_history(path) as history:
+            context = runtime_context(history.loaded) if history.loaded else []
+            await history.append_message(UserMessage("Hello"))
+    """
+    if path is not None and await trio.to_thread.run_sync(Path(path).exists):
+        file = await trio.to_thread.run_sync(partial(SessionFile.resume, path, clock=clock))
+    else:
+        create = partial(
+            SessionFile.create,
+            path,
+            directory=directory,
+            cwd=cwd,
+            session_id=session_id,
+            clock=clock,
+        )
+        file = await trio.to_thread.run_sync(create)
+    try:
+        yield file
+    finally:
+        await file.aclose()
