@@ -94,8 +94,26 @@ def test_broken_settings_file_is_a_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr == (
-        f"trio-session: retry.maxRetries must be a non-negative integer, not -1 (in {path})\n"
+        f"trio-session: retry.maxRetries must be a non-negative integer, not -1 (in {path})"
+        "; to start without this file, add --ignore-broken-settings\n"
     )
+
+
+def test_ignore_broken_settings_starts_with_the_rest(tmp_path: Path, fast_settings: Path) -> None:
+    """R-38: --ignore-broken-settings warns about the bad file and uses the others."""
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    result = trio_session(
+        "demo",
+        "--settings",
+        str(fast_settings),
+        "--settings",
+        str(broken),
+        "--ignore-broken-settings",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(f"trio-session: warning: ignoring {broken}: settings file ")
+    assert "↻ retrying (1/3) in 0s…" in result.stdout
 
 
 def test_invalid_json_settings(tmp_path: Path) -> None:

@@ -50,13 +50,13 @@ async def test_history_is_on_disk_before_the_backoff_sleep(
 ) -> None:
     """Entries of a failed attempt are on disk while the chain sleeps (crash-safe)."""
     path = tmp_path / "session.jsonl"
-    async with open_session(FauxProvider([err(), ok()]), history=path) as session:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.prompt, "Hi")
-            await trio.sleep(1)  # in the 2 s backoff
-            on_disk = [m.role for m in load_session(path).messages]
-            assert on_disk == ["user", "assistant"]
-            session.abort_retry()
+    provider = FauxProvider([err(), ok()])
+    async with open_session(provider, history=path) as session, trio.open_nursery() as nursery:
+        nursery.start_soon(session.prompt, "Hi")
+        await trio.sleep(1)  # in the 2 s backoff
+        on_disk = [m.role for m in load_session(path).messages]
+        assert on_disk == ["user", "assistant"]
+        session.abort_retry()
 
 
 async def test_r37_toggle_writes_back_to_its_file(

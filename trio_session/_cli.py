@@ -8,13 +8,23 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import trio
 
 from . import __version__
 from ._codec import event_to_json
-from ._errors import SettingsError
+from ._commands import (
+    CommandError,
+    auth_add,
+    auth_list,
+    auth_remove,
+    credential_store,
+    history_path,
+    load_settings,
+    open_provider,
+)
+from ._errors import TrioSessionError
 from ._events import (
     AutoCompactionEnd,
     AutoCompactionStart,
@@ -24,11 +34,14 @@ from ._events import (
     MessageUpdate,
     SessionEvent,
 )
+from ._extensions import Extension, load_entry_point_extensions, load_extension_file
 from ._messages import AssistantMessage, UserMessage
-from ._session import EventStream, open_session
+from ._session import AgentSession, EventStream, open_session
 from ._settings import SettingsStore
-from .providers._base import Model
+from .providers._base import Model, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply
+from .rpc._stdio import serve_stdio
+from .tui._app import run_terminal_chat
 
 DEMO_PROMPT = "Say hello, and tell me what just happened."
 DEMO_ANSWER = (
@@ -131,25 +144,189 @@ async def _countdown(printer: _Printer, event: AutoRetryStart, scope: trio.Cance
             await trio.sleep(min(1.0, remaining - math.floor(remaining) or 1.0))
 
 
+def _echo(request: ProviderRequest) -> FauxReply:
+    """The demo's answer once its script is played: say what was heard."""
+    users = [m for m in request.messages if isinstance(m, UserMessage)]
+    heard = users[-1].content if users else ""
+    return FauxReply(text=f"(demo) You said: {heard}", delay=0.2)
+
+
+def _is_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 async def run_demo(
-    out: TextIO, *, as_json: bool = False, settings: SettingsStore | None = None
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    settings: SettingsStore | None = None,
+    extensions: Sequence[Extension] = (),
+    interactive: bool = False,
 ) -> int:
-    """An offline session on the faux provider: two 503s, then an answer."""
-    provider = FauxProvider(demo_script())
+    """An offline session on the faux provider: two 503s, then an answer.
+
+    With ``interactive`` (a terminal on both ends), the chat UI opens with the demo
+    prompt already sent; otherwise the events are printed as lines and it exits.
+    """
+    provider = FauxProvider([*demo_script(), *[_echo] * 1000])
     model = Model(id="faux-demo", provider="faux", context_window=32_000)
-    printer = _Printer(out)
-    if not as_json:
-        printer.write(
-            "trio-session demo: an offline session whose provider fails twice with 503,\n"
-            "then answers. Watch the retry policy at work (Ctrl+C to stop).\n\n"
-        )
-    async with open_session(provider, model, settings=settings) as session:
+    banner = (
+        "trio-session demo: an offline session whose provider fails twice with 503,\n"
+        "then answers. Watch the retry policy at work"
+    )
+    async with open_session(provider, model, settings=settings, extensions=extensions) as session:
+        if interactive:
+            await run_terminal_chat(
+                session, first_prompt=DEMO_PROMPT, banner=banner + " (Esc cancels a retry)."
+            )
+            return 0
+        printer = _Printer(out)
+        if not as_json:
+            printer.write(banner + " (Ctrl+C to stop).\n\n")
         with session.events() as events:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_show, events, printer, as_json)
                 reply = await session.prompt(DEMO_PROMPT)
                 await session.aclose()  # ends the event stream, so _show returns
     return 0 if reply.stop_reason == "stop" else 1
+
+
+async def _chat_lines(session: AgentSession, out: TextIO) -> int:
+    """The plain line mode: one prompt per line of stdin, events printed as lines."""
+    printer = _Printer(out)
+    status = 0
+    with session.events() as events:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_show, events, printer, False)
+            while True:
+                line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+                if not line:
+                    break
+                if line.strip():
+                    reply = await session.prompt(line.strip())
+                    status = 0 if reply.stop_reason in ("stop", "length") else 1
+            await session.aclose()
+    return status
+
+
+async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
+    """``trio-session chat``: a conversation with a real (or scripted) model."""
+    extensions = _extensions(args.extension)
+    path = history_path(resume=args.resume, continue_latest=args.continue_, save=not args.no_save)
+    async with open_provider(
+        args.provider,
+        model_id=args.model,
+        base_url=args.base_url,
+        context_window=args.context_window,
+        faux_script=args.faux,
+    ) as (provider, model):
+        credentials = credential_store(provider.name, args.api_key)
+        async with open_session(
+            provider,
+            model,
+            settings=settings,
+            credentials=credentials,
+            extensions=extensions,
+            history=path,
+            system_prompt=args.system,
+        ) as session:
+            if path is not None and not _is_terminal():
+                print(f"trio-session: session file {path}", file=sys.stderr)
+            if _is_terminal():
+                banner = f"trio-session chat · {model.provider} {model.id}"
+                if path is not None:
+                    banner += f"\nsession file: {path}"
+                await run_terminal_chat(session, banner=banner)
+                return 0
+            return await _chat_lines(session, sys.stdout)
+
+
+async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
+    """``trio-session rpc``: serve until stdin ends or SIGTERM; 0 when it ended cleanly."""
+    extensions = _extensions(args.extension)
+    kind = "faux" if args.faux is not None else args.provider
+    async with open_provider(
+        kind,
+        model_id=args.model,
+        base_url=args.base_url,
+        context_window=args.context_window,
+        faux_script=args.faux,
+    ) as (provider, model):
+        credentials = credential_store(provider.name, args.api_key)
+        # One settings store for every session: set_auto_retry outlives new_session,
+        # as the reference's settings do.
+        await serve_stdio(
+            lambda: open_session(
+                provider,
+                model,
+                settings=settings,
+                credentials=credentials,
+                extensions=extensions,
+            )
+        )
+    return 0
+
+
+def run_auth(args: argparse.Namespace) -> int:
+    """``trio-session auth add|list|remove``: keys in the credential store, never printed."""
+    if args.auth == "add":
+        print(auth_add(args.provider, args.label))
+    elif args.auth == "list":
+        for line in auth_list():
+            print(line)
+    else:
+        print(auth_remove(args.provider, args.which))
+    return 0
+
+
+def _extensions(paths: Sequence[str]) -> list[Extension]:
+    """``--extension FILE`` files, then the installed entry-point extensions."""
+    return [*(load_extension_file(p) for p in paths), *load_entry_point_extensions()]
+
+
+# -- argv ----------------------------------------------------------------------------------
+
+
+def _settings_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--settings",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a settings JSON file, above the global and project ones (repeatable)",
+    )
+    command.add_argument(
+        "--ignore-broken-settings",
+        action="store_true",
+        help="start without a settings file that cannot be read, with a warning",
+    )
+    command.add_argument(
+        "--extension",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="load an extension from a Python file (repeatable)",
+    )
+
+
+def _provider_options(command: argparse.ArgumentParser, *, default: str | None) -> None:
+    command.add_argument(
+        "--provider",
+        choices=["openai", "anthropic", "faux"],
+        default=default,
+        help="the model provider (keys: trio-session auth, OPENAI_API_KEY, ANTHROPIC_API_KEY)",
+    )
+    command.add_argument("--model", metavar="ID", help="the model id (default: the provider's)")
+    command.add_argument(
+        "--base-url", metavar="URL", help="the API endpoint (an OpenAI-compatible local server)"
+    )
+    command.add_argument("--api-key", metavar="KEY", help="use this key (prefer trio-session auth)")
+    command.add_argument(
+        "--context-window", metavar="TOKENS", type=int, help="the model's context window"
+    )
+    command.add_argument(
+        "--faux", metavar="SCRIPT", help="play a JSON faux script instead of a real model"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -159,38 +336,92 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     demo = commands.add_parser(
         "demo", help="run an offline session that retries two 503s, then answers"
     )
     demo.add_argument("--json", action="store_true", help="print events as JSON lines")
-    demo.add_argument(
-        "--settings",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="a settings JSON file (repeatable; later files win)",
+    _settings_options(demo)
+
+    chat = commands.add_parser("chat", help="chat with a model (a terminal UI on a TTY)")
+    _provider_options(chat, default="openai")
+    _settings_options(chat)
+    chat.add_argument("--system", metavar="TEXT", help="a system prompt")
+    resume = chat.add_mutually_exclusive_group()
+    resume.add_argument("--resume", metavar="PATH", help="continue the session in this file")
+    resume.add_argument(
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue the latest session of this directory",
     )
+    resume.add_argument("--no-save", action="store_true", help="keep no session file")
+
+    rpc = commands.add_parser(
+        "rpc",
+        help="serve sessions over JSON lines on stdin/stdout (see docs/rpc.md)",
+        description="Read one JSON command per line on stdin; write responses and session "
+        "events as JSON lines on stdout, as the reference's --mode rpc does.",
+    )
+    _provider_options(rpc, default="openai")
+    _settings_options(rpc)
+
+    auth = commands.add_parser("auth", help="manage API keys in the credential store")
+    actions = auth.add_subparsers(dest="auth", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="store a key (typed hidden, or one line of stdin)")
+    add.add_argument("provider", help="openai, anthropic, or another provider name")
+    add.add_argument("--label", help="a name for this key")
+    actions.add_parser("list", help="list keys (never printed whole)")
+    remove = actions.add_parser("remove", help="remove a key")
+    remove.add_argument("provider")
+    remove.add_argument("which", help="the key's label or its #index from 'auth list'")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trio-session`` command."""
     args = _parser().parse_args(argv)
-    try:
-        settings = SettingsStore.from_files(*args.settings)
-    except SettingsError as exc:
-        print(f"trio-session: {exc}", file=sys.stderr)
-        return 2
     status = 2
     try:
-        if args.command == "demo":
-            status = trio.run(lambda: run_demo(sys.stdout, as_json=args.json, settings=settings))
+        status = _run(args)
+    except* (CommandError, TrioSessionError) as group:
+        for exc in group.exceptions:
+            print(f"trio-session: {exc}", file=sys.stderr)
+        status = 2
     except* KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         status = 130
     except* BrokenPipeError:  # the reader went away (``trio-session demo | head``)
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
         status = 0
+    return status
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "auth":
+        return run_auth(args)
+    # The demo is the same everywhere: only --settings files, never the user's own.
+    settings = load_settings(
+        args.settings,
+        defaults=args.command != "demo",
+        ignore_broken=args.ignore_broken_settings,
+    )
+    if args.command == "demo":
+        extensions = _extensions(args.extension)
+        interactive = _is_terminal() and not args.json
+
+        async def demo() -> int:
+            return await run_demo(
+                sys.stdout,
+                as_json=args.json,
+                settings=settings,
+                extensions=extensions,
+                interactive=interactive,
+            )
+
+        return trio.run(demo)
+    runner: Any = run_chat if args.command == "chat" else run_rpc
+    status: int = trio.run(runner, args, settings)
     return status
 
 

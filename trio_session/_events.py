@@ -38,12 +38,24 @@ class MessageStart:
     type: Literal["message_start"] = "message_start"
 
 
+def _text_delta(update: MessageUpdate) -> Mapping[str, Any]:
+    return {"type": "text_delta", "delta": update.delta}
+
+
 @attrs.frozen
 class MessageUpdate:
-    """The streaming assistant message grew by ``delta``."""
+    """The streaming assistant message grew by ``delta``.
+
+    ``assistant_message_event`` repeats the delta in the reference's shape
+    (``{"type": "text_delta", "delta": …}``) so its clients read streamed text as
+    they always have.
+    """
 
     message: AssistantMessage
     delta: str
+    assistant_message_event: Mapping[str, Any] = attrs.field(
+        default=attrs.Factory(_text_delta, takes_self=True)
+    )
     type: Literal["message_update"] = "message_update"
 
 

@@ -7,13 +7,17 @@ speaks the provider protocol for real — streaming chunks, waiting with
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeAlias
+from pathlib import Path
+from typing import Any, TypeAlias
 
 import attrs
 import trio
 
+from .._codec import _decode_attrs
+from .._errors import CodecError, TrioSessionError
 from .._messages import StopReason, ToolCall, Usage
 from ._base import ProviderRequest, StreamEnd, StreamSink
 
@@ -64,6 +68,18 @@ class FauxReply:
             msg = f"FauxReply chunks {self.chunks!r} do not join to text {self.text!r}"
             raise ValueError(msg)
 
+    @classmethod
+    def from_json(cls, data: Any) -> FauxReply:
+        """Decode one reply object of a JSON faux script (``{"error": "503 …"}``).
+
+        Raises:
+            FauxScriptError: naming the bad key and value.
+        """
+        try:
+            return _reply_from_json(data, "reply")
+        except CodecError as exc:
+            raise FauxScriptError(str(exc)) from exc
+
     @property
     def pieces(self) -> tuple[str, ...]:
         """The streamed pieces of text, in order."""
@@ -93,6 +109,15 @@ class FauxProvider:
     _name: str = attrs.field(default="faux", alias="name")
     requests: list[ProviderRequest] = attrs.field(factory=list, init=False)
     request_times: list[float] = attrs.field(factory=list, init=False)
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "<data>", name: str = "faux") -> FauxProvider:
+        """A provider playing a JSON faux script (see :func:`faux_script_from_json`).
+
+        Raises:
+            FauxScriptError: naming ``source``, the reply's index and the bad key.
+        """
+        return cls(faux_script_from_json(data, source=source), name=name)
 
     @property
     def name(self) -> str:
@@ -141,3 +166,108 @@ def faux_script(steps: Sequence[str]) -> list[FauxReply]:
     ``faux_script(["!503 Service Unavailable", "Hello"])``
     """
     return [FauxReply(error=s[1:]) if s.startswith("!") else FauxReply(text=s) for s in steps]
+
+
+# -- scripts as JSON files (``trio-session rpc --faux SCRIPT.json``) -----------------------
+
+#: The keys a reply object may have in a JSON faux script.
+FAUX_REPLY_KEYS: tuple[str, ...] = (
+    "text",
+    "chunks",
+    "toolCalls",
+    "error",
+    "delay",
+    "chunkDelay",
+    "usage",
+    "hang",
+    "stopReason",
+)
+
+
+class FauxScriptError(TrioSessionError, ValueError):
+    """A JSON faux script is malformed; the message names the file, the reply and the key."""
+
+
+def _reply_from_json(data: Any, where: str) -> FauxReply:
+    """Decode one reply object; raise :class:`CodecError` naming ``where`` and the key."""
+    if not isinstance(data, dict):
+        msg = f"{where} must be an object, not {type(data).__name__}"
+        raise CodecError(msg)
+    unknown = sorted(str(key) for key in data if key not in FAUX_REPLY_KEYS)
+    if unknown:
+        known = ", ".join(FAUX_REPLY_KEYS)
+        msg = f"{where}.{unknown[0]} is not a reply key (known keys: {known})"
+        raise CodecError(msg)
+    for key in ("delay", "chunkDelay"):
+        value = data.get(key)
+        if value is not None and not (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value >= 0
+        ):
+            msg = f"{where}.{key} must be a non-negative number of seconds, not {value!r}"
+            raise CodecError(msg)
+    stop_reason = data.get("stopReason")
+    if stop_reason is not None and stop_reason not in ("stop", "length", "toolUse"):
+        hint = ' (script a failure with "error")' if stop_reason in ("error", "aborted") else ""
+        msg = f"{where}.stopReason must be one of 'stop', 'length', 'toolUse', not {stop_reason!r}"
+        raise CodecError(msg + hint)
+    try:
+        reply: FauxReply = _decode_attrs(data, FauxReply, where)
+    except CodecError:
+        raise
+    except ValueError as exc:  # FauxReply's own check: chunks must join to text
+        msg = f"{where}: {exc}"
+        raise CodecError(msg) from exc
+    return reply
+
+
+def faux_script_from_json(data: Any, *, source: str = "<data>") -> list[FauxReply]:
+    """Decode a JSON faux script: a list of reply objects.
+
+    Each reply may have ``text``, ``chunks``, ``toolCalls`` (``[{"id", "name",
+    "arguments"}]``), ``error``, ``delay`` and ``chunkDelay`` (seconds), ``usage``
+    (``{"input", "output", "cacheRead", "cacheWrite"}``), ``hang`` and ``stopReason``
+    (``"stop"``, ``"length"`` or ``"toolUse"``) — the fields of :class:`FauxReply`
+    in camelCase. ``[{"error": "503 Service Unavailable"}, {"text": "Hello!"}]`` fails
+    once, then answers.
+
+    Raises:
+        FauxScriptError: naming ``source``, the reply's index and the bad key.
+    """
+    if not isinstance(data, list):
+        kind = type(data).__name__
+        msg = f"faux script {source} must be a JSON array of replies, not {kind}"
+        raise FauxScriptError(msg)
+    replies: list[FauxReply] = []
+    for index, item in enumerate(data):
+        try:
+            replies.append(_reply_from_json(item, f"[{index}]"))
+        except CodecError as exc:
+            msg = f"faux script {source}: {exc}"
+            raise FauxScriptError(msg) from exc
+    return replies
+
+
+def load_faux_script(path: str | Path) -> list[FauxReply]:
+    """Read a JSON faux script file (see :func:`faux_script_from_json`).
+
+    Raises:
+        FauxScriptError: the file cannot be read, is not JSON, or a reply is malformed.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"cannot read faux script {source}: {exc}"
+        raise FauxScriptError(msg) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = (
+            f"faux script {source} is not valid JSON: {exc.msg} "
+            f"at line {exc.lineno} column {exc.colno}"
+        )
+        raise FauxScriptError(msg) from exc
+    return faux_script_from_json(data, source=source)

@@ -83,7 +83,9 @@ class ChatApp:
         if self._streaming:
             lines.append(self._streaming)
         loader = self._controller.loader_text(now)
-        if loader is not None:
+        if self._ctrl_c_armed:
+            lines.append("press Ctrl+C again to exit")
+        elif loader is not None:
             lines.append(f"{self._controller.spinner(now)} {loader}")
         elif self._note is not None:
             lines.append(self._note)
@@ -174,7 +176,6 @@ class ChatApp:
             if self.session.is_running:
                 self._abort()
             self.input = ""
-            self._note = "press Ctrl+C again to exit"
             return False
         self._ctrl_c_armed = False
         if key.name == "ctrl_d" and not self.input:

@@ -1,0 +1,1 @@
+"""Baselines the benchmarks compare trio_session with."""

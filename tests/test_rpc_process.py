@@ -1,0 +1,387 @@
+"""The real ``trio-session rpc`` process, driven by raw lines and through RpcClient."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from trio_session.rpc import RpcConnectionError, open_rpc_client
+from trio_session.rpc import _client as rpc_client
+from trio_session.rpc._client import default_command
+
+from .rpc_helpers import (
+    ERR_503,
+    JSON,
+    LONG_DELAY_MS,
+    SCENARIOS,
+    RawLines,
+    Scenario,
+    Summary,
+    retry_end,
+    run_raw,
+    run_with_client,
+    split_expected,
+    summaries,
+    summarize,
+    write_json,
+)
+
+#: Backoff for the scenarios that let it run: short, so the tests take little real time.
+BASE = 10
+
+
+def rpc_args(tmp_path: Path, script: list[JSON], settings: JSON | None = None) -> list[str]:
+    """``--faux`` and ``--settings`` arguments for a script and settings written to files."""
+    args = ["--faux", str(write_json(tmp_path / "script.json", script))]
+    if settings is not None:
+        args += ["--settings", str(write_json(tmp_path / "settings.json", settings))]
+    return args
+
+
+@asynccontextmanager
+async def raw_process(
+    args: list[str], **options: Any
+) -> AsyncIterator[tuple[trio.Process, RawLines]]:
+    """``trio-session rpc ARGS`` with pipes; killed if the block leaves it running."""
+    process = await trio.lowlevel.open_process(
+        default_command(*args),
+        stdin=options.pop("stdin", subprocess.PIPE),
+        stdout=options.pop("stdout", subprocess.PIPE),
+        stderr=subprocess.PIPE,
+        **options,
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        yield process, RawLines(process.stdin, process.stdout)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def read_stderr(process: trio.Process) -> str:
+    """Everything the process wrote to stderr (it must have exited)."""
+    assert process.stderr is not None
+    data = b""
+    while chunk := await process.stderr.receive_some():
+        data += chunk
+    return data.decode()
+
+
+# -- the scenarios of issue 4, against the real process ------------------------------------
+
+
+# Each scenario has its own process; they run side by side (startup is most of the time).
+
+
+async def test_scenarios_by_raw_lines(tmp_path: Path) -> None:
+    """R-39, R-42, R-44, R-45a: each scenario's exact lines from the real process."""
+    got: dict[str, list[Summary]] = {}
+
+    async def one(scenario: Scenario) -> None:
+        directory = tmp_path / scenario.name
+        directory.mkdir()
+        args = rpc_args(directory, scenario.script, scenario.settings(BASE))
+        async with raw_process(args) as (process, raw):
+            transcript = await run_raw(scenario, raw)
+            await raw.send_stream.aclose()
+            assert await raw.rest() == []
+            assert await process.wait() == 0
+            assert await read_stderr(process) == ""
+        got[scenario.name] = summaries(transcript)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for scenario in SCENARIOS:
+                nursery.start_soon(one, scenario)
+    assert got == {s.name: s.expected(BASE) for s in SCENARIOS}
+
+
+async def test_scenarios_through_client(tmp_path: Path) -> None:
+    """R-40, R-41, R-45: RpcClient drives the real process through each scenario."""
+    got: dict[str, tuple[list[Summary], list[Summary]]] = {}
+
+    async def one(scenario: Scenario) -> None:
+        directory = tmp_path / scenario.name
+        directory.mkdir()
+        args = rpc_args(directory, scenario.script, scenario.settings(BASE))
+        async with open_rpc_client(args=args) as client:
+            events, responses = await run_with_client(scenario, client)
+        assert client.process is not None
+        assert client.process.returncode == 0
+        assert client.stderr == ""
+        got[scenario.name] = (summaries(events), [summarize(r) for r in responses])
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for scenario in SCENARIOS:
+                nursery.start_soon(one, scenario)
+    assert got == {s.name: split_expected(s.expected(BASE)) for s in SCENARIOS}
+
+
+async def test_retry_state_through_client(tmp_path: Path) -> None:
+    """R-40, R-41: set_auto_retry, abort_retry and get_state as RpcClient methods."""
+    settings = {"retry": {"baseDelayMs": LONG_DELAY_MS}}
+    args = rpc_args(tmp_path, [{"error": ERR_503}, {"text": "x"}], settings)
+    with trio.fail_after(30):
+        async with open_rpc_client(args=args) as client:
+            with client.events() as events:
+                await client.prompt("hi")
+                started = await events.next("auto_retry_start")
+                during = await client.get_state()
+                await client.abort_retry()
+                ended = await events.next("auto_retry_end")
+            await client.wait_for_idle()
+            after = await client.get_state()
+            await client.set_auto_retry(False)
+            await client.set_auto_compaction(False)
+            toggled = await client.get_state()
+            assert await client.retry_now() is False
+            messages = await client.get_messages()
+            assert (await client.new_session()) == {"cancelled": False}
+            fresh = await client.get_state()
+    assert started["delayMs"] == LONG_DELAY_MS
+    assert {k: during[k] for k in ("isStreaming", "isRetrying", "retryAttempt")} == {
+        "isStreaming": True,
+        "isRetrying": True,
+        "retryAttempt": 1,
+    }
+    assert ended == retry_end(False, 1, "Retry cancelled")
+    assert {k: after[k] for k in ("isStreaming", "isRetrying", "retryAttempt")} == {
+        "isStreaming": False,
+        "isRetrying": False,
+        "retryAttempt": 0,
+    }
+    assert (toggled["autoRetryEnabled"], toggled["autoCompactionEnabled"]) == (False, False)
+    assert [m["role"] for m in messages] == ["user"]  # the 503 left the runtime context
+    assert fresh["messageCount"] == 0
+    assert fresh["sessionId"] != after["sessionId"]
+
+
+# -- a dead child ----------------------------------------------------------------------------
+
+
+async def test_dead_child_raises_in_every_waiting_call(tmp_path: Path) -> None:
+    """A killed server raises RpcConnectionError in each waiting call, and in later ones."""
+    args = rpc_args(tmp_path, [{"text": "partial", "hang": True}])
+    errors: list[str] = []
+
+    async def expect_error(call: Callable[[], Any]) -> None:
+        with pytest.raises(RpcConnectionError) as info:
+            await call()
+        assert info.value.returncode == -signal.SIGKILL
+        errors.append(str(info.value))
+
+    with trio.fail_after(30):
+        async with open_rpc_client(args=args) as client:
+            process = client.process
+            assert process is not None
+            with client.events() as events:
+                await client.prompt("hi")
+                await events.next("message_update")  # the reply now hangs
+                process.send_signal(signal.SIGSTOP)  # no more answers
+
+                async def next_event() -> None:
+                    await events.next("agent_end")
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(expect_error, client.get_state)
+                    nursery.start_soon(expect_error, client.wait_for_idle)
+                    nursery.start_soon(expect_error, next_event)
+                    await trio.testing.wait_all_tasks_blocked(0.05)
+                    process.kill()
+            await expect_error(client.abort)
+    prefix = f"the rpc server process (pid {process.pid}) was killed by SIGKILL (exit status -9)"
+    assert sorted(errors) == [
+        f"{prefix} while sending abort; it wrote nothing to stderr",
+        f"{prefix} while waiting for events; it wrote nothing to stderr",
+        f"{prefix} while waiting for the response to get_state (id req_2); "
+        "it wrote nothing to stderr",
+        f"{prefix} while waiting for the response to get_state (id req_3); "
+        "it wrote nothing to stderr",
+    ]
+
+
+async def test_child_that_exits_at_once(tmp_path: Path) -> None:
+    """A server that cannot start is reported with its exit status and its stderr."""
+    missing = tmp_path / "missing.json"
+    with trio.fail_after(30):
+        async with open_rpc_client(args=["--faux", str(missing)]) as client:
+            with pytest.raises(RpcConnectionError) as info:
+                await client.get_state()
+    assert client.process is not None
+    assert str(info.value) == (
+        f"the rpc server process (pid {client.process.pid}) exited with status 2 while waiting "
+        f"for the response to get_state (id req_1); its stderr ends:\ntrio-session: cannot "
+        f"read faux script {missing}: [Errno 2] No such file or directory: '{missing}'"
+    )
+    assert info.value.returncode == 2
+
+
+# -- ending: end of input, SIGTERM -----------------------------------------------------------
+
+
+async def _in_backoff(raw: RawLines) -> None:
+    await raw.send({"type": "prompt", "message": "hi"})
+    while (await raw.read())["type"] != "auto_retry_start":
+        pass
+
+
+async def test_end_of_input_aborts_and_exits(tmp_path: Path) -> None:
+    """R-30, R-42: EOF on stdin during a backoff: the chain ends, the process exits 0."""
+    args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
+    with trio.fail_after(30):
+        async with raw_process(args) as (process, raw):
+            await _in_backoff(raw)
+            await raw.send_stream.aclose()
+            rest = await raw.rest()
+            assert await process.wait() == 0
+            assert await read_stderr(process) == ""
+    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+
+
+async def test_sigterm_aborts_and_exits(tmp_path: Path) -> None:
+    """R-30: SIGTERM during a backoff ends the chain, flushes, and exits 0."""
+    args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
+    with trio.fail_after(30):
+        async with raw_process(args) as (process, raw):
+            await _in_backoff(raw)
+            process.terminate()
+            rest = await raw.rest()
+            assert await process.wait() == 0
+            assert await read_stderr(process) == ""
+    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+
+
+async def test_ten_megabyte_line(tmp_path: Path) -> None:
+    """R-42: a 10 MB line gets one error response; the next command works."""
+    with trio.fail_after(30):
+        async with raw_process(rpc_args(tmp_path, [])) as (_, raw):
+            async with trio.open_nursery() as nursery:
+                # write and read at once: the server answers before the line has ended
+                nursery.start_soon(raw.send, b"x" * (10 * 1024 * 1024) + b"\n")
+                first = await raw.read()
+            await raw.send({"id": 2, "type": "abort_retry"})
+            second = await raw.read()
+    assert first == {
+        "type": "response",
+        "command": "parse",
+        "success": False,
+        "error": "Failed to parse command: the line is longer than 1048576 bytes",
+    }
+    assert second == {"id": 2, "type": "response", "command": "abort_retry", "success": True}
+
+
+def test_shared_descriptors_stay_blocking(tmp_path: Path) -> None:
+    """stdin/stdout are dup'ed before FdStream, and their blocking mode is put back."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    try:
+        process = subprocess.Popen(
+            default_command(*rpc_args(tmp_path, [])), stdin=stdin_r, stdout=stdout_w
+        )
+        os.write(stdin_w, b'{"id": 1, "type": "abort"}\n')
+        os.close(stdin_w)
+        assert process.wait(timeout=30) == 0
+        # our copies share the child's open file descriptions
+        assert os.get_blocking(stdin_r)
+        assert os.get_blocking(stdout_w)
+        os.close(stdout_w)
+        with os.fdopen(stdout_r, "rb") as out:
+            assert out.read() == b'{"id":1,"type":"response","command":"abort","success":true}\n'
+    finally:
+        for fd in (stdin_r,):
+            os.close(fd)
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m trio_session ARGS`` with no input."""
+    return subprocess.run(
+        [sys.executable, "-m", "trio_session", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_bad_faux_script_is_a_clear_error(tmp_path: Path) -> None:
+    """A malformed faux script names the file, the reply and the key; exit 2."""
+    path = write_json(tmp_path / "script.json", [{"text": "ok"}, {"delay": -1}])
+    result = run_cli("rpc", "--faux", str(path))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"trio-session: faux script {path}: [1].delay must be a non-negative number of "
+        "seconds, not -1\n"
+    )
+
+
+def test_rpc_unknown_provider_is_a_usage_error() -> None:
+    """rpc with an unknown --provider is a usage error, exit 2."""
+    result = run_cli("rpc", "--provider", "bogus")
+    assert result.returncode == 2
+    assert "argument --provider: invalid choice: 'bogus'" in result.stderr
+
+
+def test_rpc_with_no_input_exits_cleanly(tmp_path: Path) -> None:
+    """With stdin at end of file the server writes nothing and exits 0."""
+    result = run_cli("rpc", *rpc_args(tmp_path, []))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+async def test_real_provider_unreachable_retries_then_fails(tmp_path: Path) -> None:
+    """R-28a, R-52: --provider openai against a closed port: connection errors are
+    retried by the session (once per attempt, no hidden retries) and the chain fails."""
+    with trio.socket.socket() as probe:  # a port with nothing listening
+        await probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = write_json(tmp_path / "s.json", {"retry": {"baseDelayMs": 10, "maxRetries": 2}})
+    args = [
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-test",
+        "--api-key",
+        "sk-test-secret-123456",
+        "--base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--settings",
+        str(settings),
+    ]
+    with trio.fail_after(60):
+        async with open_rpc_client(cmd=default_command(*args)) as client:
+            await client.prompt("Hi")
+            await client.wait_for_idle()
+            messages = await client.get_messages()
+    failed = [m for m in messages if m.get("stopReason") == "error"]
+    assert len(failed) == 1  # retried errors left the context; the last one stays (R-15a)
+    assert failed[0]["errorMessage"].startswith("Connection error: could not connect to ")
+    assert "sk-test-secret" not in repr(messages)
+
+
+async def test_a_server_that_ignores_end_of_input_is_terminated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Closing the client terminates a server that does not exit at end of input."""
+    monkeypatch.setattr(rpc_client, "CLOSE_TIMEOUT", 0.2)
+    stubborn = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with trio.fail_after(30):
+        async with open_rpc_client(cmd=stubborn) as client:
+            pass
+    assert client.process is not None
+    assert client.process.returncode == -signal.SIGTERM

@@ -1,0 +1,133 @@
+"""The terminal UI end to end: the real ``trio-session demo`` in a real terminal (tmux)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+ERROR = "503 Service Unavailable: the server is temporarily overloaded"
+
+
+class Tmux:
+    """A detached tmux session running one shell command in a 100×30 terminal."""
+
+    def __init__(self, command: str) -> None:
+        self.name = f"trio-session-test-{uuid.uuid4().hex[:8]}"
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", "100", "-y", "30", command],
+            check=True,
+        )
+
+    def screen(self) -> str:
+        """The visible screen, as text."""
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", self.name],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+    def keys(self, *keys: str) -> None:
+        """Type keys (tmux names: ``Escape``, ``C-c``, ``Enter``, or literal text)."""
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def wait_for(self, condition: Callable[[str], bool], timeout: float = 15) -> str:
+        """Poll the screen until ``condition(screen)`` holds; fail with the screen if not."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if condition(screen):
+                return screen
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting; the screen was:\n{screen}")
+            time.sleep(0.05)  # polling interval, not a wait for an outcome
+
+    def wait_text(self, text: str, timeout: float = 15) -> str:
+        return self.wait_for(lambda screen: text in screen, timeout)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], check=False, capture_output=True)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Callable[..., Tmux]]:
+    """Start ``trio-session demo`` in tmux with the given retry settings."""
+    started: list[Tmux] = []
+
+    def start(**retry: int) -> Tmux:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"retry": retry}))
+        program = shlex.join(
+            [sys.executable, "-m", "trio_session", "demo", "--settings", str(settings)]
+        )
+        before, after, done = (tmp_path / n for n in ("stty-before", "stty-after", "done"))
+        command = (
+            f"stty -a > {before}.a; stty -g > {before}; {program}; echo EXIT=$? > {done}; "
+            f"stty -a > {after}.a; stty -g > {after}; sleep 60"
+        )
+        tmux = Tmux(command)
+        started.append(tmux)
+        return tmux
+
+    yield start
+    for tmux in started:
+        tmux.kill()
+
+
+def test_r46_loader_appears_and_counts_down(demo: Callable[..., Tmux]) -> None:
+    """R-46: "Retrying (1/3) in 3s… (esc to cancel)" appears, then counts down."""
+    tmux = demo(baseDelayMs=3000)
+    tmux.wait_text("Retrying (1/3) in 3s… (esc to cancel)")
+    tmux.wait_text("Retrying (1/3) in 2s… (esc to cancel)")
+    tmux.wait_text("Retrying (1/3) in 1s… (esc to cancel)")
+    screen = tmux.wait_text("Retrying (2/3) in 6s… (esc to cancel)")
+    assert screen.count(f"✗ {ERROR}") == 2
+
+
+def test_r46_r47_esc_cancels_the_retry(demo: Callable[..., Tmux]) -> None:
+    """R-46, R-47: Esc during the loader cancels; the outcome shows; the prompt is back."""
+    tmux = demo(baseDelayMs=5000)
+    tmux.wait_text("Retrying (1/3) in 5s… (esc to cancel)")
+    tmux.keys("Escape")
+    screen = tmux.wait_text("Retry failed after 1 attempts: Retry cancelled")
+    assert "(esc to cancel)" not in screen
+    # back at the prompt: a new message goes out and is answered
+    tmux.keys("hello again", "Enter")
+    tmux.wait_text("you: hello again")
+
+
+def test_r47_failure_after_max_retries(demo: Callable[..., Tmux]) -> None:
+    """R-47: when the retries run out, "Retry failed after N attempts: <error>" shows."""
+    tmux = demo(baseDelayMs=200, maxRetries=1)
+    tmux.wait_text(f"Retry failed after 1 attempts: {ERROR}")
+
+
+def test_ctrl_c_twice_exits_and_restores_the_terminal(
+    demo: Callable[..., Tmux], tmp_path: Path
+) -> None:
+    """Ctrl+C aborts, a second Ctrl+C exits 0, and the terminal modes are restored (stty -g)."""
+    tmux = demo(baseDelayMs=5000)
+    tmux.wait_text("Retrying (1/3)")
+    tmux.keys("C-c")
+    tmux.wait_text("press Ctrl+C again to exit")
+    tmux.keys("C-c")
+    tmux.wait_for(lambda _: (tmp_path / "stty-after").exists() and (tmp_path / "done").exists())
+    assert (tmp_path / "done").read_text() == "EXIT=0\n"
+    tmux.wait_for(lambda _: (tmp_path / "stty-after").stat().st_size > 0)
+    assert (tmp_path / "stty-after").read_text() == (tmp_path / "stty-before").read_text()
+
+    def settings(name: str) -> list[str]:  # stty -a, its line wrapping aside
+        return sorted((tmp_path / name).read_text().replace(";", " ").split())
+
+    assert settings("stty-after.a") == settings("stty-before.a")

@@ -1,0 +1,204 @@
+"""What the ``trio-session`` subcommands do, given plain values (``_cli`` parses argv).
+
+Every function here turns user mistakes into a :class:`CommandError` with a message
+meant for a person; ``_cli`` prints it and exits 2. Nothing here prints a traceback.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TextIO
+
+from ._errors import SettingsError, TrioSessionError
+from ._settings import SettingsLayer, SettingsStore, default_settings_paths
+from .providers._anthropic import AnthropicProvider
+from .providers._base import Model, Provider
+from .providers._faux import FauxProvider, load_faux_script
+from .providers._http import HttpProvider
+from .providers._openai import OpenAIProvider
+from .store._credentials import CredentialStore, InMemoryCredentialStore
+from .store._history import default_sessions_dir, latest_session
+from .store._sqlite_credentials import SqliteCredentialStore
+
+#: ``--provider`` names → the environment variable holding their key.
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+
+
+class CommandError(Exception):
+    """A user mistake or an unusable environment, said plainly."""
+
+
+# -- settings ----------------------------------------------------------------------------
+
+
+def load_settings(
+    extra: Sequence[str | Path],
+    *,
+    defaults: bool = True,
+    ignore_broken: bool = False,
+    warn: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+) -> SettingsStore:
+    """Global file < project file < each ``extra`` file, in order (R-38).
+
+    A broken file is a :class:`CommandError` naming file, key and value — or, with
+    ``ignore_broken``, a warning, and the session starts with the other layers.
+    """
+    paths: list[Path] = (
+        [*default_settings_paths(), *map(Path, extra)] if defaults else [*map(Path, extra)]
+    )
+    layers = []
+    for path in paths:
+        try:
+            layers.append(SettingsLayer.from_file(path))
+        except SettingsError as exc:
+            if not ignore_broken:
+                hint = "; to start without this file, add --ignore-broken-settings"
+                raise CommandError(f"{exc}{hint}") from exc
+            warn(f"trio-session: warning: ignoring {path}: {exc}")
+    return SettingsStore(layers)
+
+
+# -- providers ----------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def open_provider(
+    kind: str,
+    *,
+    model_id: str | None = None,
+    base_url: str | None = None,
+    context_window: int | None = None,
+    faux_script: str | Path | None = None,
+) -> AsyncIterator[tuple[Provider, Model]]:
+    """The provider and model a command talks to; HTTP clients are closed on exit."""
+    if kind == "faux":
+        if faux_script is None:
+            raise CommandError("--provider faux needs --faux SCRIPT.json")
+        try:
+            provider: Provider = FauxProvider(load_faux_script(faux_script))
+        except TrioSessionError as exc:
+            raise CommandError(str(exc)) from exc
+        yield (
+            provider,
+            Model(
+                id=model_id or "faux-model",
+                provider="faux",
+                context_window=context_window or 128_000,
+            ),
+        )
+        return
+    if kind not in KEY_VARIABLES:
+        raise CommandError(f"unknown provider {kind!r}; choose openai, anthropic or faux")
+    http: HttpProvider
+    if kind == "openai":
+        http = OpenAIProvider(base_url=base_url)
+    else:
+        http = AnthropicProvider(base_url=base_url)
+    async with http:
+        model = http.model(
+            model_id or DEFAULT_MODELS[kind], context_window=context_window or 128_000
+        )
+        yield http, model
+
+
+def credential_store(provider: str, api_key: str | None) -> CredentialStore | None:
+    """Where keys come from: ``--api-key``, else the credential file and the env variable.
+
+    The SQLite store (in the user data directory) holds ``trio-session auth add`` keys and
+    counts ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` as one more. If that file cannot be
+    used, the environment variable alone is used.
+    """
+    if provider == "faux":
+        return None
+    if api_key:
+        return InMemoryCredentialStore(keys={provider: [api_key]})
+    try:
+        return SqliteCredentialStore.open()
+    except TrioSessionError as exc:
+        env = os.environ.get(KEY_VARIABLES.get(provider, ""), "")
+        print(f"trio-session: warning: credential store unusable ({exc})", file=sys.stderr)
+        return InMemoryCredentialStore(keys={provider: [env] if env else []})
+
+
+# -- history ---------------------------------------------------------------------------------
+
+
+def history_path(*, resume: str | None, continue_latest: bool, save: bool) -> Path | None:
+    """The session file for ``--resume PATH`` / ``--continue`` / a new one (or none)."""
+    if resume is not None:
+        path = Path(resume)
+        if not path.is_file():
+            raise CommandError(f"--resume: no session file at {path}")
+        return path
+    directory = default_sessions_dir(Path.cwd())
+    if continue_latest:
+        latest = latest_session(directory)
+        if latest is None:
+            raise CommandError(f"--continue: no earlier session in {directory}")
+        return latest
+    if not save:
+        return None
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp = trio_free_timestamp()
+    return directory / f"{stamp}.jsonl"
+
+
+def trio_free_timestamp() -> str:
+    """A filesystem-safe UTC timestamp for new session file names."""
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC)
+    return now.strftime("%Y-%m-%dT%H-%M-%S-") + f"{now.microsecond // 1000:03d}Z"
+
+
+# -- auth ---------------------------------------------------------------------------------------
+
+
+def auth_add(provider: str, label: str | None, *, stdin: TextIO = sys.stdin) -> str:
+    """Store a key read from the terminal (hidden) or one line of stdin."""
+    key = getpass.getpass(f"API key for {provider}: ") if stdin.isatty() else stdin.readline()
+    key = key.strip()
+    if not key:
+        raise CommandError("no key given (type it at the prompt, or pipe it on stdin)")
+    with _store() as store:
+        info = store.add(provider, key, label=label)
+    return f"added {info.provider} key {info.label} ({info.redacted})"
+
+
+def auth_list() -> list[str]:
+    """One line per credential: provider, position, label, redacted key, block state."""
+    with _store() as store:
+        infos = store.list()
+    lines = []
+    for info in infos:
+        where = f"#{info.index}" if info.index is not None else "env"
+        state = f"  blocked until {_when(info.blocked_until)}" if info.blocked_until else ""
+        lines.append(f"{info.provider}  {where}  {info.label}  {info.redacted}{state}")
+    return lines or ["no credentials (add one with: trio-session auth add PROVIDER)"]
+
+
+def _when(epoch: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def auth_remove(provider: str, which: str) -> str:
+    """Remove a key by label or 0-based index."""
+    with _store() as store:
+        target: str | int = int(which) if which.isdigit() else which
+        info = store.remove(provider, target)
+    return f"removed {info.provider} key {info.label} ({info.redacted})"
+
+
+def _store() -> SqliteCredentialStore:
+    try:
+        return SqliteCredentialStore.open()
+    except TrioSessionError as exc:
+        raise CommandError(str(exc)) from exc

@@ -1,0 +1,73 @@
+"""RPC mode: drive agent sessions over JSON lines, as the reference's ``--mode rpc``.
+
+- :func:`serve_rpc` / :class:`RpcServer` — the server, over any :class:`trio.abc.Stream`;
+  :func:`serve_stdio` runs it on this process's stdin and stdout (``trio-session rpc``);
+- :func:`open_rpc_client` / :func:`connect_rpc` / :class:`RpcClient` — the client;
+- :func:`parse_command` and the command classes — the wire format.
+
+The protocol is described in ``docs/rpc.md``.
+"""
+
+from __future__ import annotations
+
+from ._client import RpcClient as RpcClient
+from ._client import RpcEventStream as RpcEventStream
+from ._client import connect_rpc as connect_rpc
+from ._client import open_rpc_client as open_rpc_client
+from ._errors import RpcCommandError as RpcCommandError
+from ._errors import RpcConnectionError as RpcConnectionError
+from ._errors import RpcError as RpcError
+from ._protocol import MAX_LINE_BYTES as MAX_LINE_BYTES
+from ._protocol import Abort as Abort
+from ._protocol import AbortRetry as AbortRetry
+from ._protocol import Command as Command
+from ._protocol import GetMessages as GetMessages
+from ._protocol import GetState as GetState
+from ._protocol import LineSplitter as LineSplitter
+from ._protocol import NewSession as NewSession
+from ._protocol import Overlong as Overlong
+from ._protocol import Prompt as Prompt
+from ._protocol import Rejected as Rejected
+from ._protocol import Response as Response
+from ._protocol import RetryNow as RetryNow
+from ._protocol import SetAutoCompaction as SetAutoCompaction
+from ._protocol import SetAutoRetry as SetAutoRetry
+from ._protocol import encode_line as encode_line
+from ._protocol import parse_command as parse_command
+from ._protocol import response_to_json as response_to_json
+from ._server import RpcServer as RpcServer
+from ._server import SessionFactory as SessionFactory
+from ._server import serve_rpc as serve_rpc
+from ._stdio import serve_stdio as serve_stdio
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "Abort",
+    "AbortRetry",
+    "Command",
+    "GetMessages",
+    "GetState",
+    "LineSplitter",
+    "NewSession",
+    "Overlong",
+    "Prompt",
+    "Rejected",
+    "Response",
+    "RetryNow",
+    "RpcClient",
+    "RpcCommandError",
+    "RpcConnectionError",
+    "RpcError",
+    "RpcEventStream",
+    "RpcServer",
+    "SessionFactory",
+    "SetAutoCompaction",
+    "SetAutoRetry",
+    "connect_rpc",
+    "encode_line",
+    "open_rpc_client",
+    "parse_command",
+    "response_to_json",
+    "serve_rpc",
+    "serve_stdio",
+]

@@ -1,0 +1,472 @@
+"""The RPC wire format: JSON lines, spoken as the reference's ``--mode rpc`` speaks them.
+
+A client writes one JSON command per line; the server writes JSON lines back —
+a response to every command line, and every session event as it happens::
+
+    → {"id": "req_1", "type": "prompt", "message": "Hello"}
+    ← {"id":"req_1","type":"response","command":"prompt","success":true}
+    ← {"type":"agent_start"}
+    …
+    ← {"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 …"}
+
+Field names are the reference's (``isStreaming``, ``autoCompactionEnabled``,
+``parentSession``); events are encoded by the one codec, :func:`~trio_session.event_to_json`.
+
+This module is pure: :func:`parse_command` turns a line into a frozen command
+object or a :class:`Rejected` (never an exception), :func:`response_to_json` shapes
+answers, :func:`encode_line` writes a JSON line, and :class:`LineSplitter` cuts a
+byte stream into lines with a length cap that never buffers more than the cap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal, TypeAlias
+
+import attrs
+
+#: Longest command line the server reads (bytes, without the newline). A longer line
+#: gets one error response and is skipped up to its newline, never buffered (R-42).
+MAX_LINE_BYTES: Final = 1024 * 1024
+
+#: The prefix of every ``command: "parse"`` error, as in the reference.
+PARSE_ERROR_PREFIX: Final = "Failed to parse command: "
+
+CommandId: TypeAlias = str | int
+"""A command's ``id``: a string (the reference's ``req_1``) or an integer; echoed back."""
+
+
+@attrs.frozen
+class Prompt:
+    """``{"type": "prompt", "message": …}`` — start a prompt; answered at once, events follow."""
+
+    message: str
+    id: CommandId | None = None
+    type: Literal["prompt"] = "prompt"
+
+
+@attrs.frozen
+class Abort:
+    """``{"type": "abort"}`` — cancel any retry, then the run; answered once idle (R-32)."""
+
+    id: CommandId | None = None
+    type: Literal["abort"] = "abort"
+
+
+@attrs.frozen
+class AbortRetry:
+    """``{"type": "abort_retry"}`` — cancel the retry chain, if one is alive (R-29, R-39)."""
+
+    id: CommandId | None = None
+    type: Literal["abort_retry"] = "abort_retry"
+
+
+@attrs.frozen
+class RetryNow:
+    """``{"type": "retry_now"}`` — skip the rest of the backoff sleep (R-34a)."""
+
+    id: CommandId | None = None
+    type: Literal["retry_now"] = "retry_now"
+
+
+@attrs.frozen
+class SetAutoRetry:
+    """``{"type": "set_auto_retry", "enabled": bool}`` — write ``retry.enabled`` (R-39)."""
+
+    enabled: bool
+    id: CommandId | None = None
+    type: Literal["set_auto_retry"] = "set_auto_retry"
+
+
+@attrs.frozen
+class SetAutoCompaction:
+    """``{"type": "set_auto_compaction", "enabled": bool}`` — write ``compaction.enabled``."""
+
+    enabled: bool
+    id: CommandId | None = None
+    type: Literal["set_auto_compaction"] = "set_auto_compaction"
+
+
+@attrs.frozen
+class GetState:
+    """``{"type": "get_state"}`` — the session's state, with the retry state (R-41)."""
+
+    id: CommandId | None = None
+    type: Literal["get_state"] = "get_state"
+
+
+@attrs.frozen
+class GetMessages:
+    """``{"type": "get_messages"}`` — the runtime context, as message objects."""
+
+    id: CommandId | None = None
+    type: Literal["get_messages"] = "get_messages"
+
+
+@attrs.frozen
+class NewSession:
+    """``{"type": "new_session", "parentSession"?: str}`` — abort, then start afresh.
+
+    ``parentSession`` is accepted for the reference's clients and not used: this
+    server keeps no session files.
+    """
+
+    parent_session: str | None = None
+    id: CommandId | None = None
+    type: Literal["new_session"] = "new_session"
+
+
+Command: TypeAlias = (
+    Prompt
+    | Abort
+    | AbortRetry
+    | RetryNow
+    | SetAutoRetry
+    | SetAutoCompaction
+    | GetState
+    | GetMessages
+    | NewSession
+)
+
+
+@attrs.frozen
+class Rejected:
+    """A line that is not a command this server runs; it gets exactly one error response.
+
+    Attributes:
+        command: the command's ``type`` when it had a usable one, else ``"parse"``.
+        error: what is wrong, naming the field and the value.
+        id: the line's ``id`` if it was a valid one, so the client can correlate.
+    """
+
+    command: str
+    error: str
+    id: CommandId | None = None
+
+
+#: What :func:`parse_command` returns for every line.
+Parsed: TypeAlias = Command | Rejected
+
+
+@attrs.frozen
+class _Field:
+    """One field of a command on the wire: its JSON key, attrs name and type check."""
+
+    key: str
+    name: str
+    check: Callable[[Any], bool]
+    expected: str
+    required: bool = True
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+_MESSAGE = _Field("message", "message", _is_str, "a string")
+_ENABLED = _Field("enabled", "enabled", _is_bool, "true or false")
+_PARENT = _Field("parentSession", "parent_session", _is_str, "a string", required=False)
+
+#: Every command this server runs, by ``type``, with the fields it reads.
+COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
+    "prompt": (Prompt, (_MESSAGE,)),
+    "abort": (Abort, ()),
+    "abort_retry": (AbortRetry, ()),
+    "retry_now": (RetryNow, ()),
+    "set_auto_retry": (SetAutoRetry, (_ENABLED,)),
+    "set_auto_compaction": (SetAutoCompaction, (_ENABLED,)),
+    "get_state": (GetState, ()),
+    "get_messages": (GetMessages, ()),
+    "new_session": (NewSession, (_PARENT,)),
+}
+
+#: Commands of the reference's protocol that this server does not implement; they get
+#: a clearer error than an unknown command.
+UNSUPPORTED_COMMANDS: Final = frozenset(
+    {
+        "steer",
+        "follow_up",
+        "queue_message",
+        "reset",
+        "set_model",
+        "cycle_model",
+        "get_available_models",
+        "set_thinking_level",
+        "cycle_thinking_level",
+        "set_steering_mode",
+        "set_follow_up_mode",
+        "set_queue_mode",
+        "compact",
+        "bash",
+        "abort_bash",
+        "get_session_stats",
+        "export_html",
+        "switch_session",
+        "fork",
+        "branch",
+        "clone",
+        "get_fork_messages",
+        "get_branch_messages",
+        "get_entries",
+        "get_tree",
+        "get_last_assistant_text",
+        "set_session_name",
+        "get_commands",
+        "get_context",
+        "extension_ui_response",
+        "hook_ui_response",
+    }
+)
+
+
+def describe(value: Any, limit: int = 60) -> str:
+    """A value as JSON text, cut to ``limit`` characters, for error messages."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # pragma: no cover - values here come from json.loads
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _reject_constant(name: str) -> Any:
+    msg = f"{name} is not valid JSON"
+    raise ValueError(msg)
+
+
+def _parse_failure(detail: str) -> Rejected:
+    return Rejected(command="parse", error=PARSE_ERROR_PREFIX + detail)
+
+
+def decode_json_line(line: bytes) -> Any | Rejected:
+    """Decode one line (without its newline) as JSON, or say why it is not.
+
+    A trailing ``\\r`` is dropped. Invalid UTF-8, an empty line, invalid JSON,
+    ``NaN``/``Infinity`` and nesting too deep for the parser are all
+    :class:`Rejected` with ``command: "parse"``.
+    """
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _parse_failure(
+            f"the line is not valid UTF-8 (byte 0x{line[exc.start]:02x} at offset {exc.start})"
+        )
+    if not text.strip():
+        return _parse_failure("the line is empty; expected a JSON object")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        return _parse_failure(f"{exc.msg} at column {exc.colno}")
+    except ValueError as exc:  # NaN, Infinity; or an integer too long to convert
+        return _parse_failure(str(exc))
+    except RecursionError:
+        return _parse_failure("the JSON is nested too deeply")
+
+
+def parse_command(line: bytes) -> Parsed:
+    """Turn one line (without its newline) into a command, or the reason it is not one.
+
+    Never raises: every line gets exactly one answer (R-42). Fields the command
+    does not know are ignored, as the reference does; a field it knows must have
+    the right type.
+    """
+    data = decode_json_line(line)
+    if isinstance(data, Rejected):
+        return data
+    return command_from_json(data)
+
+
+def command_from_json(data: Any) -> Parsed:
+    """Validate decoded JSON as a command (see :func:`parse_command`)."""
+    if not isinstance(data, dict):
+        return _parse_failure(f"expected a JSON object, not {_json_kind(data)}")
+    kind = data.get("type")
+    command = kind if isinstance(kind, str) else "parse"
+    raw_id = data.get("id")
+    if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+        error = f'"id" must be a string or an integer, not {describe(raw_id)}'
+        return Rejected(command=command, error=error)
+    command_id: CommandId | None = raw_id
+    if "type" not in data:
+        return Rejected("parse", PARSE_ERROR_PREFIX + 'the "type" field is missing', command_id)
+    if not isinstance(kind, str):
+        error = f'{PARSE_ERROR_PREFIX}"type" must be a string, not {describe(kind)}'
+        return Rejected("parse", error, command_id)
+    spec = COMMANDS.get(kind)
+    if spec is None:
+        if kind in UNSUPPORTED_COMMANDS:
+            known = ", ".join(sorted(COMMANDS))
+            error = f"Unsupported command: {kind} (this server implements {known})"
+            return Rejected(kind, error, command_id)
+        return Rejected(kind, f"Unknown command: {kind}", command_id)
+    cls, fields = spec
+    kwargs: dict[str, Any] = {}
+    for field in fields:
+        value = data.get(field.key)
+        if value is None:
+            if field.required:
+                error = f'{kind} needs "{field.key}" ({field.expected})'
+                return Rejected(kind, error, command_id)
+            continue
+        if not field.check(value):
+            error = f"{kind}.{field.key} must be {field.expected}, not {describe(value)}"
+            return Rejected(kind, error, command_id)
+        kwargs[field.name] = value
+    if kind == "prompt" and data.get("images"):
+        error = "prompt.images is not supported: this server sends text only"
+        return Rejected(kind, error, command_id)
+    parsed: Command = cls(id=command_id, **kwargs)
+    return parsed
+
+
+@attrs.frozen
+class Response:
+    """The answer to one command line.
+
+    Attributes:
+        command: the command's ``type`` (``"parse"`` for a line that was not one).
+        success: whether the command did what it was asked.
+        id: the command's ``id``, echoed when it had one.
+        data: the result, for commands that return one (``get_state`` …).
+        error: why it failed, when ``success`` is false.
+    """
+
+    command: str
+    success: bool = True
+    id: CommandId | None = None
+    data: Mapping[str, Any] | None = None
+    error: str | None = None
+
+    @classmethod
+    def ok(cls, command: Command, data: Mapping[str, Any] | None = None) -> Response:
+        """A success answer to ``command``."""
+        return cls(command=command.type, success=True, id=command.id, data=data)
+
+    @classmethod
+    def failed(cls, command: Command | Rejected, error: str) -> Response:
+        """A failure answer to ``command`` (or to a rejected line) saying ``error``."""
+        name = command.command if isinstance(command, Rejected) else command.type
+        return cls(command=name, success=False, id=command.id, error=error)
+
+    @classmethod
+    def rejected(cls, rejected: Rejected) -> Response:
+        """The one error answer a rejected line gets (R-42)."""
+        return cls.failed(rejected, rejected.error)
+
+
+def response_to_json(response: Response) -> dict[str, Any]:
+    """The reference's response object: ``{"id"?, "type": "response", "command",
+    "success", "data"?, "error"?}``, keys in that order, absent ones left out."""
+    out: dict[str, Any] = {}
+    if response.id is not None:
+        out["id"] = response.id
+    out["type"] = "response"
+    out["command"] = response.command
+    out["success"] = response.success
+    if response.data is not None:
+        out["data"] = response.data
+    if response.error is not None:
+        out["error"] = response.error
+    return out
+
+
+_LINE_SEPARATORS = (("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def encode_line(obj: Mapping[str, Any]) -> bytes:
+    """One JSON line: compact, UTF-8, ending in ``\\n``.
+
+    U+2028 and U+2029 are escaped, as the reference does, so that readers that
+    split on every Unicode line break still see one object per line. A string
+    that cannot be UTF-8 (a lone surrogate from a ``\\ud800`` escape) makes the
+    whole line ASCII-escaped instead of failing.
+    """
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    for raw, escaped in _LINE_SEPARATORS:
+        if raw in text:
+            text = text.replace(raw, escaped)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return data + b"\n"
+
+
+@attrs.frozen
+class Overlong:
+    """Stands for a line longer than the splitter's cap; its bytes were dropped."""
+
+    limit: int
+
+    @property
+    def rejected(self) -> Rejected:
+        """The parse error the overlong line gets."""
+        return _parse_failure(f"the line is longer than {self.limit} bytes")
+
+
+@attrs.define(eq=False)
+class LineSplitter:
+    """Cuts a byte stream into lines at ``\\n``, holding at most ``max_line_bytes``.
+
+    :meth:`feed` returns the complete lines (without ``\\n``) in a chunk; a line
+    that grows past the cap comes out once, as :class:`Overlong`, as soon as it
+    does — and its remaining bytes are dropped up to the next newline. ``None``
+    means no cap (the client reading a server it trusts).
+    """
+
+    max_line_bytes: int | None = MAX_LINE_BYTES
+    _buffer: bytearray = attrs.field(factory=bytearray, init=False)
+    _skipping: bool = attrs.field(default=False, init=False)
+
+    def feed(self, data: bytes | bytearray) -> list[bytes | Overlong]:
+        """Take the next chunk; return the lines it completes, in order."""
+        out: list[bytes | Overlong] = []
+        limit = self.max_line_bytes
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if self._skipping:
+                self._skipping = False
+            elif limit is not None and len(self._buffer) + end - start > limit:
+                out.append(Overlong(limit))
+            elif self._buffer:
+                self._buffer += data[start:end]
+                out.append(bytes(self._buffer))
+            else:
+                out.append(bytes(data[start:end]))
+            self._buffer.clear()
+            start = end + 1
+        if not self._skipping and start < len(data):
+            if limit is not None and len(self._buffer) + len(data) - start > limit:
+                out.append(Overlong(limit))
+                self._buffer.clear()
+                self._skipping = True
+            else:
+                self._buffer += data[start:]
+        return out
+
+    def close(self) -> list[bytes | Overlong]:
+        """End of stream: the last line, if it had no newline and is not empty."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        skipping, self._skipping = self._skipping, False
+        return [rest] if rest and not skipping else []

@@ -1,0 +1,447 @@
+"""The RPC server: commands in, responses and session events out, over any trio Stream.
+
+It is written against :class:`trio.abc.Stream`; the ``trio-session rpc`` command
+adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree::
+
+    RpcServer.serve()                 reads lines and answers them, in order
+    └── nursery
+        ├── writer task               the only writer: whole lines from the outbox
+        ├── session host task         ``async with factory() as session`` (one per
+        │                             new_session; the first is opened at start)
+        └── prompt task               ``await session.prompt(text)``, under a scope
+
+- Every line gets exactly one response, in the order the lines came (R-42). Only
+  ``prompt`` starts work that outlives its line: it is answered at once, and its
+  run goes on in the prompt task while later commands are answered — so
+  ``abort_retry`` is answered in the middle of a backoff sleep (R-39).
+- ``abort`` is answered once the run has ended, after the run's last event.
+- Events are written as they happen (R-44): a synchronous subscriber encodes each
+  one with :func:`~trio_session.event_to_json` and queues the line; the writer task
+  sends queued lines whole, so output is never torn or interleaved.
+- Backpressure: when more than ``output_high_water`` bytes wait to be written (the
+  client is not reading), the server stops reading commands until they drain.
+  Events are never dropped.
+- End of input (and :meth:`RpcServer.shutdown`, which the command wires to SIGTERM)
+  aborts any run, closes the session, writes what is queued, and returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, suppress
+from typing import Any, Final, TypeAlias, assert_never
+
+import attrs
+import trio
+
+from .._codec import event_to_json, message_to_json, to_json
+from .._events import AutoCompactionEnd, AutoCompactionStart, SessionEvent
+from .._session import AgentSession, _unwrapped
+from ._protocol import (
+    MAX_LINE_BYTES,
+    Abort,
+    AbortRetry,
+    Command,
+    GetMessages,
+    GetState,
+    LineSplitter,
+    NewSession,
+    Overlong,
+    Prompt,
+    Rejected,
+    Response,
+    RetryNow,
+    SetAutoCompaction,
+    SetAutoRetry,
+    encode_line,
+    parse_command,
+    response_to_json,
+)
+
+logger = logging.getLogger("trio_session.rpc")
+
+SessionFactory: TypeAlias = Callable[[], AbstractAsyncContextManager[AgentSession]]
+"""Opens a session: ``lambda: open_session(provider, settings=store)``."""
+
+#: Bytes asked of the input stream per read.
+RECEIVE_SIZE: Final = 64 * 1024
+#: Queued output (bytes) past which the server stops reading commands.
+OUTPUT_HIGH_WATER: Final = 16 * 1024 * 1024
+#: Largest write the writer task makes at once (it joins queued lines up to this).
+WRITE_BATCH: Final = 256 * 1024
+
+BUSY: Final = (
+    "the session is already processing a prompt; wait for it to end "
+    '(an "agent_end" with "willRetry": false) or send "abort" first'
+)
+NO_FACTORY: Final = (
+    "new_session needs a session factory; this server was given one session to serve"
+)
+
+
+@attrs.define(eq=False)
+class _Outbox:
+    """Lines waiting for the writer task; the only way anything reaches the output."""
+
+    high_water: int
+    _lines: deque[bytes] = attrs.field(factory=deque, init=False)
+    _queued: int = attrs.field(default=0, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+    broken: bool = attrs.field(default=False, init=False)
+    _wake_writer: trio.lowlevel.ParkingLot = attrs.field(
+        factory=trio.lowlevel.ParkingLot, init=False
+    )
+    _room: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot, init=False)
+
+    def put(self, line: bytes) -> None:
+        """Queue one whole line; never blocks."""
+        if self._closed or self.broken:
+            return
+        self._lines.append(line)
+        self._queued += len(line)
+        self._wake_writer.unpark_all()
+
+    async def wait_for_room(self) -> None:
+        """Wait while the output is backed up past the high-water mark."""
+        while self._queued > self.high_water and not self.broken:
+            await self._room.park()
+
+    def close(self) -> None:
+        """No more lines; the writer finishes what is queued and returns."""
+        self._closed = True
+        self._wake_writer.unpark_all()
+
+    async def pump(self, stream: trio.abc.SendStream, on_broken: Callable[[], None]) -> None:
+        """The writer task: send queued lines, joined into batches, until closed."""
+        try:
+            while True:
+                while not self._lines:
+                    if self._closed:
+                        return
+                    await self._wake_writer.park()
+                batch = [self._lines.popleft()]
+                size = len(batch[0])
+                while self._lines and size + len(self._lines[0]) <= WRITE_BATCH:
+                    line = self._lines.popleft()
+                    batch.append(line)
+                    size += len(line)
+                await stream.send_all(b"".join(batch))
+                self._queued -= size
+                self._room.unpark_all()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            # The reader went away: nothing more can be said, so stop serving.
+            self.broken = True
+            self._lines.clear()
+            self._queued = 0
+            self._room.unpark_all()
+            on_broken()
+
+
+@attrs.frozen
+class _Host:
+    """The session being served, and how to let go of it."""
+
+    session: AgentSession
+    close: Callable[[], Awaitable[None]]
+
+
+@attrs.frozen
+class _Run:
+    """A prompt the server started: the scope around it and when it is over."""
+
+    session: AgentSession
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: trio.Event = attrs.field(factory=trio.Event)
+
+
+@attrs.define(eq=False)
+class RpcServer:
+    """Serves one client: JSON-lines commands on ``stream``, answers and events back.
+
+    Args:
+        sessions: a session factory (``lambda: open_session(provider, …)``), opened
+            once at start and again for every ``new_session``; or one
+            :class:`~trio_session.AgentSession` to serve (``new_session`` is then
+            refused, and the session is left open at the end).
+        stream: where commands come from and where output goes.
+        max_line_bytes: the longest command line read (R-42).
+        output_high_water: queued output past which reading commands pauses.
+
+    Use :func:`serve_rpc`, or ``await nursery.start(server.serve)``.
+    """
+
+    _sessions: AgentSession | SessionFactory = attrs.field(alias="sessions")
+    _stream: trio.abc.Stream = attrs.field(alias="stream")
+    max_line_bytes: int = MAX_LINE_BYTES
+    output_high_water: int = OUTPUT_HIGH_WATER
+    _outbox: _Outbox = attrs.field(init=False)
+    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+    _host: _Host | None = attrs.field(default=None, init=False)
+    _run: _Run | None = attrs.field(default=None, init=False)
+    _compacting: bool = attrs.field(default=False, init=False)
+    _started: bool = attrs.field(default=False, init=False)
+    _stopping: bool = attrs.field(default=False, init=False)
+    _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._outbox = _Outbox(self.output_high_water)
+
+    @property
+    def session(self) -> AgentSession:
+        """The session being served now (it changes on ``new_session``)."""
+        if self._host is None:
+            msg = "the server has not started"
+            raise RuntimeError(msg)
+        return self._host.session
+
+    def shutdown(self) -> None:
+        """Stop reading commands; :meth:`serve` then aborts any run and returns.
+
+        Safe to call from any task of the run, at any time, more than once. The
+        command being answered, if any, is answered first.
+        """
+        self._stopping = True
+        if self._wait_scope is not None:
+            self._wait_scope.cancel(reason="rpc server shutting down")
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Answer commands until the input ends or :meth:`shutdown` is called.
+
+        Reports itself to ``task_status`` once the session is open. On the way out:
+        aborts the run it started, closes the session it opened, writes everything
+        queued, and sends end-of-stream if the stream can half-close.
+        """
+        if self._started:
+            msg = "an RpcServer serves once; make a new one"
+            raise RuntimeError(msg)
+        self._started = True
+        with _unwrapped():
+            await self._serve(task_status)
+        if isinstance(self._stream, trio.abc.HalfCloseableStream) and not self._outbox.broken:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._stream.send_eof()
+
+    async def _serve(self, task_status: trio.TaskStatus[RpcServer]) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._outbox.pump, self._stream, self.shutdown)
+            self._host = await self._open()
+            task_status.started(self)
+            try:
+                await self._read_commands()
+            finally:
+                await self._abort_run()
+                await self._host.close()
+                self._outbox.close()
+
+    # -- sessions ------------------------------------------------------------------
+
+    async def _open(self) -> _Host:
+        if isinstance(self._sessions, AgentSession):
+            unsubscribe = self._sessions.subscribe(self._on_event)
+
+            async def release() -> None:
+                unsubscribe()
+
+            return _Host(self._sessions, release)
+        assert self._nursery is not None
+        host: _Host = await self._nursery.start(self._hold, self._sessions)
+        return host
+
+    async def _hold(self, factory: SessionFactory, *, task_status: trio.TaskStatus[_Host]) -> None:
+        """Keep one session open until its host is closed."""
+        release = trio.Event()
+        gone = trio.Event()
+
+        async def close() -> None:
+            release.set()
+            await gone.wait()
+
+        try:
+            async with factory() as session:
+                unsubscribe = session.subscribe(self._on_event)
+                task_status.started(_Host(session, close))
+                await release.wait()
+            unsubscribe()  # after the block: events of its shutdown still go out
+        finally:
+            gone.set()
+
+    def _on_event(self, event: SessionEvent) -> None:
+        if isinstance(event, AutoCompactionStart):
+            self._compacting = True
+        elif isinstance(event, AutoCompactionEnd):
+            self._compacting = False
+        self._outbox.put(encode_line(event_to_json(event)))
+
+    # -- reading -------------------------------------------------------------------
+
+    async def _read_commands(self) -> None:
+        splitter = LineSplitter(self.max_line_bytes)
+        while (data := await self._receive()) is not None:
+            for line in splitter.feed(data) if data else splitter.close():
+                # Room is checked per line: one chunk of small commands can ask for a
+                # great deal of output (get_messages), and it must not all pile up.
+                if not await self._wait_for_room():
+                    return
+                await self._answer(line)
+                if self._stopping:
+                    return
+            if not data:
+                return  # end of input
+
+    async def _receive(self) -> bytes | bytearray | None:
+        """The next chunk of input; ``b""`` at its end; ``None`` once shutting down."""
+        if self._stopping:
+            return None
+        data: bytes | bytearray = b""
+        with (
+            trio.CancelScope() as self._wait_scope,
+            suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+        ):
+            data = await self._stream.receive_some(RECEIVE_SIZE)
+        self._wait_scope = None
+        return None if self._stopping else data
+
+    async def _wait_for_room(self) -> bool:
+        """Wait while the output is backed up; False once shutting down."""
+        if self._stopping:
+            return False
+        with trio.CancelScope() as self._wait_scope:
+            await self._outbox.wait_for_room()
+        self._wait_scope = None
+        return not self._stopping
+
+    async def _answer(self, line: bytes | Overlong) -> None:
+        parsed = line.rejected if isinstance(line, Overlong) else parse_command(line)
+        if isinstance(parsed, Rejected):
+            self._send(Response.rejected(parsed))
+            return
+        try:
+            response = await self._handle(parsed)
+        except Exception as exc:  # the session failed us; say so and keep serving
+            logger.exception("rpc command %s failed", parsed.type)
+            response = Response.failed(parsed, f"{type(exc).__name__}: {exc}")
+        self._send(response)
+
+    def _send(self, response: Response) -> None:
+        self._outbox.put(encode_line(response_to_json(response)))
+
+    # -- commands ------------------------------------------------------------------
+
+    async def _handle(self, command: Command) -> Response:
+        session = self.session
+        if isinstance(command, Prompt):
+            return self._prompt(command)
+        if isinstance(command, Abort):
+            await self._abort_run()
+            return Response.ok(command)
+        if isinstance(command, AbortRetry):
+            session.abort_retry()
+            return Response.ok(command)
+        if isinstance(command, RetryNow):
+            return Response.ok(command, {"skipped": session.retry_now()})
+        if isinstance(command, SetAutoRetry):
+            session.set_auto_retry_enabled(command.enabled)
+            return Response.ok(command)
+        if isinstance(command, SetAutoCompaction):
+            session.set_auto_compaction_enabled(command.enabled)
+            return Response.ok(command)
+        if isinstance(command, GetState):
+            return Response.ok(command, self.state())
+        if isinstance(command, GetMessages):
+            return Response.ok(
+                command, {"messages": [message_to_json(m) for m in session.messages]}
+            )
+        if isinstance(command, NewSession):
+            return await self._new_session(command)
+        assert_never(command)
+
+    def state(self) -> dict[str, Any]:
+        """The ``get_state`` data: the reference's fields that apply, plus retry state (R-41).
+
+        ``isStreaming`` is true from a ``prompt`` until its run is completely over —
+        backoff sleeps and compaction included — unlike the reference, where it
+        drops between attempts. ``thinkingLevel`` is always ``"off"`` and
+        ``pendingMessageCount`` always 0: this server does not control reasoning
+        or queue messages.
+        """
+        session = self.session
+        return {
+            "model": to_json(session.model),
+            "thinkingLevel": "off",
+            "isStreaming": self._run is not None or session.is_running,
+            "isCompacting": self._compacting,
+            "sessionId": session.session_id,
+            "autoCompactionEnabled": session.auto_compaction_enabled,
+            "messageCount": len(session.messages),
+            "pendingMessageCount": 0,
+            "autoRetryEnabled": session.auto_retry_enabled,
+            "isRetrying": session.is_retrying,
+            "retryAttempt": session.retry_attempt,
+        }
+
+    def _prompt(self, command: Prompt) -> Response:
+        if self._run is not None or self.session.is_running:
+            return Response.failed(command, BUSY)
+        run = self._run = _Run(self.session)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._prompt_task, command, run)
+        return Response.ok(command)  # queued before the task's first event
+
+    async def _prompt_task(self, command: Prompt, run: _Run) -> None:
+        try:
+            with run.scope:
+                await run.session.prompt(command.message)
+        except Exception as exc:  # not a model error (those are messages): a bug
+            logger.exception("rpc prompt failed")
+            self._send(Response.failed(command, f"the prompt failed: {type(exc).__name__}: {exc}"))
+        finally:
+            self._compacting = False
+            if self._run is run:
+                self._run = None
+            run.done.set()
+
+    async def _abort_run(self) -> None:
+        """Cancel the retry, then the run (R-32); return when the prompt task is over."""
+        run = self._run
+        if run is None:
+            return
+        await run.session.abort()
+        run.scope.cancel(reason="rpc abort")  # a prompt task that had not started yet
+        await run.done.wait()
+
+    async def _new_session(self, command: NewSession) -> Response:
+        if isinstance(self._sessions, AgentSession):
+            return Response.failed(command, NO_FACTORY)
+        await self._abort_run()
+        old = self._host
+        assert old is not None
+        assert self._nursery is not None
+        self._host = await self._nursery.start(self._hold, self._sessions)
+        await old.close()
+        return Response.ok(command, {"cancelled": False})
+
+
+async def serve_rpc(
+    sessions: AgentSession | SessionFactory,
+    stream: trio.abc.Stream,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the RPC protocol on ``stream`` until its input ends.
+
+    ``sessions`` is a factory of sessions (``lambda: open_session(provider)``) or
+    one :class:`~trio_session.AgentSession`. Started with ``await
+    nursery.start(serve_rpc, …)`` it reports the :class:`RpcServer`, whose
+    :meth:`~RpcServer.shutdown` ends it early::
+
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve_rpc, lambda: open_session(provider), stream)
+    """
+    server = RpcServer(sessions, stream, max_line_bytes=max_line_bytes)
+    await server.serve(task_status=task_status)
