@@ -51,9 +51,13 @@ async def test_history_is_on_disk_before_the_backoff_sleep(
     """Entries of a failed attempt are on disk while the chain sleeps (crash-safe)."""
     path = tmp_path / "session.jsonl"
     provider = FauxProvider([err(), ok()])
+    backoff = trio.Event()
     async with open_session(provider, history=path) as session, trio.open_nursery() as nursery:
+        session.subscribe(lambda event: event.type == "auto_retry_start" and backoff.set())
         nursery.start_soon(session.prompt, "Hi")
-        await trio.sleep(1)  # in the 2 s backoff
+        # The flush runs in a worker thread; under the autojump clock only the order of
+        # events is meaningful, so wait for the chain's start, not for a time.
+        await backoff.wait()
         on_disk = [m.role for m in load_session(path).messages]
         assert on_disk == ["user", "assistant"]
         session.abort_retry()

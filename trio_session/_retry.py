@@ -69,7 +69,7 @@ class RetryHost(Protocol):
     async def reattempt(self) -> AssistantMessage: ...
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class RetryChain:
     """One retry chain, from the first retryable error to its ``auto_retry_end``.
 

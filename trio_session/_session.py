@@ -35,6 +35,7 @@ from ._extensions import (
     ExtensionRunner,
     load_extension_file,
 )
+from ._groups import unwrapped as _unwrapped
 from ._messages import AssistantMessage, Message
 from ._retry import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
@@ -96,7 +97,7 @@ class EventStream:
             raise StopAsyncIteration from None
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class AgentSession:
     """A conversation with a model, with auto-retry and overflow compaction.
 
@@ -324,8 +325,9 @@ class AgentSession:
                     last = await self._agent.prompt(text, will_continue=self._decide)
                     await self._settle(last)
         finally:
-            with trio.CancelScope(shield=True):
-                await self._flush_history()
+            if self._history_file is not None:
+                with trio.CancelScope(shield=True):
+                    await self._flush_history()
             self._running = False
             self._run_scope = None
             self._nursery = None
@@ -505,17 +507,13 @@ class AgentSession:
         for stream in self._streams:
             stream._close()
         self._streams.clear()
+        # The agent's emit is our bound method: a reference cycle. Cut it, so a closed
+        # session is freed by reference counting rather than a later full collection.
+        self._agent.emit = _discard
 
 
-@contextmanager
-def _unwrapped() -> Iterator[None]:
-    """Let a lone exception out of a nursery's group: callers see what was raised."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1 and not isinstance(group.exceptions[0], BaseExceptionGroup):
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
+def _discard(event: SessionEvent) -> None:
+    """Where a closed session's agent sends its (no longer expected) events."""
 
 
 @asynccontextmanager
@@ -587,14 +585,18 @@ async def open_session(
             extensions=runner,
             history_file=history_file,
         )
+        if runner is None:
+            try:
+                yield session
+            finally:
+                await session.aclose()
+            return
         with _unwrapped():
             async with trio.open_nursery() as nursery:
-                if runner is not None:
-                    runner.activate(session)
-                    await nursery.start(runner.run)
+                runner.activate(session)
+                await nursery.start(runner.run)
                 try:
                     yield session
                 finally:
                     await session.aclose()
-                    if runner is not None:
-                        runner.close()
+                    runner.close()

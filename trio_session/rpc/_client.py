@@ -37,7 +37,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .._session import _unwrapped
+from .._groups import unwrapped as _unwrapped
 from ._errors import RpcCommandError, RpcConnectionError
 from ._protocol import LineSplitter, encode_line
 

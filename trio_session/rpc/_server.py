@@ -38,7 +38,8 @@ import trio
 
 from .._codec import event_to_json, message_to_json, to_json
 from .._events import AutoCompactionEnd, AutoCompactionStart, SessionEvent
-from .._session import AgentSession, _unwrapped
+from .._groups import unwrapped as _unwrapped
+from .._session import AgentSession
 from ._protocol import (
     MAX_LINE_BYTES,
     Abort,
