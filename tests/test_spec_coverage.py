@@ -8,10 +8,7 @@ from pathlib import Path
 
 #: Every rule of SPEC.md: the retry core (R-1 … R-37, R-43 … R-45a, R-49 … R-52), the
 #: providers (R-28a), RPC (R-39 … R-42) and the terminal UI (R-46 … R-48).
-RULES = (
-    [f"R-{n}" for n in range(1, 53)]
-    + ["R-15a", "R-20a", "R-23a", "R-28a", "R-34a", "R-45a"]
-)
+RULES = [f"R-{n}" for n in range(1, 53)] + ["R-15a", "R-20a", "R-23a", "R-28a", "R-34a", "R-45a"]
 CITATION = re.compile(r"R-(\d+[a-z]?)(?:\(\w\))?")
 RANGE = re.compile(r"R-(\d+)\s*[–-]\s*R-(\d+)")
 
