@@ -8,7 +8,13 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from trio_session import AssistantMessage, FauxProvider, SettingsStore, open_session
+from trio_session import (
+    AssistantMessage,
+    FauxProvider,
+    SessionEvent,
+    SettingsStore,
+    open_session,
+)
 from trio_session.store._history import MessageEntry, SettingsChangeEntry, load_session
 
 from .conftest import ERR_503, err, ok
@@ -53,7 +59,12 @@ async def test_history_is_on_disk_before_the_backoff_sleep(
     provider = FauxProvider([err(), ok()])
     backoff = trio.Event()
     async with open_session(provider, history=path) as session, trio.open_nursery() as nursery:
-        session.subscribe(lambda event: event.type == "auto_retry_start" and backoff.set())
+
+        def on_event(event: SessionEvent) -> None:
+            if event.type == "auto_retry_start":
+                backoff.set()
+
+        session.subscribe(on_event)
         nursery.start_soon(session.prompt, "Hi")
         # The flush runs in a worker thread; under the autojump clock only the order of
         # events is meaningful, so wait for the chain's start, not for a time.
