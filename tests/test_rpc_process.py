@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -346,10 +347,12 @@ def test_rpc_with_no_input_exits_cleanly(tmp_path: Path) -> None:
 
 async def test_real_provider_unreachable_retries_then_fails(tmp_path: Path) -> None:
     """R-28a, R-52: --provider openai against a closed port: connection errors are
-    retried by the session (once per attempt, no hidden retries) and the chain fails."""
+    retried by the session (once per attempt, no hidden retries) and the chain fails;
+    the API key appears nowhere in the process's output (stdout or stderr)."""
     with trio.socket.socket() as probe:  # a port with nothing listening
         await probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    secret = "sk-test-secret-123456789"
     settings = write_json(tmp_path / "s.json", {"retry": {"baseDelayMs": 10, "maxRetries": 2}})
     args = [
         "--provider",
@@ -357,21 +360,35 @@ async def test_real_provider_unreachable_retries_then_fails(tmp_path: Path) -> N
         "--model",
         "gpt-test",
         "--api-key",
-        "sk-test-secret-123456",
+        secret,
         "--base-url",
         f"http://127.0.0.1:{port}/v1",
         "--settings",
         str(settings),
     ]
     with trio.fail_after(60):
-        async with open_rpc_client(cmd=default_command(*args)) as client:
-            await client.prompt("Hi")
-            await client.wait_for_idle()
-            messages = await client.get_messages()
-    failed = [m for m in messages if m.get("stopReason") == "error"]
-    assert len(failed) == 1  # retried errors left the context; the last one stays (R-15a)
-    assert failed[0]["errorMessage"].startswith("Connection error: could not connect to ")
-    assert "sk-test-secret" not in repr(messages)
+        async with raw_process(args) as (process, raw):
+            await raw.send({"id": 1, "type": "prompt", "message": "Hi"})
+            seen: list[JSON] = []
+            while not (seen and seen[-1].get("type") == "auto_retry_end"):
+                seen.append(await raw.read())
+            await raw.send({"id": 2, "type": "get_messages"})
+            seen.append(await raw.read())
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            seen += await raw.rest()
+            await process.wait()
+            stderr = await read_stderr(process)
+    starts = [e for e in seen if e.get("type") == "auto_retry_start"]
+    assert [e["attempt"] for e in starts] == [1, 2]
+    assert all(
+        e["errorMessage"].startswith("Connection error: could not connect to ") for e in starts
+    )
+    end = next(e for e in seen if e.get("type") == "auto_retry_end")
+    assert (end["success"], end["attempt"]) == (False, 2)
+    assert secret not in json.dumps(seen)
+    assert secret not in stderr
+    assert process.returncode == 0
 
 
 async def test_a_server_that_ignores_end_of_input_is_terminated(
