@@ -134,3 +134,79 @@ def test_version_and_help() -> None:
     result = trio_session()
     assert result.returncode == 2
     assert "usage: trio-session" in result.stderr
+
+
+def run_env(
+    tmp_path: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m trio_session ARGS`` with private config/data dirs and no API keys."""
+    import os
+
+    environ = {
+        k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
+    environ |= {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    environ |= env or {}
+    return subprocess.run(
+        [sys.executable, "-m", "trio_session", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=environ,
+        cwd=tmp_path,
+    )
+
+
+def test_auth_add_list_remove(tmp_path: Path) -> None:
+    """auth: keys are added from stdin, listed redacted, removed; the file is 0600."""
+    key = "sk-proj-abcdefghijklmnop"
+    added = run_env(tmp_path, "auth", "add", "openai", "--label", "work", stdin=key + "\n")
+    assert (added.returncode, added.stdout) == (0, "added openai key work (sk-…mnop)\n")
+    listed = run_env(tmp_path, "auth", "list", env={"OPENAI_API_KEY": "sk-env-key-1234567890"})
+    assert listed.stdout == ("openai  #0  work  sk-…mnop\nopenai  env  OPENAI_API_KEY  sk-…7890\n")
+    assert key not in added.stdout + listed.stdout + added.stderr + listed.stderr
+    store = tmp_path / "data" / "trio-session" / "credentials.sqlite3"
+    assert store.stat().st_mode & 0o777 == 0o600
+    removed = run_env(tmp_path, "auth", "remove", "openai", "0")
+    assert removed.stdout == "removed openai key work (sk-…mnop)\n"
+    missing = run_env(tmp_path, "auth", "remove", "openai", "nope")
+    assert missing.returncode == 2
+    assert (
+        missing.stderr == "trio-session: openai has no stored key labelled 'nope' (labels: none)\n"
+    )
+
+
+def test_chat_line_mode_saves_and_resumes(tmp_path: Path) -> None:
+    """chat without a TTY: one prompt per line, retries shown; --continue resumes it."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"error": "503 Service Unavailable"}, {"text": "Hello there"}]))
+    fast = tmp_path / "fast.json"
+    fast.write_text(json.dumps({"retry": {"baseDelayMs": 10}}))
+    common = ["chat", "--provider", "faux", "--faux", str(script), "--settings", str(fast)]
+    first = run_env(tmp_path, *common, stdin="hi\n")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [
+        "you: hi",
+        "  ✗ error: 503 Service Unavailable",
+        "  ↻ retrying (1/3) in 0s…",
+        "assistant: Hello there",
+        "  ✓ retry succeeded on attempt 1",
+    ]
+    assert first.stderr.startswith("trio-session: session file ")
+    script.write_text(json.dumps([{"text": "I remember"}]))
+    second = run_env(tmp_path, *common, "--continue", stdin="again\n")
+    assert second.returncode == 0, second.stderr
+    assert "assistant: I remember" in second.stdout
+    sessions = list((tmp_path / "data" / "trio-session" / "sessions").glob("*/*.jsonl"))
+    assert len(sessions) == 1
+    lines = sessions[0].read_text().splitlines()
+    assert sum('"stopReason":"error"' in line for line in lines) == 1  # the retried 503
+
+
+def test_chat_continue_without_a_session(tmp_path: Path) -> None:
+    """--continue with no earlier session is a clear error, exit 2."""
+    result = run_env(tmp_path, "chat", "--provider", "faux", "--faux", "x.json", "--continue")
+    assert result.returncode == 2
+    assert result.stderr.startswith("trio-session: --continue: no earlier session in ")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -145,11 +146,10 @@ def history_path(*, resume: str | None, continue_latest: bool, save: bool) -> Pa
     if not save:
         return None
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    stamp = trio_free_timestamp()
-    return directory / f"{stamp}.jsonl"
+    return directory / f"{timestamp()}_{uuid.uuid4().hex[:8]}.jsonl"
 
 
-def trio_free_timestamp() -> str:
+def timestamp() -> str:
     """A filesystem-safe UTC timestamp for new session file names."""
     import datetime
 
