@@ -83,8 +83,18 @@ from .providers._base import StreamSink as StreamSink
 from .providers._base import ToolSpec as ToolSpec
 from .providers._faux import FauxProvider as FauxProvider
 from .providers._faux import FauxReply as FauxReply
+from .providers._faux import FauxScriptError as FauxScriptError
+from .providers._faux import load_faux_script as load_faux_script
 from .providers._http import HttpProvider as HttpProvider
 from .providers._openai import OpenAIProvider as OpenAIProvider
+from .rpc import RpcClient as RpcClient
+from .rpc import RpcCommandError as RpcCommandError
+from .rpc import RpcConnectionError as RpcConnectionError
+from .rpc import RpcError as RpcError
+from .rpc import RpcServer as RpcServer
+from .rpc import connect_rpc as connect_rpc
+from .rpc import open_rpc_client as open_rpc_client
+from .rpc import serve_rpc as serve_rpc
 from .store._credentials import CredentialStore as CredentialStore
 from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
 from .store._history import HistoryError as HistoryError
@@ -136,6 +146,7 @@ __all__ = [
     "ExtensionLoadError",
     "FauxProvider",
     "FauxReply",
+    "FauxScriptError",
     "HistoryError",
     "HttpProvider",
     "InMemoryCredentialStore",
@@ -150,6 +161,11 @@ __all__ = [
     "Provider",
     "ProviderRequest",
     "RetrySettings",
+    "RpcClient",
+    "RpcCommandError",
+    "RpcConnectionError",
+    "RpcError",
+    "RpcServer",
     "SessionBusyError",
     "SessionClosedError",
     "SessionEvent",
@@ -174,6 +190,7 @@ __all__ = [
     "TurnStart",
     "Usage",
     "UserMessage",
+    "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",
     "event_from_json",
@@ -185,14 +202,17 @@ __all__ = [
     "latest_session",
     "load_entry_point_extensions",
     "load_extension_file",
+    "load_faux_script",
     "load_session",
     "message_from_json",
     "message_to_json",
     "open_history",
+    "open_rpc_client",
     "open_session",
     "open_sqlite_credentials",
     "parse_retry_after_ms",
     "persist_setting",
     "plan_delay",
     "runtime_context",
+    "serve_rpc",
 ]

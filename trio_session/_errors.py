@@ -12,7 +12,11 @@ are for misuse and bad input::
     ├── EventStreamLagged       an event-stream subscriber fell behind and was dropped
     ├── ExtensionLoadError      an extension file or entry point could not be loaded
     ├── HistoryError            a session file that cannot be read or written
-    └── CredentialStoreError    a credential store file that cannot be used
+    ├── CredentialStoreError    a credential store file that cannot be used
+    ├── FauxScriptError         a faux-provider script (JSON) that is not valid
+    └── RpcError                the RPC client's errors
+        ├── RpcCommandError     the server answered success: false
+        └── RpcConnectionError  the server process is gone
 """
 
 from __future__ import annotations
