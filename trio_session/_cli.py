@@ -8,6 +8,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO
 
 import trio
@@ -38,7 +39,7 @@ from ._extensions import Extension, load_entry_point_extensions, load_extension_
 from ._messages import AssistantMessage, UserMessage
 from ._session import AgentSession, EventStream, open_session
 from ._settings import SettingsStore
-from .providers._base import Model, ProviderRequest
+from .providers._base import Model, Provider, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply
 from .rpc._stdio import serve_stdio
 from .tui._app import run_terminal_chat
@@ -213,13 +214,7 @@ async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
     """``trio-session chat``: a conversation with a real (or scripted) model."""
     extensions = _extensions(args.extension)
     path = history_path(resume=args.resume, continue_latest=args.continue_, save=not args.no_save)
-    async with open_provider(
-        args.provider,
-        model_id=args.model,
-        base_url=args.base_url,
-        context_window=args.context_window,
-        faux_script=args.faux,
-    ) as (provider, model):
+    async with _provider(args) as (provider, model):
         credentials = credential_store(provider.name, args.api_key)
         async with open_session(
             provider,
@@ -244,14 +239,7 @@ async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
     """``trio-session rpc``: serve until stdin ends or SIGTERM; 0 when it ended cleanly."""
     extensions = _extensions(args.extension)
-    kind = "faux" if args.faux is not None else args.provider
-    async with open_provider(
-        kind,
-        model_id=args.model,
-        base_url=args.base_url,
-        context_window=args.context_window,
-        faux_script=args.faux,
-    ) as (provider, model):
+    async with _provider(args) as (provider, model):
         credentials = credential_store(provider.name, args.api_key)
         # One settings store for every session: set_auto_retry outlives new_session,
         # as the reference's settings do.
@@ -277,6 +265,17 @@ def run_auth(args: argparse.Namespace) -> int:
     else:
         print(auth_remove(args.provider, args.which))
     return 0
+
+
+def _provider(args: argparse.Namespace) -> AbstractAsyncContextManager[tuple[Provider, Model]]:
+    """The provider of ``--provider`` (``faux`` whenever ``--faux`` is given)."""
+    return open_provider(
+        "faux" if args.faux is not None else args.provider,
+        model_id=args.model,
+        base_url=args.base_url,
+        context_window=args.context_window,
+        faux_script=args.faux,
+    )
 
 
 def _extensions(paths: Sequence[str]) -> list[Extension]:
