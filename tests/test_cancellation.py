@@ -340,3 +340,34 @@ async def test_r45_final_failures_look_alike(autojump_clock: trio.testing.MockCl
         (False, "Retry cancelled"),
     ]
     assert [e.attempt for e in rec.of(AutoRetryStart)] == [1, 1]
+
+
+@pytest.mark.parametrize("how", ["move_on_after", "abort"])
+async def test_aborted_session_is_freed_by_reference_counting(
+    autojump_clock: trio.testing.MockClock, how: str
+) -> None:
+    """No reference cycle outlives an aborted prompt: with the garbage collector off, a
+    closed session is gone as soon as the last reference to it is (see _groups.py)."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        async with open_session(FauxProvider([err(), ok()])) as session:
+            if how == "move_on_after":
+                with trio.move_on_after(1):
+                    await session.prompt("Hi")
+            else:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(session.prompt, "Hi")
+                    await trio.sleep(1)
+                    await session.abort()
+            last = session.history[-1]
+            assert isinstance(last, AssistantMessage)
+            assert last.stop_reason == "error"
+        ref = weakref.ref(session)
+        del session
+        assert ref() is None
+    finally:
+        gc.enable()
