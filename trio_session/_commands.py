@@ -6,6 +6,7 @@ meant for a person; ``_cli`` prints it and exits 2. Nothing here prints a traceb
 
 from __future__ import annotations
 
+import datetime
 import getpass
 import os
 import sys
@@ -151,8 +152,6 @@ def history_path(*, resume: str | None, continue_latest: bool, save: bool) -> Pa
 
 def timestamp() -> str:
     """A filesystem-safe UTC timestamp for new session file names."""
-    import datetime
-
     now = datetime.datetime.now(datetime.UTC)
     return now.strftime("%Y-%m-%dT%H-%M-%S-") + f"{now.microsecond // 1000:03d}Z"
 
@@ -184,8 +183,6 @@ def auth_list() -> list[str]:
 
 
 def _when(epoch: float) -> str:
-    import datetime
-
     return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
