@@ -4,6 +4,7 @@ The session owns the scope tree of DESIGN.md::
 
     AgentSession.prompt()                 returns when this nursery closes (R-35)
     └── nursery (cancel scope = the run)  abort() / the caller's timeout cancel this
+                                          (opened once a chain or compaction follows)
         ├── agent run
         └── retry chain task              exists ⇔ is_retrying (R-10)
             └── CancelScope (the chain)   abort_retry() cancels this
@@ -321,9 +322,12 @@ class AgentSession:
         self._idle = trio.Event()
         try:
             with trio.CancelScope() as self._run_scope, _unwrapped():
-                async with trio.open_nursery() as self._nursery:
-                    last = await self._agent.prompt(text, will_continue=self._decide)
-                    await self._settle(last)
+                last = await self._agent.prompt(text, will_continue=self._decide)
+                if self._next is not Next.DONE:
+                    # A chain or a compaction follows: they run in the prompt's nursery,
+                    # opened only now, so a turn that succeeds first time pays for none.
+                    async with trio.open_nursery() as self._nursery:
+                        await self._settle(last)
         finally:
             if self._history_file is not None:
                 with trio.CancelScope(shield=True):
