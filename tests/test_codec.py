@@ -21,6 +21,7 @@ from trio_session import (
     CodecError,
     CompactionResult,
     ExtensionError,
+    HistoryWriteFailed,
     Message,
     MessageEnd,
     MessageStart,
@@ -127,6 +128,7 @@ EVENTS: list[SessionEvent] = [
         will_retry=True,
     ),
     ExtensionError(extension="notify", event="auto_retry_end", error="ValueError: bad"),
+    HistoryWriteFailed(path="/s/a.jsonl", error="cannot write session file /s/a.jsonl: EFBIG"),
 ]
 
 MESSAGES: list[Message] = [USER, TOOL_USE, TOOL_RESULT, TOOL_ERROR, ERROR, DONE]
@@ -347,7 +349,7 @@ ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
     "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', "
     "'auto_retry_start', 'auto_retry_end', 'auto_compaction_start', 'auto_compaction_end', "
-    "'extension_error'"
+    "'extension_error', 'history_write_failed'"
 )
 ROLES = "'user', 'assistant', 'toolResult'"
 

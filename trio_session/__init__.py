@@ -44,6 +44,7 @@ from ._events import AutoRetryEnd as AutoRetryEnd
 from ._events import AutoRetryStart as AutoRetryStart
 from ._events import CompactionResult as CompactionResult
 from ._events import ExtensionError as ExtensionError
+from ._events import HistoryWriteFailed as HistoryWriteFailed
 from ._events import MessageEnd as MessageEnd
 from ._events import MessageStart as MessageStart
 from ._events import MessageUpdate as MessageUpdate
@@ -148,6 +149,7 @@ __all__ = [
     "FauxReply",
     "FauxScriptError",
     "HistoryError",
+    "HistoryWriteFailed",
     "HttpProvider",
     "InMemoryCredentialStore",
     "LoadedSession",

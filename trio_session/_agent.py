@@ -46,6 +46,7 @@ from .providers._base import Model, Provider, ProviderRequest, StreamEnd, ToolSp
 
 Emit = Callable[[SessionEvent], None]
 KeySource = Callable[[], Awaitable[str | None]]
+Checkpoint = Callable[[], Awaitable[None]]
 
 
 @attrs.frozen
@@ -125,6 +126,10 @@ class Agent:
         tools: tools the model may call.
         system_prompt: sent with every request.
         key_source: ``async () -> api key`` asked before each request.
+        checkpoint: awaited before every request after a run's first one, and
+            before ``agent_end`` (the session makes what the run produced durable
+            there); if it raises, the run ends (``agent_end``, ``willRetry: false``)
+            and the exception propagates.
         messages: the initial runtime context.
     """
 
@@ -134,14 +139,19 @@ class Agent:
     tools: Sequence[Tool] = ()
     system_prompt: str | None = None
     key_source: KeySource | None = None
+    checkpoint: Checkpoint | None = None
     messages: list[Message] = attrs.field(factory=list)
     _running: bool = attrs.field(default=False, init=False)
 
     async def prompt(
-        self, text: str, *, will_continue: Callable[[AssistantMessage], bool] | None = None
+        self,
+        message: str | UserMessage,
+        *,
+        will_continue: Callable[[AssistantMessage], bool] | None = None,
     ) -> AssistantMessage:
-        """Add a user message and run until the model stops asking for tools."""
-        return await self._run([UserMessage(text)], will_continue)
+        """Add a user message (or its text) and run until the model stops asking for tools."""
+        user = UserMessage(message) if isinstance(message, str) else message
+        return await self._run([user], will_continue)
 
     async def continue_(
         self, *, will_continue: Callable[[AssistantMessage], bool] | None = None
@@ -196,6 +206,8 @@ class Agent:
         self.emit(AgentStart())
         try:
             while True:
+                if not new and self.checkpoint is not None:
+                    await self.checkpoint()  # between turns: before the next request
                 self.emit(TurnStart())
                 turn_open = True
                 last, results = None, []
@@ -209,6 +221,8 @@ class Agent:
                 self.emit(TurnEnd(message=last, tool_results=tuple(results)))
                 if last.stop_reason != "toolUse":
                     break
+            if self.checkpoint is not None:
+                await self.checkpoint()  # what the run produced is durable before agent_end
         except BaseException:
             # Cancelled (or a bug): close what was opened, then let it propagate.
             if turn_open:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import trio
 
@@ -31,6 +33,7 @@ from ._events import (
     AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    HistoryWriteFailed,
     MessageEnd,
     MessageUpdate,
     SessionEvent,
@@ -42,6 +45,7 @@ from ._settings import SettingsStore
 from .providers._base import Model, Provider, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply
 from .rpc._stdio import serve_stdio
+from .store._history import HistoryError
 from .tui._app import run_terminal_chat
 
 DEMO_PROMPT = "Say hello, and tell me what just happened."
@@ -111,6 +115,8 @@ class _Printer:
         elif isinstance(event, AutoCompactionEnd):
             done = "done" if event.result is not None else "nothing to compact"
             self.write(f"  ⇣ compaction {'aborted' if event.aborted else done}\n")
+        elif isinstance(event, HistoryWriteFailed):
+            self.write(f"  ✗ not saved: {event.error}\n")
 
     def countdown(self, event: AutoRetryStart, remaining: float) -> None:
         if self.tty:
@@ -192,26 +198,93 @@ async def run_demo(
     return 0 if reply.stop_reason == "stop" else 1
 
 
-async def _chat_lines(session: AgentSession, out: TextIO) -> int:
+#: Exit status of ``chat`` when the session file cannot be written (it stops there).
+NOT_SAVED = 1
+
+
+def _read_line(stdin: BinaryIO, number: int) -> str | None:
+    """One line of input as text; bytes that are not UTF-8 become U+FFFD, with a warning."""
+    raw = stdin.readline()
+    if not raw:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        print(
+            f"trio-session: warning: input line {number} is not valid UTF-8; "
+            "the invalid bytes were replaced with U+FFFD",
+            file=sys.stderr,
+        )
+        return raw.decode("utf-8", errors="replace")
+
+
+async def _chat_lines(session: AgentSession, out: TextIO, stdin: BinaryIO) -> int:
     """The plain line mode: one prompt per line of stdin, events printed as lines."""
     printer = _Printer(out)
     status = 0
     with session.events() as events:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_show, events, printer, False)
+            number = 0
             while True:
-                line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-                if not line:
+                number += 1
+                line = await trio.to_thread.run_sync(
+                    _read_line, stdin, number, abandon_on_cancel=True
+                )
+                if line is None:
                     break
                 if line.strip():
-                    reply = await session.prompt(line.strip())
+                    try:
+                        reply = await session.prompt(line.strip())
+                    except HistoryError as exc:
+                        print(f"trio-session: {exc}; stopping", file=sys.stderr)
+                        status = NOT_SAVED
+                        break
                     status = 0 if reply.stop_reason in ("stop", "length") else 1
             await session.aclose()
     return status
 
 
+#: Signals that end ``chat`` as Ctrl+C does: the running prompt is aborted, the
+#: session file flushed, and the process exits with 128 + the signal's number.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+async def _stop_on_signals(scope: trio.CancelScope, received: list[int]) -> None:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async for signum in signals:
+            received.append(signum)
+            scope.cancel(reason=f"{signal.Signals(signum).name} received")
+            return
+
+
 async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
-    """``trio-session chat``: a conversation with a real (or scripted) model."""
+    """``trio-session chat``: a conversation with a real (or scripted) model.
+
+    SIGTERM and SIGHUP (a closed terminal) end it as Ctrl+C does: the running
+    prompt is aborted, everything is written to the session file, and the exit
+    status is 128 + the signal's number.
+    """
+    received: list[int] = []
+    status = 0
+    with trio.CancelScope() as stop:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signals, stop, received)
+            try:
+                status = await _chat(args, settings)
+            except HistoryError as exc:  # the last entries could not be saved on the way out
+                print(f"trio-session: {exc}", file=sys.stderr)
+                status = NOT_SAVED
+            nursery.cancel_scope.cancel(reason="chat ended")
+    if received:
+        name = signal.Signals(received[0]).name
+        with contextlib.suppress(OSError):  # after SIGHUP there may be no terminal left
+            print(f"\ntrio-session: stopped by {name}; the session is saved", file=sys.stderr)
+        return 128 + received[0]
+    return status
+
+
+async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
     extensions = _extensions(args.extension)
     path = history_path(resume=args.resume, continue_latest=args.continue_, save=not args.no_save)
     async with _provider(args) as (provider, model):
@@ -225,15 +298,24 @@ async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
             history=path,
             system_prompt=args.system,
         ) as session:
+            file = session.history_file
+            warnings = file.loaded.warnings if file is not None and file.loaded else ()
+            for warning in warnings:
+                print(f"trio-session: warning: {warning}", file=sys.stderr)
             if path is not None and not _is_terminal():
                 print(f"trio-session: session file {path}", file=sys.stderr)
             if _is_terminal():
                 banner = f"trio-session chat · {model.provider} {model.id}"
                 if path is not None:
                     banner += f"\nsession file: {path}"
-                await run_terminal_chat(session, banner=banner)
+                banner += "".join(f"\nwarning: {w}" for w in warnings)
+                try:
+                    await run_terminal_chat(session, banner=banner)
+                except HistoryError as exc:
+                    print(f"trio-session: {exc}; stopping", file=sys.stderr)
+                    return NOT_SAVED
                 return 0
-            return await _chat_lines(session, sys.stdout)
+            return await _chat_lines(session, sys.stdout, sys.stdin.buffer)
 
 
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:

@@ -182,6 +182,26 @@ class ExtensionError:
     type: Literal["extension_error"] = "extension_error"
 
 
+@attrs.frozen
+class HistoryWriteFailed:
+    """The session file could not be written (a full disk, a file-size limit …).
+
+    The prompt ends at once — no request is sent with a context that is not on
+    disk — and :meth:`AgentSession.prompt` raises the
+    :class:`~trio_session.HistoryError`. The entries that were not written stay
+    staged in memory and are written by the next successful flush; nothing
+    already in the file is changed.
+
+    Attributes:
+        path: the session file.
+        error: what went wrong, e.g. ``"cannot write session file …: No space left on device"``.
+    """
+
+    path: str
+    error: str
+    type: Literal["history_write_failed"] = "history_write_failed"
+
+
 AgentEvent: TypeAlias = (
     AgentStart
     | TurnStart
@@ -200,6 +220,7 @@ SessionEvent: TypeAlias = (
     | AutoCompactionStart
     | AutoCompactionEnd
     | ExtensionError
+    | HistoryWriteFailed
 )
 
 EVENT_TYPES: tuple[type[SessionEvent], ...] = (
@@ -217,4 +238,5 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AutoCompactionStart,
     AutoCompactionEnd,
     ExtensionError,
+    HistoryWriteFailed,
 )

@@ -134,6 +134,9 @@ class RetryChain:
                         final = message.error_message or f"re-attempt ended: {message.stop_reason}"
                         self._end(host, AutoRetryEnd(False, self.attempt, final))
                         return message
+            except Exception as exc:  # the session file could not be written, or a bug
+                self._end(host, AutoRetryEnd(False, self.attempt, str(exc) or repr(exc)))
+                raise
             finally:
                 self._sleep = None
                 if not self.ended:

@@ -29,7 +29,13 @@ from ._agent import Agent, Tool
 from ._classify import CLASSIFIERS, Classifier
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import EventStreamLagged, SessionBusyError, SessionClosedError
-from ._events import AutoCompactionEnd, AutoCompactionStart, MessageEnd, SessionEvent
+from ._events import (
+    AutoCompactionEnd,
+    AutoCompactionStart,
+    HistoryWriteFailed,
+    MessageEnd,
+    SessionEvent,
+)
 from ._extensions import (
     DEFAULT_HANDLER_TIMEOUT,
     Extension,
@@ -37,12 +43,13 @@ from ._extensions import (
     load_extension_file,
 )
 from ._groups import unwrapped as _unwrapped
-from ._messages import AssistantMessage, Message
+from ._messages import AssistantMessage, Message, UserMessage
 from ._retry import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
+from ._text import valid_text
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
-from .store._history import runtime_context
+from .store._history import HistoryError, runtime_context
 from .store._session_file import SessionFile, open_history
 
 logger = logging.getLogger("trio_session")
@@ -144,6 +151,7 @@ class AgentSession:
     _chain: RetryChain | None = attrs.field(default=None, init=False)
     _next: Next = attrs.field(default=Next.DONE, init=False)
     _compacted: bool = attrs.field(default=False, init=False)
+    _write_failed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._idle.set()
@@ -154,6 +162,7 @@ class AgentSession:
             tools=self._tools,
             system_prompt=self._system_prompt,
             key_source=self._api_key if self._credentials is not None else None,
+            checkpoint=self._flush_history if self._history_file is not None else None,
         )
         loaded = self._history_file.loaded if self._history_file is not None else None
         if loaded is not None:  # resuming: history as it was, context without retried errors
@@ -291,8 +300,9 @@ class AgentSession:
         if isinstance(event, MessageEnd):
             message = event.message
             self._history.append(message)
-            if self._history_file is not None:
-                self._history_file.append_message_nowait(message)
+            file = self._history_file
+            if file is not None and file.entry_id_of(message) is None:  # prompts are in already
+                file.append_message_nowait(message)
             if isinstance(message, AssistantMessage) and not message.failed:
                 self._compacted = False
                 if self._chain is not None and self._chain.alive and self._chain.attempt > 0:
@@ -308,9 +318,20 @@ class AgentSession:
         it has ended (R-35). Errors from the model are not raised; look at the
         returned message's ``stop_reason`` and ``error_message``.
 
+        With a session file, the user message is on disk before the request goes
+        out, and every run's messages before the next request or backoff sleep.
+
+        Text that cannot be sent (a lone surrogate: half of a character, as a
+        JavaScript client that cut an emoji in two sends it) is made valid here:
+        each such code point becomes U+FFFD, with a warning logged.
+
         Raises:
             SessionBusyError: another prompt is running (R-36).
             SessionClosedError: the session's ``open_session`` block has exited.
+            HistoryError: the session file could not be written. The prompt ended
+                there (no request goes out with a context that is not on disk), a
+                ``history_write_failed`` event was emitted, and the session is idle
+                again: what was not written stays staged for the next flush.
         """
         if self._closed:
             msg = "the session is closed"
@@ -318,27 +339,40 @@ class AgentSession:
         if self._running:
             msg = "the session is already processing a prompt; await it or abort() first"
             raise SessionBusyError(msg)
+        text, replaced = valid_text(text)
+        if replaced:
+            logger.warning(
+                "prompt text held %d lone surrogate code point(s) (half of a character); "
+                "replaced with U+FFFD",
+                replaced,
+            )
         self._running = True
         self._idle = trio.Event()
+        self._write_failed = False
         try:
             with trio.CancelScope() as self._run_scope, _unwrapped():
-                last = await self._agent.prompt(text, will_continue=self._decide)
+                user = UserMessage(text)
+                if self._history_file is not None:
+                    await self._stage_prompt(self._history_file, user)
+                last = await self._agent.prompt(user, will_continue=self._decide)
                 if self._next is not Next.DONE:
                     # A chain or a compaction follows: they run in the prompt's nursery,
                     # opened only now, so a turn that succeeds first time pays for none.
                     async with trio.open_nursery() as self._nursery:
                         await self._settle(last)
         finally:
-            if self._history_file is not None:
-                with trio.CancelScope(shield=True):
-                    await self._flush_history()
-            self._running = False
-            self._run_scope = None
-            self._nursery = None
-            self._chain = None
-            self._next = Next.DONE
-            self._compacted = False
-            self._idle.set()
+            try:
+                if self._history_file is not None and not self._write_failed:
+                    with trio.CancelScope(shield=True):
+                        await self._flush_history()
+            finally:
+                self._running = False
+                self._run_scope = None
+                self._nursery = None
+                self._chain = None
+                self._next = Next.DONE
+                self._compacted = False
+                self._idle.set()
         return self._last_assistant()
 
     def abort_retry(self) -> None:
@@ -393,14 +427,41 @@ class AgentSession:
             return Next.COMPACT_ONLY
         return Next.DONE if self._compacted else Next.COMPACT
 
+    async def _stage_prompt(self, file: SessionFile, user: UserMessage) -> None:
+        """Put the prompt on disk before its request goes out.
+
+        The write finishes even if an abort comes meanwhile (the run then ends
+        aborted, as it would). If it fails, the prompt is taken back: it is not
+        sent, so it is not kept either, and ``prompt()`` raises.
+        """
+        entry_id = file.append_message_nowait(user)
+        try:
+            with trio.CancelScope(shield=True):
+                await self._flush_history()
+        except HistoryError:
+            file.retract(entry_id)
+            raise
+
     async def _flush_history(self) -> None:
-        """Put staged history entries on disk (after every run, before any backoff sleep)."""
-        if self._history_file is not None and not self._history_file.closed:
-            await self._history_file.flush()
+        """Put staged entries on disk: before every request, and before every ``agent_end``.
+
+        A failed write is reported once per prompt (``history_write_failed``) and
+        raised: the prompt ends, because going on would send the model a context
+        that is not on disk.
+        """
+        file = self._history_file
+        if file is None or file.closed:
+            return
+        try:
+            await file.flush()
+        except HistoryError as exc:
+            if not self._write_failed:
+                self._write_failed = True
+                self._emit(HistoryWriteFailed(path=str(file.path), error=str(exc)))
+            raise
 
     async def _settle(self, message: AssistantMessage) -> None:
         """Act on the decision made at ``agent_end``: retry chain, compaction, or nothing."""
-        await self._flush_history()
         while True:
             step = self._next
             if step in (Next.RETRY, Next.GIVE_UP):
@@ -482,9 +543,7 @@ class AgentSession:
 
     async def reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22)."""
-        message = await self._agent.continue_(will_continue=self._decide)
-        await self._flush_history()
-        return message
+        return await self._agent.continue_(will_continue=self._decide)
 
     # -- internals ------------------------------------------------------------------
 

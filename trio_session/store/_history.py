@@ -62,6 +62,7 @@ from .._codec import _decode_attrs, to_json
 from .._dirs import user_data_dir
 from .._errors import CodecError, TrioSessionError
 from .._messages import AssistantMessage, Message, UserMessage
+from .._text import valid_json_value
 
 #: The format version this module writes: the reference's current one.
 SESSION_VERSION = 3
@@ -269,9 +270,25 @@ def _lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
         yield len(parts) + 1, last, False
 
 
+class _Unreadable(ValueError):
+    """A line that is well-formed enough to split but cannot be decoded here."""
+
+
 def _json_line(raw: bytes) -> Any:
-    """Decode one line; raises ``ValueError`` (JSON or UTF-8) with a short reason."""
-    return json.loads(raw.decode("utf-8"))
+    """Decode one line; raises ``ValueError`` with a short reason.
+
+    Besides malformed JSON and UTF-8, that covers what a hostile or damaged file
+    can hold and ``json`` refuses late: nesting deeper than Python's recursion
+    limit, and integers longer than ``sys.get_int_max_str_digits()``.
+    """
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise _Unreadable("nested too deeply") from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+            raise
+        raise _Unreadable("a number too long to read") from None
 
 
 def _reason(exc: ValueError) -> str:
@@ -279,7 +296,12 @@ def _reason(exc: ValueError) -> str:
         return f"{exc.msg} at column {exc.colno}"
     if isinstance(exc, UnicodeDecodeError):
         return f"invalid UTF-8 at byte {exc.start + 1}"
-    return str(exc)  # pragma: no cover - json.loads raises only the two above
+    return str(exc)
+
+
+# A JSON escape of a surrogate code point: the only way a lone one gets into a line
+# (raw surrogates are not valid UTF-8, and fail to decode).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 _NO_NEWLINE = "no newline at the end of the file; the last line is kept"
@@ -292,11 +314,11 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
         raise HistoryError(msg, path=path)
     warnings: list[str] = []
     header = _parse_header(path, *lines[0], warnings)
+    unterminated = not lines[0][2]  # a header-only file without its newline
     entries: list[HistoryEntry] = []
     seen: dict[str, int] = {}
     message_ids: set[str] = set()
     torn_bytes = 0
-    unterminated = False
     tail = data[data.rfind(b"\n") + 1 :]
     if tail and not tail.strip():
         torn_bytes = len(tail)  # blanks after the last newline: nothing to keep
@@ -317,14 +339,23 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
         if not terminated:
             unterminated = True
             warnings.append(f"{where}: {_NO_NEWLINE}")
+        if _SURROGATE_ESCAPE.search(raw):
+            obj, replaced = _valid_line(obj)
+            if replaced:
+                warnings.append(
+                    f"{where}: {replaced} lone surrogate code point(s) (half of a character) "
+                    "replaced with U+FFFD"
+                )
         entry = _parse_entry(where, obj, warnings)
         if entry is None:
             continue
         previous = entries[-1].id if entries else None
         if entry.id in seen:
             warnings.append(
-                f"{where}: entry id {entry.id} repeats the one on line {seen[entry.id]}"
+                f"{where}: entry id {entry.id} repeats the one on line {seen[entry.id]}; "
+                "skipped (a duplicated line)"
             )
+            continue
         if entry.parent_id != previous:
             warnings.append(
                 f"{where}: entry {entry.id} has parentId {entry.parent_id!r} but follows "
@@ -339,7 +370,7 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
                 f"{where}: compaction keeps from entry {entry.first_kept_entry_id!r}, which is "
                 "not an earlier message; nothing before it stays in the runtime context"
             )
-        seen.setdefault(entry.id, number)
+        seen[entry.id] = number
         if isinstance(entry, MessageEntry):
             message_ids.add(entry.id)
         entries.append(entry)
@@ -405,7 +436,25 @@ def _parse_header(
     return header
 
 
+def _valid_line(obj: Any) -> tuple[Any, int]:
+    try:
+        return valid_json_value(obj)
+    except RecursionError:  # pragma: no cover - json.loads refuses such depths first
+        return obj, 0
+
+
 def _parse_entry(where: str, obj: Any, warnings: list[str]) -> HistoryEntry | None:
+    try:
+        return _decode_entry(where, obj, warnings)
+    except (ValueError, OverflowError, RecursionError) as exc:
+        # Values json accepts but no entry can hold: an integer beyond a float, a
+        # structure too deep to decode. The line is skipped like any invalid entry.
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else "a number out of range"
+        warnings.append(f"{where}: not a valid entry ({reason}); skipped")
+        return None
+
+
+def _decode_entry(where: str, obj: Any, warnings: list[str]) -> HistoryEntry | None:
     if not isinstance(obj, dict):
         warnings.append(f"{where}: a JSON {type(obj).__name__}, not an entry object; skipped")
         return None

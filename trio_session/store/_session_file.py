@@ -73,6 +73,15 @@ def _lock(fd: int, path: Path) -> None:
         pass
 
 
+@attrs.frozen
+class _Staged:
+    """An entry staged for the next flush."""
+
+    entry_id: str
+    parent_id: str | None
+    line: bytes
+
+
 @attrs.define(eq=False)
 class SessionFile:
     """An open session file that entries are appended to.
@@ -103,7 +112,7 @@ class SessionFile:
     loaded: LoadedSession | None = None
     _ids: set[str] = attrs.field(factory=set, init=False)
     _last_id: str | None = attrs.field(default=None, init=False)
-    _pending: list[bytes] = attrs.field(factory=list, init=False)
+    _pending: list[_Staged] = attrs.field(factory=list, init=False)
     _known: dict[int, tuple[Message, str]] = attrs.field(factory=dict, init=False)
     _flush_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _write_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -245,7 +254,7 @@ class SessionFile:
         entry_id = self._new_id()
         entry = make(id=entry_id, parent_id=self._last_id, timestamp=_iso(self._clock()), **fields)
         line = _dump(_encode(entry))  # may raise for a value JSON cannot hold: nothing staged
-        self._pending.append(line)
+        self._pending.append(_Staged(entry_id, self._last_id, line))
         self._ids.add(entry_id)
         self._last_id = entry_id
         return entry_id
@@ -307,6 +316,25 @@ class SessionFile:
         await self.flush()
         return entry_id
 
+    def retract(self, entry_id: str) -> bool:
+        """Take back the last staged entry if it is ``entry_id`` and not yet written.
+
+        For an append whose purpose failed before anything depended on it (a
+        prompt whose entry could not be written is not sent, so it is not kept).
+
+        Returns:
+            Whether the entry was taken back.
+        """
+        if not self._pending or self._pending[-1].entry_id != entry_id:
+            return False
+        staged = self._pending.pop()
+        self._ids.discard(entry_id)
+        self._last_id = staged.parent_id
+        for key, (_, known_id) in list(self._known.items()):
+            if known_id == entry_id:
+                del self._known[key]
+        return True
+
     def entry_id_of(self, message: Message) -> str | None:
         """The entry id of this very message object, if it was appended or loaded here."""
         known = self._known.get(id(message))
@@ -314,7 +342,7 @@ class SessionFile:
 
     # -- flushing -------------------------------------------------------------------
 
-    def _take(self) -> list[bytes]:
+    def _take(self) -> list[_Staged]:
         batch, self._pending = self._pending, []
         return batch
 
@@ -348,7 +376,7 @@ class SessionFile:
             if not batch:
                 return
             try:
-                await trio.to_thread.run_sync(self._write, b"".join(batch))
+                await trio.to_thread.run_sync(self._write, b"".join(s.line for s in batch))
             except HistoryError:
                 self._pending[:0] = batch
                 raise
@@ -359,7 +387,7 @@ class SessionFile:
         if not batch:
             return
         try:
-            self._write(b"".join(batch))
+            self._write(b"".join(s.line for s in batch))
         except HistoryError:
             self._pending[:0] = batch
             raise
@@ -370,6 +398,10 @@ class SessionFile:
             return
         try:
             self.flush_sync()
+        except HistoryError as exc:
+            lost = len(self._pending)
+            msg = f"{exc}; {lost} entr{'y' if lost == 1 else 'ies'} could not be saved"
+            raise HistoryError(msg, path=self.path) from exc
         finally:
             with self._write_lock:
                 fd, self._fd = self._fd, None

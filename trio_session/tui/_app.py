@@ -12,6 +12,7 @@ an empty line) exits.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -32,6 +33,7 @@ from .._events import (
 )
 from .._messages import AssistantMessage, UserMessage
 from .._session import AgentSession, EventStream
+from ..store._history import HistoryError
 from ._controller import EventController
 from ._terminal import Key, KeyReader, Screen, raw_terminal
 
@@ -62,17 +64,20 @@ class ChatApp:
         """Run until the user exits (Ctrl+C twice, or Ctrl+D on an empty line)."""
         if banner:
             self.screen.print(*banner.splitlines(), "")
-        with self.session.events() as events:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                nursery.start_soon(self._show_events, events)
-                nursery.start_soon(self._tick)
-                if first_prompt:
-                    self._send(first_prompt)
-                self.render()
-                await self._read_keys()
-                nursery.cancel_scope.cancel(reason="the user left the chat")
-        self.screen.close()
+        try:
+            with self.session.events() as events:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    nursery.start_soon(self._show_events, events)
+                    nursery.start_soon(self._tick)
+                    if first_prompt:
+                        self._send(first_prompt)
+                    self.render()
+                    await self._read_keys()
+                    nursery.cancel_scope.cancel(reason="the user left the chat")
+        finally:
+            with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+                self.screen.close()
 
     # -- drawing -------------------------------------------------------------
 
@@ -207,6 +212,9 @@ class ChatApp:
             await self.session.prompt(text)
         except SessionBusyError:
             self._note = "still working — esc to abort"
+        except HistoryError as exc:  # the chat cannot go on unsaved: say so, then leave
+            self.screen.print(f"✗ not saved: {exc}")
+            raise
         self.render()
 
     def _abort(self) -> None:

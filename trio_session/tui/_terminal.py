@@ -54,7 +54,9 @@ def raw_terminal(fd: int) -> Iterator[list[int | list[bytes | int]]]:
     try:
         yield saved
     finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        # After SIGHUP the terminal may be gone: then there is nothing to restore.
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 @attrs.define(eq=False)

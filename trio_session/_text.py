@@ -1,0 +1,56 @@
+"""Text that can always be sent: lone surrogates made valid at the edges.
+
+A Python ``str`` can hold code points that no UTF-8 encoder accepts: the lone
+surrogates U+D800 … U+DFFF. They arrive from a JSON ``"\\ud83d"`` escape (a
+JavaScript client that cut an emoji in half), from bytes decoded with
+``surrogateescape``, or from an old session file. Sent on, they make the HTTP
+request fail before it leaves; kept, they poison every later request. So text
+is made valid where it enters: each lone surrogate becomes U+FFFD, the
+replacement character, and the caller says so.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: U+FFFD, what an invalid code point becomes.
+REPLACEMENT = "\ufffd"
+
+# After ``json.loads`` and ordinary decoding, a valid pair is one code point above
+# U+FFFF; any surrogate code point left in a str is therefore a lone one.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> tuple[str, int]:
+    """``text`` with each lone surrogate replaced by U+FFFD, and how many were replaced."""
+    return _LONE_SURROGATE.subn(REPLACEMENT, text)
+
+
+def valid_json_value(value: Any) -> tuple[Any, int]:
+    """A decoded JSON value with :func:`valid_text` applied to every string in it.
+
+    Returns:
+        The repaired value (the same object if nothing needed repair) and the
+        number of code points replaced.
+    """
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        count = 0
+        items = []
+        for item in value:
+            fixed, n = valid_json_value(item)
+            items.append(fixed)
+            count += n
+        return (items if count else value), count
+    if isinstance(value, dict):
+        count = 0
+        pairs = {}
+        for key, item in value.items():
+            fixed_key, n = valid_text(key)
+            fixed, m = valid_json_value(item)
+            pairs[fixed_key] = fixed
+            count += n + m
+        return (pairs if count else value), count
+    return value, 0
