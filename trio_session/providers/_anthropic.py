@@ -45,6 +45,7 @@ from ._base import (
     StreamSink,
     ToolSpec,
     event_error_message,
+    excerpt,
     invalid_response_message,
 )
 from ._http import HttpProvider, StreamParser
@@ -143,6 +144,7 @@ class MessagesParser:
     """Reads Messages API events into a sink (see the module docstring)."""
 
     _sink: StreamSink
+    _secrets: tuple[str, ...] = ()
     _usage: dict[str, int] = attrs.field(factory=dict, init=False)
     _tools: dict[object, _ToolBlock] = attrs.field(factory=dict, init=False)
     _calls: int = attrs.field(default=0, init=False)
@@ -154,7 +156,10 @@ class MessagesParser:
         try:
             data = json.loads(event.data)
         except ValueError:
-            logger.debug("event stream data is not valid JSON: %.200r", event.data)
+            logger.debug(
+                "event stream data is not valid JSON: %r",
+                excerpt(event.data, 200, secrets=self._secrets),
+            )
             return StreamEnd.error(invalid_response_message("event stream data is not valid JSON"))
         if not isinstance(data, Mapping):
             return StreamEnd.error(
@@ -181,7 +186,8 @@ class MessagesParser:
             return self._end()
         elif kind == "error":
             error = data.get("error")
-            return StreamEnd.error(event_error_message(error if isinstance(error, Mapping) else {}))
+            detail = error if isinstance(error, Mapping) else {}
+            return StreamEnd.error(event_error_message(detail, secrets=self._secrets))
         return None  # ping, and events this adapter does not use
 
     def finish(self) -> StreamEnd:
@@ -297,5 +303,5 @@ class AnthropicProvider(HttpProvider):
             body["tools"] = anthropic_tools(request.tools)
         return body
 
-    def _parser(self, sink: StreamSink) -> StreamParser:
-        return MessagesParser(sink)
+    def _parser(self, sink: StreamSink, secrets: tuple[str, ...]) -> StreamParser:
+        return MessagesParser(sink, secrets)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any, Protocol
 
@@ -128,7 +128,10 @@ class Provider(Protocol):
 #   "<status> <error type>: <message>"                      an error event inside the stream
 #   "Invalid response from server: …"                       protocol garbage → no retry
 #
-# Everything here is pure: no I/O, no httpx.
+# Everything here is pure: no I/O, no httpx. Each function that shortens a text takes the
+# ``secrets`` (API keys) in play and redacts them *before* cutting: a key that straddles a
+# cut would otherwise lose only its tail, and the later whole-message redaction would not
+# recognise what is left of it.
 
 #: Response headers carrying a retry hint, as ``name: value`` lines in this order (R-18).
 RETRY_HINT_HEADERS: tuple[str, ...] = (
@@ -168,6 +171,7 @@ MAX_EXCERPT_CHARS = 300
 _MAX_HINT_CHARS = 100
 
 _REDACTED = "[redacted]"
+_MIN_SECRET_CHARS = 4
 _HTML_DROP = re.compile(r"<(script|style|head)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
 _HTML_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _HTML_TAG = re.compile(r"<[^>]*>")
@@ -188,9 +192,14 @@ def status_reason(status: int, reason: str = "") -> str:
     return f"{status} {reason}"
 
 
-def excerpt(text: str, limit: int = MAX_EXCERPT_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(text.split())
+def excerpt(
+    text: str, limit: int = MAX_EXCERPT_CHARS, *, secrets: Iterable[str | None] = ()
+) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis.
+
+    ``secrets`` are redacted first, so no part of one survives the cut.
+    """
+    flat = " ".join(redact(text, *secrets).split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
@@ -218,7 +227,7 @@ def _text_of(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def error_detail(error: Mapping[str, Any]) -> str:
+def error_detail(error: Mapping[str, Any], *, secrets: Iterable[str | None] = ()) -> str:
     """``"<message> (<code or type>)"`` from an ``{"message", "type", "code"}`` object.
 
     The tag is the string ``code`` if there is one, else ``type``; it is left out when
@@ -231,7 +240,7 @@ def error_detail(error: Mapping[str, Any]) -> str:
     metadata = error.get("metadata")
     raw = metadata.get("raw") if isinstance(metadata, Mapping) else None
     if raw is not None:
-        upstream = body_detail(_text_of(raw))
+        upstream = body_detail(_text_of(raw), secrets=secrets)
         if upstream and upstream not in message:
             message = f"{message}: {upstream}" if message else upstream
     if not message:
@@ -241,7 +250,7 @@ def error_detail(error: Mapping[str, Any]) -> str:
     return message
 
 
-def _json_detail(data: Any) -> str | None:
+def _json_detail(data: Any, secrets: Iterable[str | None]) -> str | None:
     """The server's message from a JSON error body of any common shape, or ``None``."""
     if not isinstance(data, Mapping):
         return None
@@ -249,17 +258,22 @@ def _json_detail(data: Any) -> str | None:
     if isinstance(error, str) and error:  # Ollama: {"error": "model … not found"}
         return error
     if isinstance(error, Mapping):  # OpenAI, Anthropic, OpenRouter, llama.cpp, vLLM
-        return error_detail(error) or None
+        return error_detail(error, secrets=secrets) or None
     if "message" in data:  # older vLLM: {"object": "error", "message": …, "type": …}
-        return error_detail(data) or None
+        return error_detail(data, secrets=secrets) or None
     detail = data.get("detail")  # FastAPI-based servers
     if detail:
         return _text_of(detail)
     return None
 
 
-def body_detail(body: str, content_type: str = "") -> str:
-    """What an error body says, in one line: the JSON message, or a text/HTML excerpt."""
+def body_detail(body: str, content_type: str = "", *, secrets: Iterable[str | None] = ()) -> str:
+    """What an error body says, in one line: the JSON message, or a text/HTML excerpt.
+
+    ``secrets`` are redacted before the excerpt is cut (after JSON and HTML decoding,
+    which may have unescaped them).
+    """
+    secrets = tuple(secrets)
     stripped = body.strip()
     if not stripped:
         return ""
@@ -269,21 +283,23 @@ def body_detail(body: str, content_type: str = "") -> str:
         except ValueError:
             pass
         else:
-            detail = _json_detail(data)
-            return excerpt(detail if detail is not None else stripped, MAX_MESSAGE_CHARS)
+            detail = _json_detail(data, secrets)
+            text = detail if detail is not None else stripped
+            return excerpt(text, MAX_MESSAGE_CHARS, secrets=secrets)
     if "html" in content_type.lower() or stripped.startswith("<"):
-        return excerpt(html_text(stripped))
-    return excerpt(stripped)
+        return excerpt(html_text(stripped), secrets=secrets)
+    return excerpt(stripped, secrets=secrets)
 
 
-def hint_lines(headers: Mapping[str, str]) -> list[str]:
+def hint_lines(headers: Mapping[str, str], *, secrets: Iterable[str | None] = ()) -> list[str]:
     """``name: value`` lines for the retry-hint headers present (R-18's input form)."""
+    secrets = tuple(secrets)
     lower = {name.lower(): value for name, value in headers.items()}
     lines = []
     for name in RETRY_HINT_HEADERS:
         value = lower.get(name)
         if value is not None and value.strip():
-            lines.append(f"{name}: {excerpt(value, _MAX_HINT_CHARS)}")
+            lines.append(f"{name}: {excerpt(value, _MAX_HINT_CHARS, secrets=secrets)}")
     return lines
 
 
@@ -294,6 +310,7 @@ def http_error_message(
     headers: Mapping[str, str] | None = None,
     *,
     content_type: str = "",
+    secrets: Iterable[str | None] = (),
 ) -> str:
     """The ``errorMessage`` for an HTTP error response (R-52).
 
@@ -304,31 +321,37 @@ def http_error_message(
     Hint lines are added only where waiting may help — 408, 409, 425, 429, 5xx — or
     when the message is a usage limit (R-17): the header name ``x-ratelimit-reset``
     alone matches R-5's ``rate.?limit``, and must not make a 401 retryable.
-    A redirect names its ``location``; it is never followed (R-28a).
+    A redirect names its ``location``; it is never followed (R-28a). ``secrets`` are
+    redacted before any part of the body or a header is cut short.
     """
     headers = headers or {}
-    detail = body_detail(body, content_type)
+    secrets = tuple(secrets)
+    detail = body_detail(body, content_type, secrets=secrets)
     if detail:
         text = f"{status_reason(status, reason)}: {detail}"
     else:
         text = f"{status} status code (no body)"
     lines = [text]
     if status in _WAITABLE_STATUSES or status >= 500 or USAGE_LIMIT_PATTERN.search(detail):
-        lines.extend(hint_lines(headers))
+        lines.extend(hint_lines(headers, secrets=secrets))
     if 300 <= status < 400:
         location = {k.lower(): v for k, v in headers.items()}.get("location")
         if location:
-            lines.append(f"location: {excerpt(location, MAX_EXCERPT_CHARS)}")
+            lines.append(f"location: {excerpt(location, MAX_EXCERPT_CHARS, secrets=secrets)}")
     return "\n".join(lines)
 
 
-def event_error_message(error: Mapping[str, Any], status: int | None = None) -> str:
+def event_error_message(
+    error: Mapping[str, Any], status: int | None = None, *, secrets: Iterable[str | None] = ()
+) -> str:
     """The ``errorMessage`` for an error sent *inside* a stream (an SSE ``error`` event).
 
     ``"529 overloaded_error: Overloaded"``: the status is the one given, else a numeric
     ``code`` (OpenRouter), else the one the API documents for the error ``type``
-    (:data:`ERROR_TYPE_STATUS`); then the type, then the message.
+    (:data:`ERROR_TYPE_STATUS`); then the type, then the message, kept to one line of
+    at most :data:`MAX_MESSAGE_CHARS` (``secrets`` redacted first).
     """
+    secrets = tuple(secrets)
     kind = error.get("type")
     kind = kind if isinstance(kind, str) else ""
     code = error.get("code")
@@ -336,7 +359,8 @@ def event_error_message(error: Mapping[str, Any], status: int | None = None) -> 
         status = code
     if status is None:
         status = ERROR_TYPE_STATUS.get(kind)
-    message = error_detail({**error, "type": None}) if kind else error_detail(error)
+    message = error_detail({**error, "type": None} if kind else error, secrets=secrets)
+    message = excerpt(message, MAX_MESSAGE_CHARS, secrets=secrets)
     if kind:
         label = f"{status} {kind}" if status else kind
     else:
@@ -355,11 +379,29 @@ def invalid_response_message(what: str) -> str:
     return f"Invalid response from server: {what}"
 
 
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (and its escaped form) replaced."""
-    if not secret:
-        return text
-    for form in sorted({secret, secret.strip(), repr(secret)[1:-1]}, key=len, reverse=True):
-        if len(form) >= 4:
-            text = text.replace(form, _REDACTED)
+def redact(text: str, *secrets: str | None, cut: bool = False) -> str:
+    """``text`` with every occurrence of each secret (and its escaped form) replaced.
+
+    Forms shorter than 4 characters are left alone. With ``cut=True`` the text was cut
+    off at its end (the rest was never read), so a start of a secret at its very end —
+    4 characters or more — is replaced too.
+    """
+    forms = sorted(
+        {
+            form
+            for secret in secrets
+            if secret
+            for form in (secret, secret.strip(), repr(secret)[1:-1])
+            if len(form) >= _MIN_SECRET_CHARS
+        },
+        key=len,
+        reverse=True,
+    )
+    for form in forms:
+        text = text.replace(form, _REDACTED)
+    if cut:
+        for form in forms:
+            for size in range(min(len(form) - 1, len(text)), _MIN_SECRET_CHARS - 1, -1):
+                if text.endswith(form[:size]):
+                    return text[:-size] + _REDACTED
     return text

@@ -5,18 +5,28 @@ send (URL, headers, JSON body) and how to read the events that come back (a
 :class:`StreamParser`)::
 
     HttpProvider.stream(request, sink)
-    ├── async with client.stream("POST", url, json=body)   closed on every exit,
-    │   │                                                   cancellation included
-    │   ├── non-2xx  → read ≤ 64 KiB of body → http_error_message()   "503 …: …"
-    │   ├── 2xx but not text/event-stream     → "Invalid response from server: …"
-    │   └── lines → SSEDecoder → parser.feed(event) → StreamEnd, or None to go on
-    │         end of body → parser.finish()   no end marker ⇒ "…stream ended before…"
-    ├── httpx exceptions                       → "Connection error: …" texts
-    └── the API key is scrubbed from any error text that comes out
+    └── move_on_after(attempt_timeout)                  the whole attempt, 600 s by default
+        ├── body → JSON → UTF-8 bytes                   lone surrogates sent as U+FFFD
+        ├── async with client.stream("POST", url, content=body)   closed on every exit,
+        │   │                                                      cancellation included
+        │   ├── non-2xx  → read ≤ 64 KiB of body → http_error_message()   "503 …: …"
+        │   ├── 2xx but not text/event-stream     → "Invalid response from server: …"
+        │   └── bytes → SSEDecoder (lines ≤ 8 MiB) → parser.feed(event) → StreamEnd, or
+        │         None to go on; end of body → parser.finish()  no end marker ⇒ "…cut…"
+        ├── httpx exceptions                    → "Connection error: …" texts
+        ├── any other exception (a bug)         → "Request failed: … raised <type>"
+        └── the API key is redacted before any text is cut, and from every error text
+
+Two clocks bound an attempt. httpx's read timeout (``timeout``, 120 s by default) is the
+longest *silence*: no byte for that long and the attempt fails. It cannot catch a server
+that keeps talking without answering — SSE keep-alive comments forever, an error body
+trickled a byte at a time — so a trio cancel scope puts a deadline on the attempt as a
+whole (``attempt_timeout``, 600 s by default): connecting, the headers, the whole stream
+and any error body. Both end as ``"Connection error: timed out after …"``, retried by R-5.
 
 Stopping early — at the end event, or once enough of an error body is read — is done
 by cancelling a scope around the read loop, not by ``break``: httpx's body iterators
-are async generators nested five deep, and leaving the outer one abandons the inner
+are async generators nested several deep, and leaving the outer one abandons the inner
 ones to the garbage collector (trio warns). A cancellation instead unwinds every level
 from the innermost read, and httpcore closes the connection on the way out.
 
@@ -30,7 +40,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import traceback
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, Self
 
@@ -44,26 +56,66 @@ from ._base import (
     ProviderRequest,
     StreamEnd,
     StreamSink,
+    excerpt,
     http_error_message,
     invalid_response_message,
     redact,
-    status_reason,
 )
-from ._sse import ServerSentEvent, SSEDecoder
+from ._sse import EventStreamTooLarge, ServerSentEvent, SSEDecoder
 
 logger = logging.getLogger("trio_session")
 
-#: Default timeouts: 10 s to connect; 600 s for everything else, including the
-#: longest silence between two pieces of a streamed answer (a local server may
-#: think for minutes over a long prompt before its first byte).
-DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+#: Default timeouts: 10 s to connect; 120 s for everything else — the longest silence
+#: between two pieces of a streamed answer (or before the first: a local server may
+#: think for a minute over a long prompt), and for a request write or a free connection.
+DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+
+#: Default limit on one attempt as a whole, in seconds: connecting, the headers, the whole
+#: streamed answer and any error body.
+DEFAULT_ATTEMPT_TIMEOUT = 600.0
 
 #: The most of an error body that is read; the rest is dropped with the connection.
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
+_UNDECODABLE = invalid_response_message("the response body could not be decoded")
+
 
 def _as_timeout(value: httpx.Timeout | float | None) -> httpx.Timeout:
     return value if isinstance(value, httpx.Timeout) else httpx.Timeout(value)
+
+
+def _check_attempt_timeout(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        msg = f"attempt_timeout must be a positive number of seconds or None, not {value!r}"
+        raise ValueError(msg)
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD; paired halves are joined.
+
+    A JavaScript client that cuts an emoji in half, or bytes read with
+    ``errors="surrogateescape"``, leave lone surrogates that UTF-8 cannot carry.
+    """
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def json_body(body: Mapping[str, Any]) -> bytes:
+    """``body`` as compact UTF-8 JSON (httpx's own form), never failing on bad text.
+
+    Text UTF-8 cannot encode (lone surrogates) is sent with U+FFFD in its place, and a
+    warning is logged — without the text.
+
+    Raises:
+        TypeError, ValueError: a value JSON cannot express (an object, NaN).
+    """
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        logger.warning("the request had text that is not valid Unicode; sent U+FFFD instead")
+        return valid_unicode(text).encode("utf-8")
 
 
 class StreamParser(Protocol):
@@ -76,6 +128,14 @@ class StreamParser(Protocol):
     def finish(self) -> StreamEnd:
         """The body ended without an end event: how did the stream end?"""
         ...
+
+
+@attrs.define(eq=False)
+class _Attempt:
+    """How far one attempt got: what a deadline message says it was doing."""
+
+    url: httpx.URL | None = None
+    response: httpx.Response | None = None
 
 
 def _seconds(value: float | None) -> str:
@@ -114,6 +174,19 @@ def _header_safe(value: str) -> bool:
     return value.isascii() and value.isprintable()
 
 
+def unexpected_failure_message(exc: BaseException) -> str:
+    """The ``errorMessage`` for an exception no rule expected: a bug, not a bad network.
+
+    It names the exception type only — never its text, which may quote the request
+    (``UnicodeEncodeError`` carries the whole body) or a key — and it is not retried:
+    a bug does the same thing again. The log gets the type and where it was raised.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    logger.error("an HTTP provider raised %s%s", type(exc).__name__, where)
+    return f"Request failed: the provider adapter raised {type(exc).__name__}"
+
+
 @attrs.define(eq=False)
 class HttpProvider:
     """Base of the HTTP adapters: owns the client, sends one request, maps failures.
@@ -124,7 +197,12 @@ class HttpProvider:
         name: the provider name credentials are keyed by (``"llama.cpp"`` for a local
             OpenAI-compatible server).
         timeout: an :class:`httpx.Timeout`, seconds for all phases, or ``None`` for
-            none; applied to every request, also on a client passed in.
+            none; applied to every request, also on a client passed in. Its read
+            timeout is the longest silence allowed; the default is
+            :data:`DEFAULT_TIMEOUT` (120 s, 10 s to connect).
+        attempt_timeout: seconds one attempt may take as a whole — connecting, the
+            headers, the whole streamed answer, any error body — or ``None`` for no
+            limit; 600 by default.
         client: an :class:`httpx.AsyncClient` to use; the caller keeps owning it (it
             must not retry on its own, R-28a). If omitted, one is created at first use
             with ``retries=0`` and closed by :meth:`aclose`.
@@ -140,6 +218,12 @@ class HttpProvider:
     _name: str | None = attrs.field(default=None, alias="name", kw_only=True)
     _timeout: httpx.Timeout = attrs.field(
         default=DEFAULT_TIMEOUT, converter=_as_timeout, alias="timeout", kw_only=True
+    )
+    _attempt_timeout: float | None = attrs.field(
+        default=DEFAULT_ATTEMPT_TIMEOUT,
+        validator=_check_attempt_timeout,
+        alias="attempt_timeout",
+        kw_only=True,
     )
     _client: httpx.AsyncClient | None = attrs.field(
         default=None, alias="client", kw_only=True, repr=False
@@ -166,8 +250,13 @@ class HttpProvider:
 
     @property
     def timeout(self) -> httpx.Timeout:
-        """The timeouts applied to every request."""
+        """The timeouts applied to every request: connect, and the longest silence."""
         return self._timeout
+
+    @property
+    def attempt_timeout(self) -> float | None:
+        """Seconds one attempt may take as a whole, or ``None`` for no limit."""
+        return self._attempt_timeout
 
     def model(self, id: str, *, context_window: int = 128_000) -> Model:
         """A :class:`Model` at this provider, with its name and ``base_url``."""
@@ -211,7 +300,8 @@ class HttpProvider:
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _parser(self, sink: StreamSink) -> StreamParser:
+    def _parser(self, sink: StreamSink, secrets: tuple[str, ...]) -> StreamParser:
+        """A parser for one response; ``secrets`` are to be redacted from what it reports."""
         raise NotImplementedError
 
     def _root(self, model: Model) -> str:
@@ -223,20 +313,34 @@ class HttpProvider:
         """Send ``request``, stream the answer into ``sink``, return how it ended.
 
         Never raises for a failed request: every failure is a :class:`StreamEnd` whose
-        ``error_message`` the retry policy classifies (R-52). Cancellation propagates,
-        after the response has been closed.
+        ``error_message`` the retry policy classifies (R-52), with the API key redacted.
+        An exception from a bug (here or in ``sink``) becomes a short message naming
+        its type. Cancellation propagates, after the response has been closed.
         """
         key = request.api_key or self._api_key
-        end = await self._exchange(request, sink, key.strip() if key else None)
+        secrets = tuple(s for s in (request.api_key, self._api_key) if s)
+        attempt = _Attempt()
+        limit = self._attempt_timeout
+        with trio.move_on_after(math.inf if limit is None else limit) as deadline:
+            try:
+                end = await self._exchange(
+                    request, sink, key.strip() if key else None, secrets, attempt
+                )
+            except Exception as exc:  # a bug must not become a crash, or leak the body
+                end = StreamEnd.error(unexpected_failure_message(exc))
+        if deadline.cancelled_caught:
+            end = StreamEnd.error(self._deadline_message(attempt, secrets))
         if end.error_message is not None:
-            text = end.error_message
-            for secret in (request.api_key, self._api_key):
-                text = redact(text, secret)
-            end = StreamEnd.error(text)
+            end = StreamEnd.error(redact(end.error_message, *secrets))
         return end
 
     async def _exchange(
-        self, request: ProviderRequest, sink: StreamSink, api_key: str | None
+        self,
+        request: ProviderRequest,
+        sink: StreamSink,
+        api_key: str | None,
+        secrets: tuple[str, ...],
+        attempt: _Attempt,
     ) -> StreamEnd:
         if self._closed:
             return StreamEnd.error(f"the {self.name} provider is closed; make a new one")
@@ -244,42 +348,61 @@ class HttpProvider:
             return StreamEnd.error(
                 "Invalid API key: it contains characters that cannot be sent in an HTTP header"
             )
-        headers = {"accept": "text/event-stream", **self._headers(api_key), **self._extra_headers}
-        body = {**self._body(request), **self._extra_body}
-        responded = False
-        url = httpx.URL(self._url(request.model))
+        try:
+            content = json_body({**self._body(request), **self._extra_body})
+        except (TypeError, ValueError) as exc:
+            return StreamEnd.error(
+                f"Invalid request: the request body cannot be sent as JSON ({type(exc).__name__})"
+            )
+        headers = {
+            "accept": "text/event-stream",
+            "content-type": "application/json",
+            **self._headers(api_key),
+            **self._extra_headers,
+        }
+        url = attempt.url = httpx.URL(self._url(request.model))
         try:
             client = self._get_client()
             async with client.stream(
                 "POST",
                 url,
-                json=body,
+                content=content,
                 headers=headers,
                 timeout=self._timeout,
                 follow_redirects=False,  # also on a client passed in (R-28a)
             ) as response:
-                responded = True
+                attempt.response = response
                 if not response.is_success:
-                    return StreamEnd.error(await _error_response_message(response))
-                return await self._read_events(response, self._parser(sink))
+                    return StreamEnd.error(await _error_response_message(response, secrets))
+                return await self._read_events(response, self._parser(sink, secrets), secrets)
         except httpx.InvalidURL as exc:
             return StreamEnd.error(f"Invalid request: {exc}")
         except httpx.HTTPError as exc:
+            responded = attempt.response is not None
             return StreamEnd.error(self._failure_message(exc, url, responded=responded))
 
-    async def _read_events(self, response: httpx.Response, parser: StreamParser) -> StreamEnd:
+    async def _read_events(
+        self, response: httpx.Response, parser: StreamParser, secrets: tuple[str, ...]
+    ) -> StreamEnd:
         content_type = response.headers.get("content-type", "")
         if content_type and "event-stream" not in content_type.lower():
-            return StreamEnd.error(await _not_a_stream_message(response, content_type))
-        decoder = SSEDecoder()
+            return StreamEnd.error(await _not_a_stream_message(response, content_type, secrets))
+        reader = _EventReader(_content_decoder(response), parser)
         end: StreamEnd | None = None
+        failure: Exception | None = None
         with trio.CancelScope() as reading:
-            async for line in response.aiter_lines():
-                if end is None and (event := decoder.line(line)) is not None:
-                    end = parser.feed(event)
-                    if end is not None:
-                        reading.cancel(reason="stream ended")
-        return end if end is not None else parser.finish()
+            async for raw in response.aiter_raw():
+                if end is not None or failure is not None:
+                    continue  # the cancellation below lands at the next checkpoint
+                try:
+                    end = reader.take(raw)
+                except Exception as exc:  # a bug in a parser or the sink: out cleanly first
+                    failure = exc
+                if end is not None or failure is not None:
+                    reading.cancel(reason="stream ended")
+        if failure is not None:
+            raise failure
+        return end if end is not None else reader.finish()
 
     def _failure_message(self, exc: httpx.HTTPError, url: httpx.URL, *, responded: bool) -> str:
         """The ``errorMessage`` for a request that failed below HTTP (R-52).
@@ -299,7 +422,7 @@ class HttpProvider:
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError)):
             return f"Invalid request: {exc}"
         if isinstance(exc, httpx.DecodingError):
-            return invalid_response_message("the response body could not be decoded")
+            return _UNDECODABLE
         if isinstance(exc, httpx.TransportError):  # read/write/close errors, remote protocol
             if responded:
                 return STREAM_CUT_MESSAGE
@@ -307,7 +430,7 @@ class HttpProvider:
                 f"Connection error: {where} closed the connection before responding"
                 f" ({_os_detail(exc)})"
             )
-        return f"Request failed: {type(exc).__name__}: {exc}"
+        return f"Request failed: {type(exc).__name__}"
 
     def _timeout_message(self, exc: httpx.TimeoutException, where: str, *, responded: bool) -> str:
         """``"Connection error: timed out after Ns <doing what>"``: which phase, which limit."""
@@ -324,54 +447,155 @@ class HttpProvider:
             limit, doing = timeout.read, f"waiting for {where} to respond"
         return f"Connection error: timed out after {_seconds(limit)}s {doing}"
 
+    def _deadline_message(self, attempt: _Attempt, secrets: tuple[str, ...]) -> str:
+        """The ``errorMessage`` for an attempt stopped by ``attempt_timeout``: retried (R-5).
 
-async def _read_capped(response: httpx.Response) -> tuple[str, bool]:
-    """Up to :data:`MAX_ERROR_BODY_BYTES` of a body as text, and whether it was cut off."""
+        ``"Connection error: timed out after 600s (the limit for one attempt) <doing
+        what>"``; cut in an error body, the status and its retry hints are kept in front.
+        """
+        timed_out = f"Connection error: timed out after {_seconds(self._attempt_timeout)}s"
+        timed_out += " (the limit for one attempt)"
+        where = _where(attempt.url) if attempt.url is not None else "the server"
+        response = attempt.response
+        if response is None:
+            return f"{timed_out} waiting for {where} to respond"
+        if response.is_success:
+            return f"{timed_out} reading the response from {where}"
+        return http_error_message(
+            response.status_code,
+            response.reason_phrase,
+            f"{timed_out} reading the error body",
+            response.headers,
+            content_type="text/plain",
+            secrets=secrets,
+        )
+
+
+class _ContentDecoder(Protocol):
+    def decode(self, data: bytes) -> bytes: ...
+    def flush(self) -> bytes: ...
+
+
+def _content_decoder(response: httpx.Response) -> _ContentDecoder:
+    """The ``content-encoding`` decoder httpx would use for ``response``.
+
+    The body is read with ``aiter_raw()`` and decoded here, in the reader's own frame:
+    inside httpx's ``aiter_bytes()`` a ``DecodingError`` would leave the raw iterator
+    under it suspended and abandoned to the garbage collector (trio warns), while here
+    it is caught and the read loop is left by cancellation like any early stop.
+    ``_get_content_decoder`` is httpx's own: private, but in every httpx this package
+    supports, and what ``aiter_bytes()`` itself calls.
+    """
+    decoder: _ContentDecoder = response._get_content_decoder()
+    return decoder
+
+
+@attrs.define(eq=False)
+class _EventReader:
+    """Raw body pieces → content decoding → SSE lines and events → the parser."""
+
+    _content: _ContentDecoder
+    _parser: StreamParser
+    _events: SSEDecoder = attrs.field(factory=SSEDecoder)
+
+    def take(self, raw: bytes) -> StreamEnd | None:
+        """Feed one raw piece of the body; the end, if it came (or a failure)."""
+        try:
+            data = self._content.decode(raw)
+        except httpx.DecodingError:
+            return StreamEnd.error(_UNDECODABLE)
+        return self._feed(data)
+
+    def finish(self) -> StreamEnd:
+        """The body ended: what the content decoder still held, then the parser's verdict."""
+        try:
+            end = self._feed(self._content.flush())
+        except httpx.DecodingError:
+            end = StreamEnd.error(_UNDECODABLE)
+        return end if end is not None else self._parser.finish()
+
+    def _feed(self, data: bytes) -> StreamEnd | None:
+        try:
+            for event in self._events.feed(data):
+                if (end := self._parser.feed(event)) is not None:
+                    return end
+        except EventStreamTooLarge as exc:
+            return StreamEnd.error(invalid_response_message(str(exc)))
+        return None
+
+
+async def _read_capped(
+    response: httpx.Response, secrets: tuple[str, ...]
+) -> tuple[str, str | None]:
+    """Up to :data:`MAX_ERROR_BODY_BYTES` of a body as text, secrets redacted, and what
+    went wrong reading it (``None`` if nothing did).
+
+    A body cut at the limit or by a lost connection may end in the start of a key; that
+    start is redacted too (:func:`redact` with ``cut=True``).
+    """
+    content = _content_decoder(response)
     chunks: list[bytes] = []
     size = 0
-    cut = False
+    problem: str | None = None
     try:
         with trio.CancelScope() as reading:  # stop early as _read_events does
-            async for chunk in response.aiter_bytes():
-                if size < MAX_ERROR_BODY_BYTES:
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size >= MAX_ERROR_BODY_BYTES:
-                        reading.cancel(reason="error body long enough")
+            async for raw in response.aiter_raw():
+                if size >= MAX_ERROR_BODY_BYTES or problem is not None:
+                    continue  # the cancellation lands at the next checkpoint
+                try:
+                    chunk = content.decode(raw)
+                except httpx.DecodingError:  # content-encoding: gzip, and something else
+                    problem = "the error body could not be decoded"
+                    reading.cancel(reason="error body undecodable")
+                    continue
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= MAX_ERROR_BODY_BYTES:
+                    reading.cancel(reason="error body long enough")
     except httpx.TransportError:
-        cut = True
+        problem = "the connection was lost while reading the error body"
+    if problem is None and size < MAX_ERROR_BODY_BYTES:
+        try:
+            chunks.append(content.flush())
+        except httpx.DecodingError:
+            problem = "the error body could not be decoded"
     data = b"".join(chunks)[:MAX_ERROR_BODY_BYTES]
     try:
-        return data.decode(response.encoding or "utf-8", errors="replace"), cut
+        text = data.decode(response.encoding or "utf-8", errors="replace")
     except LookupError:
-        return data.decode("utf-8", errors="replace"), cut
+        text = data.decode("utf-8", errors="replace")
+    cut = problem is not None or size >= MAX_ERROR_BODY_BYTES
+    return redact(text, *secrets, cut=cut), problem
 
 
-async def _error_response_message(response: httpx.Response) -> str:
-    body, cut = await _read_capped(response)
-    if cut and not body.strip():
-        status = status_reason(response.status_code, response.reason_phrase)
-        return f"{status}: (the connection was lost while reading the error body)"
+async def _error_response_message(response: httpx.Response, secrets: tuple[str, ...]) -> str:
+    body, problem = await _read_capped(response, secrets)
+    content_type = response.headers.get("content-type", "")
+    if problem is not None and not body.strip():
+        body, content_type = f"({problem})", "text/plain"
     return http_error_message(
         response.status_code,
         response.reason_phrase,
         body,
         response.headers,
-        content_type=response.headers.get("content-type", ""),
+        content_type=content_type,
+        secrets=secrets,
     )
 
 
-async def _not_a_stream_message(response: httpx.Response, content_type: str) -> str:
+async def _not_a_stream_message(
+    response: httpx.Response, content_type: str, secrets: tuple[str, ...]
+) -> str:
     """A 2xx that is not an event stream: a JSON error in disguise, or the wrong server."""
-    body, _ = await _read_capped(response)
+    body, _ = await _read_capped(response, secrets)
     try:
         data = json.loads(body) if "json" in content_type.lower() else None
     except ValueError:
         data = None
     if isinstance(data, Mapping) and data.get("error"):
         return http_error_message(
-            response.status_code, response.reason_phrase, body, response.headers
+            response.status_code, response.reason_phrase, body, response.headers, secrets=secrets
         )
     kind = content_type.split(";")[0].strip()
-    logger.debug("expected an event stream, got %s: %.200r", kind, body)
+    logger.debug("expected an event stream, got %s: %r", kind, excerpt(body, 200, secrets=secrets))
     return invalid_response_message(f"expected an event stream, got {kind!r}")

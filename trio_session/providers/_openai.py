@@ -42,6 +42,7 @@ from ._base import (
     StreamSink,
     ToolSpec,
     event_error_message,
+    excerpt,
     invalid_response_message,
 )
 from ._http import HttpProvider, StreamParser
@@ -134,6 +135,7 @@ class ChatCompletionsParser:
     """Reads Chat Completions chunks into a sink (see the module docstring)."""
 
     _sink: StreamSink
+    _secrets: tuple[str, ...] = ()
     _drafts: dict[object, _ToolDraft] = attrs.field(factory=dict, init=False)
     _finish_reason: str | None = attrs.field(default=None, init=False)
 
@@ -145,7 +147,10 @@ class ChatCompletionsParser:
         try:
             chunk = json.loads(data)
         except ValueError:
-            logger.debug("event stream data is not valid JSON: %.200r", event.data)
+            logger.debug(
+                "event stream data is not valid JSON: %r",
+                excerpt(event.data, 200, secrets=self._secrets),
+            )
             return StreamEnd.error(invalid_response_message("event stream data is not valid JSON"))
         if not isinstance(chunk, Mapping):
             return StreamEnd.error(
@@ -154,7 +159,7 @@ class ChatCompletionsParser:
         error = chunk.get("error")
         if error or event.event == "error":
             detail = error if isinstance(error, Mapping) else {"message": error or chunk}
-            return StreamEnd.error(event_error_message(detail))
+            return StreamEnd.error(event_error_message(detail, secrets=self._secrets))
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self._sink.usage(openai_usage(usage))
@@ -269,5 +274,5 @@ class OpenAIProvider(HttpProvider):
             body["tools"] = openai_tools(request.tools)
         return body
 
-    def _parser(self, sink: StreamSink) -> StreamParser:
-        return ChatCompletionsParser(sink)
+    def _parser(self, sink: StreamSink, secrets: tuple[str, ...]) -> StreamParser:
+        return ChatCompletionsParser(sink, secrets)
