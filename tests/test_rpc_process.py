@@ -253,17 +253,36 @@ async def test_end_of_input_aborts_and_exits(tmp_path: Path) -> None:
     assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
 
 
-async def test_sigterm_aborts_and_exits(tmp_path: Path) -> None:
-    """R-30: SIGTERM during a backoff ends the chain, flushes, and exits 0."""
+@pytest.mark.parametrize(
+    ("stops", "status"),
+    [
+        (["SIGTERM"], 0),
+        (["SIGINT"], 130),
+        (["SIGHUP"], 129),
+        (["SIGINT", "EOF"], 130),
+        (["SIGHUP", "SIGTERM", "SIGINT", "EOF"], 129),
+    ],
+    ids=lambda v: "+".join(v) if isinstance(v, list) else str(v),
+)
+async def test_stop_signals_end_the_retry_chain_then_exit(
+    tmp_path: Path, stops: list[str], status: int
+) -> None:
+    """Issue 11 #2, #14, R-30: SIGINT, SIGTERM, SIGHUP and EOF, alone or together, during a
+    backoff: the owed auto_retry_end is written, then a clean exit (the first signal's status)."""
     args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
     with trio.fail_after(30):
         async with raw_process(args) as (process, raw):
             await _in_backoff(raw)
-            process.terminate()
+            for stop in stops:
+                if stop == "EOF":
+                    await raw.send_stream.aclose()
+                else:
+                    process.send_signal(signal.Signals[stop])
             rest = await raw.rest()
-            assert await process.wait() == 0
-            assert await read_stderr(process) == ""
+            returncode = await process.wait()
+            stderr = await read_stderr(process)
     assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+    assert (returncode, stderr) == (status, "")
 
 
 #: A long answer in many chunks: without merging, its updates would queue 200 MB.
