@@ -10,7 +10,9 @@ from hypothesis import settings
 
 def test_no_hypothesis_example_has_a_deadline() -> None:
     """The suite's profile sets no deadline, and no test file sets one back."""
-    assert settings.default.deadline is None
+    profile = settings.default
+    assert profile is not None
+    assert profile.deadline is None
     setting = re.compile(r"\bdeadline=(?!None\b)")  # a keyword argument, as formatted
     offenders = [
         f"{path.name}:{number}: {line.strip()}"
