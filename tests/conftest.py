@@ -6,8 +6,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import trio
+from hypothesis import settings
 
 from trio_session import AgentSession, AutoRetryEnd, AutoRetryStart, FauxReply, SessionEvent
+
+# A loaded machine can stall any example for longer than hypothesis's default 200 ms
+# deadline, failing a test with no defect: no example in this suite has a deadline.
+# Loaded here, before any test module is imported, so every @settings inherits it.
+settings.register_profile("trio_session", deadline=None)
+settings.load_profile("trio_session")
 
 ERR_503 = "503 Service Unavailable"
 ERR_400 = "400 Bad Request: invalid 'messages' field"

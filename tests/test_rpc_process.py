@@ -24,6 +24,7 @@ from .rpc_helpers import (
     ERR_503,
     JSON,
     LONG_DELAY_MS,
+    RUN_START,
     SCENARIOS,
     RawLines,
     Scenario,
@@ -252,17 +253,96 @@ async def test_end_of_input_aborts_and_exits(tmp_path: Path) -> None:
     assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
 
 
-async def test_sigterm_aborts_and_exits(tmp_path: Path) -> None:
-    """R-30: SIGTERM during a backoff ends the chain, flushes, and exits 0."""
+@pytest.mark.parametrize(
+    ("stops", "status"),
+    [
+        (["SIGTERM"], 0),
+        (["SIGINT"], 130),
+        (["SIGHUP"], 129),
+        (["SIGINT", "EOF"], 130),
+        (["SIGHUP", "SIGTERM", "SIGINT", "EOF"], 129),
+    ],
+    ids=lambda v: "+".join(v) if isinstance(v, list) else str(v),
+)
+async def test_stop_signals_end_the_retry_chain_then_exit(
+    tmp_path: Path, stops: list[str], status: int
+) -> None:
+    """Issue 11 #2, #14, R-30: SIGINT, SIGTERM, SIGHUP and EOF, alone or together, during a
+    backoff: the owed auto_retry_end is written, then a clean exit (the first signal's status)."""
     args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
     with trio.fail_after(30):
         async with raw_process(args) as (process, raw):
             await _in_backoff(raw)
-            process.terminate()
+            for stop in stops:
+                if stop == "EOF":
+                    await raw.send_stream.aclose()
+                else:
+                    process.send_signal(signal.Signals[stop])
+            rest = await raw.rest()
+            returncode = await process.wait()
+            stderr = await read_stderr(process)
+    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+    assert (returncode, stderr) == (status, "")
+
+
+#: A long answer in many chunks: without merging, its updates would queue 200 MB.
+LONG_ANSWER = [f"{i:04d}" + "y" * 96 for i in range(2000)]
+
+
+def _peak_rss_kib(pid: int) -> int:
+    """The process's peak resident set size (VmHWM), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+async def test_a_client_that_stops_reading_costs_bounded_memory(tmp_path: Path) -> None:
+    """Issue 11 #5: a 200 kB answer in 2 000 chunks to a client that reads nothing grows
+    the server's peak RSS by under 32 MiB (it was 390 MiB); then every delta comes."""
+    text = "".join(LONG_ANSWER)
+    done_read, done_write = os.pipe()  # the run's end, told without reading stdout
+    extension = tmp_path / "tell_the_end.py"
+    extension.write_text(
+        "import os\n"
+        "def activate(api):\n"
+        "    def on_end(event):\n"
+        "        if not event.will_retry:\n"
+        f"            os.write({done_write}, b'done')\n"
+        "    api.on('agent_end', on_end)\n"
+    )
+    args = [*rpc_args(tmp_path, [{"text": text, "chunks": LONG_ANSWER}]), "--extension"]
+    done = trio.lowlevel.FdStream(done_read)
+    with trio.fail_after(60):
+        async with (
+            done,
+            raw_process([*args, str(extension)], pass_fds=(done_write,)) as (process, raw),
+        ):
+            os.close(done_write)
+            await raw.send({"id": 1, "type": "get_state"})
+            assert (await raw.read())["id"] == 1  # started: its memory is the baseline
+            before = _peak_rss_kib(process.pid)
+            await raw.send({"id": 2, "type": "prompt", "message": "hi"})
+            assert await done.receive_some() == b"done"  # stdout unread all along
+            grown = _peak_rss_kib(process.pid) - before
+            await raw.send_stream.aclose()
             rest = await raw.rest()
             assert await process.wait() == 0
-            assert await read_stderr(process) == ""
-    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+    assert grown < 32 * 1024
+    updates = [o for o in rest if o["type"] == "message_update"]
+    assert "".join(u["delta"] for u in updates) == text
+    assert len(updates) < len(LONG_ANSWER)
+    ends = [o for o in rest if o["type"] == "message_end"]
+    assert ends[-1]["message"]["content"] == [{"type": "text", "text": text}]
+    assert [summarize(o) for o in rest if o["type"] != "message_update"] == [
+        "response prompt ok",
+        *RUN_START,
+        "message_start assistant",
+        "message_end assistant stop",
+        "turn_end",
+        "agent_end willRetry=false",
+    ]
 
 
 async def test_ten_megabyte_line(tmp_path: Path) -> None:

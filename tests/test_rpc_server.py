@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from itertools import groupby
 from typing import Any
 
 import attrs
@@ -20,7 +22,7 @@ from trio_session.rpc import (
     connect_rpc,
     serve_rpc,
 )
-from trio_session.rpc._server import BUSY, NO_FACTORY
+from trio_session.rpc._server import BUSY, NO_FACTORY, merge_updates
 
 from .rpc_helpers import (
     ERR_503,
@@ -569,6 +571,109 @@ async def test_backpressure_pauses_reading(autojump_clock: trio.testing.MockCloc
             assert sent < 200  # the server stopped reading
             ids = [(await s.raw.read())["id"] for _ in range(200)]
     assert ids == list(range(200))
+
+
+def _update(delta: str, text: str, **event: Any) -> JSON:
+    """A message_update in the wire shape, with an assistantMessageEvent of ``event``."""
+    return {
+        "type": "message_update",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        "delta": delta,
+        "assistantMessageEvent": {"type": "text_delta", "delta": delta, **event},
+    }
+
+
+def test_merge_updates_joins_deltas_and_keeps_the_latest_partial() -> None:
+    """Two updates of one message part merge: deltas concatenated, latest message kept."""
+    merged = merge_updates(
+        _update("Hel", "Hel", contentIndex=0, partial={"text": "Hel"}),
+        _update("lo!", "Hello!", contentIndex=0, partial={"text": "Hello!"}),
+    )
+    assert merged == _update("Hello!", "Hello!", contentIndex=0, partial={"text": "Hello!"})
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        _update("b", "ab", contentIndex=1),  # another part of the message
+        _update("b", "ab", contentIndex=0, type="thinking_delta"),  # another kind of delta
+        _update("", "a", contentIndex=0, type="text_end"),  # not a delta
+        {"type": "message_end", "message": {"role": "assistant"}},
+        {"type": "response", "command": "get_state", "success": True},
+    ],
+    ids=["other_content_index", "other_delta_type", "text_end", "message_end", "response"],
+)
+def test_merge_updates_refuses_what_would_change_the_meaning(later: JSON) -> None:
+    """Only deltas of the same kind and contentIndex merge; anything else stays apart."""
+    earlier = _update("a", "a", contentIndex=0)
+    assert merge_updates(earlier, later) is None
+    assert merge_updates(later, earlier) is None
+
+
+async def test_a_lagging_client_gets_merged_updates_and_every_other_line(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Issue 11 #5: while the client reads nothing, queued output stays near 1 MiB, not
+    quadratic in the chunks; then every line comes, updates merged, meaning intact."""
+    chunks = [f"{i:04d}" + "x" * 96 for i in range(1000)]  # 100 kB in 1000 chunks
+    text = "".join(chunks)
+    script = [FauxReply(text=text, chunks=chunks, chunk_delay=0.01)]
+    pair = trio.testing.lockstep_stream_pair  # a write waits until the client reads
+    async with in_memory(script, stream_pair=pair) as s:
+        done = trio.Event()
+        halfway = trio.Event()
+        emitted = 0
+
+        def watch(event: Any) -> None:
+            nonlocal emitted
+            if event.type == "message_update":
+                emitted += 1
+                if emitted == 500:
+                    halfway.set()
+            elif event.type == "agent_end" and not event.will_retry:
+                done.set()
+
+        unsubscribe = s.server.session.subscribe(watch)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(s.raw.send, {"id": 1, "type": "prompt", "message": "hi"})
+            await halfway.wait()
+            # a command in the middle: its response is written in its place
+            nursery.start_soon(s.raw.send, {"id": 2, "type": "get_state"})
+            await done.wait()
+        unsubscribe()
+        lines: list[bytes] = []
+        while not lines or json.loads(lines[-1]).get("id") != 3:
+            raw = await s.raw.read_raw()
+            assert raw is not None
+            lines.append(raw)
+            if json.loads(raw).get("type") == "agent_end":
+                await s.raw.send({"id": 3, "type": "get_state"})  # a fence: then all is read
+    objs = [json.loads(line) for line in lines]
+    assert sum(len(line) + 1 for line in lines) < 3 * 1024 * 1024  # unmerged: 50 MB
+    updates = [o for o in objs if o["type"] == "message_update"]
+    assert len(updates) < 1000
+    assert "".join(u["delta"] for u in updates) == text
+    seen = ""
+    for update in updates:  # each partial message is exactly the text so far
+        seen += update["delta"]
+        assert update["assistantMessageEvent"]["delta"] == update["delta"]
+        assert update["message"]["content"] == [{"type": "text", "text": seen}]
+    # runs of updates as one: the lines around them are exactly those of an unmerged run
+    kinds = ("message_update" if o["type"] == "message_update" else summarize(o) for o in objs)
+    collapsed = [kind for kind, _ in groupby(kinds)]
+    assert collapsed == [
+        "response prompt ok",
+        *RUN_START,
+        "message_start assistant",
+        "message_update",
+        "response get_state ok isStreaming=True isRetrying=False retryAttempt=0",
+        "message_update",
+        "message_end assistant stop",
+        "turn_end",
+        "agent_end willRetry=false",
+        "response get_state ok isStreaming=False isRetrying=False retryAttempt=0",
+    ]
+    assert objs[-4]["message"]["content"] == [{"type": "text", "text": text}]
 
 
 # -- the client's own behaviour -----------------------------------------------------------

@@ -20,29 +20,38 @@ ERROR = "503 Service Unavailable: the server is temporarily overloaded"
 
 
 class Tmux:
-    """A detached tmux session running one shell command in a 100×30 terminal."""
+    """A detached tmux session running one shell command in a 100×30 terminal.
+
+    Each has its own tmux server on a private socket (``tmux -L``) and no config file:
+    nobody else's tmux, nor another test, can change or end it, and killing it ends
+    nothing else.
+    """
 
     def __init__(self, command: str) -> None:
-        self.name = f"trio-session-test-{uuid.uuid4().hex[:8]}"
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", "100", "-y", "30", command],
-            check=True,
+        token = uuid.uuid4().hex[:8]
+        self.socket = f"trio-session-test-{token}"
+        self.name = f"trio-session-test-{token}"
+        self.tmux("new-session", "-d", "-s", self.name, "-x", "100", "-y", "30", command)
+        self.socket_path = Path(self.tmux("display-message", "-p", "#{socket_path}").stdout.strip())
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a tmux command against this terminal's own server."""
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            check=check,
+            capture_output=True,
+            text=True,
         )
 
     def screen(self) -> str:
         """The visible screen, as text."""
-        return subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", self.name],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        return self.tmux("capture-pane", "-p", "-t", self.name).stdout
 
     def keys(self, *keys: str) -> None:
         """Type keys (tmux names: ``Escape``, ``C-c``, ``Enter``, or literal text)."""
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        self.tmux("send-keys", "-t", self.name, *keys)
 
-    def wait_for(self, condition: Callable[[str], bool], timeout: float = 15) -> str:
+    def wait_for(self, condition: Callable[[str], bool], timeout: float = 60) -> str:
         """Poll the screen until ``condition(screen)`` holds; fail with the screen if not."""
         deadline = time.monotonic() + timeout
         while True:
@@ -53,11 +62,13 @@ class Tmux:
                 pytest.fail(f"timed out waiting; the screen was:\n{screen}")
             time.sleep(0.05)  # polling interval, not a wait for an outcome
 
-    def wait_text(self, text: str, timeout: float = 15) -> str:
+    def wait_text(self, text: str, timeout: float = 60) -> str:
         return self.wait_for(lambda screen: text in screen, timeout)
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], check=False, capture_output=True)
+        """End this terminal's tmux server, and only it; remove its socket."""
+        self.tmux("kill-server", check=False)
+        self.socket_path.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -83,6 +94,23 @@ def demo(tmp_path: Path) -> Iterator[Callable[..., Tmux]]:
     yield start
     for tmux in started:
         tmux.kill()
+
+
+def test_each_terminal_has_a_private_tmux_server() -> None:
+    """Tests share no tmux server: each terminal is alone on its own, and ends with it."""
+    first, second = Tmux("sleep 60"), Tmux("sleep 60")
+    try:
+        assert first.socket != second.socket
+        for tmux in (first, second):
+            listed = tmux.tmux("list-sessions", "-F", "#{session_name}").stdout
+            assert listed.split() == [tmux.name]
+    finally:
+        first.kill()
+    assert first.tmux("list-sessions", check=False).returncode != 0  # its server is gone
+    try:
+        assert second.tmux("list-sessions", check=False).returncode == 0  # the other lives
+    finally:
+        second.kill()
 
 
 def test_r46_loader_appears_and_counts_down(demo: Callable[..., Tmux]) -> None:

@@ -319,13 +319,18 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
 
 
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
-    """``trio-session rpc``: serve until stdin ends or SIGTERM; 0 when it ended cleanly."""
+    """``trio-session rpc``: serve until stdin ends or a stop signal comes.
+
+    Exit status: 0 at end of input or on SIGTERM; 128 + the signal's number on SIGINT
+    (130) or SIGHUP (129), as a shell reports a command those signals ended. Every
+    way out first aborts the run and writes every line owed.
+    """
     extensions = _extensions(args.extension)
     async with _provider(args) as (provider, model):
         credentials = credential_store(provider.name, args.api_key)
         # One settings store for every session: set_auto_retry outlives new_session,
         # as the reference's settings do.
-        await serve_stdio(
+        stopped_by = await serve_stdio(
             lambda: open_session(
                 provider,
                 model,
@@ -334,6 +339,8 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                 extensions=extensions,
             )
         )
+    if stopped_by in (signal.SIGINT, signal.SIGHUP):
+        return 128 + stopped_by
     return 0
 
 

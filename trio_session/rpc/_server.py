@@ -18,18 +18,23 @@ adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree
 - Events are written as they happen (R-44): a synchronous subscriber encodes each
   one with :func:`~trio_session.event_to_json` and queues the line; the writer task
   sends queued lines whole, so output is never torn or interleaved.
-- Backpressure: when more than ``output_high_water`` bytes wait to be written (the
-  client is not reading), the server stops reading commands until they drain.
-  Events are never dropped.
-- End of input (and :meth:`RpcServer.shutdown`, which the command wires to SIGTERM)
-  aborts any run, closes the session, writes what is queued, and returns.
+- Backpressure, without ever making the session wait: when more than
+  ``merge_updates_after`` bytes wait to be written (the client is not keeping up), a
+  ``message_update`` still waiting in the queue absorbs the next one of the same
+  message part (deltas concatenated, latest partial message kept), so a lagging
+  client costs memory in proportion to the answer, not to its length times its
+  number of chunks; when more than ``output_high_water`` bytes wait, the server
+  stops reading commands until they drain. Nothing is ever dropped.
+- End of input (and :meth:`RpcServer.shutdown`, which the command wires to SIGINT,
+  SIGTERM and SIGHUP) aborts any run, closes the session, writes what is queued, and
+  returns.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, Final, TypeAlias, assert_never
 
@@ -70,6 +75,8 @@ SessionFactory: TypeAlias = Callable[[], AbstractAsyncContextManager[AgentSessio
 RECEIVE_SIZE: Final = 64 * 1024
 #: Queued output (bytes) past which the server stops reading commands.
 OUTPUT_HIGH_WATER: Final = 16 * 1024 * 1024
+#: Queued output (bytes) past which a ``message_update`` merges into the one before it.
+MERGE_UPDATES_AFTER: Final = 1024 * 1024
 #: Largest write the writer task makes at once (it joins queued lines up to this).
 WRITE_BATCH: Final = 256 * 1024
 
@@ -82,12 +89,131 @@ NO_FACTORY: Final = (
 )
 
 
+def merge_updates(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One ``message_update`` that says what ``earlier`` then ``later`` say; None if none can.
+
+    Two updates merge when both are ``message_update`` objects whose
+    ``assistantMessageEvent`` is a delta (``text_delta``, ``thinking_delta``,
+    ``toolcall_delta`` …) of the same type and ``contentIndex``, with the same fields.
+    The result is ``later`` with both deltas concatenated (``delta`` and
+    ``assistantMessageEvent.delta``), so its ``message`` (and ``partial``, if any) is the
+    latest: a reader that appends deltas, or that shows the partial message, ends up
+    where it would have after reading both.
+    """
+    if not _mergeable(earlier, later):
+        return None
+    return _joined(
+        later,
+        [earlier.get("delta", ""), later.get("delta", "")],
+        [
+            earlier["assistantMessageEvent"]["delta"],
+            later["assistantMessageEvent"]["delta"],
+        ],
+    )
+
+
+def _mergeable(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> bool:
+    first, second = earlier.get("assistantMessageEvent"), later.get("assistantMessageEvent")
+    return (
+        _is_delta_update(earlier, first)
+        and _is_delta_update(later, second)
+        and isinstance(first, Mapping)
+        and isinstance(second, Mapping)
+        and earlier.keys() == later.keys()
+        and first.keys() == second.keys()
+        and first["type"] == second["type"]
+        and first.get("contentIndex") == second.get("contentIndex")
+    )
+
+
+def _is_delta_update(data: Mapping[str, Any], event: object) -> bool:
+    return (
+        data.get("type") == "message_update"
+        and isinstance(data.get("delta", ""), str)
+        and isinstance(event, Mapping)
+        and isinstance(event.get("type"), str)
+        and event["type"].endswith("_delta")
+        and isinstance(event.get("delta"), str)
+    )
+
+
+def _joined(
+    latest: Mapping[str, Any], deltas: list[str], event_deltas: list[str]
+) -> dict[str, Any]:
+    merged = dict(latest)
+    merged["assistantMessageEvent"] = {
+        **latest["assistantMessageEvent"],
+        "delta": "".join(event_deltas),
+    }
+    if "delta" in latest:
+        merged["delta"] = "".join(deltas)
+    return merged
+
+
+@attrs.define(eq=False)
+class _Update:
+    """A queued ``message_update``, and the later ones merged into it.
+
+    Only the latest update is kept whole, with the deltas of all of them; the line is
+    encoded when it is written. ``size`` is what the queue counts for it: exact until
+    a merge, then grown by an estimate (each merged delta lengthens the line about
+    three times over: ``delta``, ``assistantMessageEvent.delta`` and the message text).
+    """
+
+    data: Mapping[str, Any]
+    line: bytes | None
+    size: int
+    deltas: list[str]
+    event_deltas: list[str]
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> _Update:
+        line = encode_line(data)
+        event = data.get("assistantMessageEvent")
+        event_delta = event.get("delta") if isinstance(event, Mapping) else None
+        delta = data.get("delta")
+        return cls(
+            data,
+            line,
+            len(line),
+            [delta] if isinstance(delta, str) else [],
+            [event_delta] if isinstance(event_delta, str) else [],
+        )
+
+    def absorb(self, later: Mapping[str, Any]) -> int | None:
+        """Merge ``later`` in if it can be; the bytes it adds to the queue, or None."""
+        if not _mergeable(self.data, later):
+            return None
+        delta: str = later.get("delta", "")
+        event_delta: str = later["assistantMessageEvent"]["delta"]
+        self.data, self.line = later, None
+        self.deltas.append(delta)
+        self.event_deltas.append(event_delta)
+        grown = _utf8_size(delta) + 2 * _utf8_size(event_delta)
+        self.size += grown
+        return grown
+
+    def encode(self) -> bytes:
+        """The line to write."""
+        if self.line is None:
+            self.line = encode_line(_joined(self.data, self.deltas, self.event_deltas))
+        return self.line
+
+
 @attrs.define(eq=False)
 class _Outbox:
-    """Lines waiting for the writer task; the only way anything reaches the output."""
+    """Lines waiting for the writer task; the only way anything reaches the output.
+
+    Once more than ``merge_after`` bytes wait, a ``message_update`` is merged into the
+    line before it when that is a ``message_update`` it can merge with
+    (:func:`merge_updates`): every update carries the whole partial message, so
+    without this a client that stops reading would cost memory quadratic in the length
+    of the answer. Nothing is ever dropped, and nothing ever waits to be queued.
+    """
 
     high_water: int
-    _lines: deque[bytes] = attrs.field(factory=deque, init=False)
+    merge_after: int
+    _lines: deque[bytes | _Update] = attrs.field(factory=deque, init=False)
     _queued: int = attrs.field(default=0, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     broken: bool = attrs.field(default=False, init=False)
@@ -96,12 +222,33 @@ class _Outbox:
     )
     _room: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot, init=False)
 
+    @property
+    def queued(self) -> int:
+        """Bytes waiting to be written, the batch being written included."""
+        return self._queued
+
     def put(self, line: bytes) -> None:
         """Queue one whole line; never blocks."""
+        self._append(line, len(line))
+
+    def put_update(self, data: Mapping[str, Any]) -> None:
+        """Queue a ``message_update``, merged into the last queued line if the output lags."""
         if self._closed or self.broken:
             return
-        self._lines.append(line)
-        self._queued += len(line)
+        last = self._lines[-1] if self._lines else None
+        if isinstance(last, _Update) and self._queued > self.merge_after:
+            grown = last.absorb(data)
+            if grown is not None:
+                self._queued += grown
+                return
+        update = _Update.of(data)
+        self._append(update, update.size)
+
+    def _append(self, entry: bytes | _Update, size: int) -> None:
+        if self._closed or self.broken:
+            return
+        self._lines.append(entry)
+        self._queued += size
         self._wake_writer.unpark_all()
 
     async def wait_for_room(self) -> None:
@@ -114,6 +261,15 @@ class _Outbox:
         self._closed = True
         self._wake_writer.unpark_all()
 
+    def _pop(self) -> bytes:
+        """The next line, taken out of the queue: nothing merges into it any more."""
+        entry = self._lines.popleft()
+        if isinstance(entry, bytes):
+            return entry
+        line = entry.encode()
+        self._queued += len(line) - entry.size  # the estimate becomes the exact size
+        return line
+
     async def pump(self, stream: trio.abc.SendStream, on_broken: Callable[[], None]) -> None:
         """The writer task: send queued lines, joined into batches, until closed."""
         try:
@@ -122,10 +278,10 @@ class _Outbox:
                     if self._closed:
                         return
                     await self._wake_writer.park()
-                batch = [self._lines.popleft()]
+                batch = [self._pop()]
                 size = len(batch[0])
-                while self._lines and size + len(self._lines[0]) <= WRITE_BATCH:
-                    line = self._lines.popleft()
+                while self._lines and size + _size(self._lines[0]) <= WRITE_BATCH:
+                    line = self._pop()
                     batch.append(line)
                     size += len(line)
                 await stream.send_all(b"".join(batch))
@@ -138,6 +294,14 @@ class _Outbox:
             self._queued = 0
             self._room.unpark_all()
             on_broken()
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _size(entry: bytes | _Update) -> int:
+    return len(entry) if isinstance(entry, bytes) else entry.size
 
 
 @attrs.frozen
@@ -169,6 +333,8 @@ class RpcServer:
         stream: where commands come from and where output goes.
         max_line_bytes: the longest command line read (R-42).
         output_high_water: queued output past which reading commands pauses.
+        merge_updates_after: queued output past which a ``message_update`` merges
+            into the queued one before it (see :func:`merge_updates`).
 
     Use :func:`serve_rpc`, or ``await nursery.start(server.serve)``.
     """
@@ -177,6 +343,7 @@ class RpcServer:
     _stream: trio.abc.Stream = attrs.field(alias="stream")
     max_line_bytes: int = MAX_LINE_BYTES
     output_high_water: int = OUTPUT_HIGH_WATER
+    merge_updates_after: int = MERGE_UPDATES_AFTER
     _outbox: _Outbox = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
@@ -187,7 +354,7 @@ class RpcServer:
     _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._outbox = _Outbox(self.output_high_water)
+        self._outbox = _Outbox(self.output_high_water, self.merge_updates_after)
 
     @property
     def session(self) -> AgentSession:
@@ -276,7 +443,11 @@ class RpcServer:
             self._compacting = True
         elif isinstance(event, AutoCompactionEnd):
             self._compacting = False
-        self._outbox.put(encode_line(event_to_json(event)))
+        data = event_to_json(event)
+        if data.get("type") == "message_update":
+            self._outbox.put_update(data)
+        else:
+            self._outbox.put(encode_line(data))
 
     # -- reading -------------------------------------------------------------------
 

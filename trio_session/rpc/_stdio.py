@@ -6,6 +6,12 @@ us. So the descriptors are duplicated first (the streams own and close the
 duplicates), and the blocking mode of 0 and 1 is put back on the way out, however
 the server ends. While the server runs, ``sys.stdout`` points at stderr: a stray
 ``print`` must not tear the protocol's lines.
+
+SIGINT, SIGTERM and SIGHUP all end the server the way end of input does: the run is
+aborted, the session closed, and every line owed is written (an ``auto_retry_start``
+always gets its ``auto_retry_end``). None of them interrupts that: a signal while
+shutting down, or several at once, changes nothing but the status the command exits
+with, which the first signal decides.
 """
 
 from __future__ import annotations
@@ -13,25 +19,43 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from contextlib import suppress
+from typing import Final
 
+import attrs
 import trio
 
 from ._protocol import MAX_LINE_BYTES
 from ._server import RpcServer, SessionFactory
 
-
-async def _shutdown_on_sigterm(server: RpcServer) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM) as signals:
-        async for _ in signals:
-            server.shutdown()
+#: The signals that end the server cleanly.
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-async def serve_stdio(sessions: SessionFactory, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+@attrs.define(eq=False)
+class _Stopper:
+    """Turns the first of the stop signals into a shutdown, and remembers which it was."""
+
+    server: RpcServer
+    first: signal.Signals | None = None
+
+    async def watch(self, signals: AsyncIterator[int]) -> None:
+        async for number in signals:
+            if self.first is None:
+                self.first = signal.Signals(number)
+            self.server.shutdown()
+
+
+async def serve_stdio(
+    sessions: SessionFactory, *, max_line_bytes: int = MAX_LINE_BYTES
+) -> signal.Signals | None:
     """Serve the RPC protocol on this process's stdin and stdout.
 
-    Returns at end of input or on SIGTERM, after aborting any run and writing
-    everything queued (R-39, R-42).
+    Returns at end of input, or on SIGINT, SIGTERM or SIGHUP, after aborting any run
+    and writing everything queued (R-39, R-42). Returns the first of those signals
+    that came while it served, or None if none did (the input ended, or the output
+    was closed).
     """
     blocking = {}
     for fd in (0, 1):
@@ -43,10 +67,15 @@ async def serve_stdio(sessions: SessionFactory, *, max_line_bytes: int = MAX_LIN
     saved_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
         server = RpcServer(sessions, stream, max_line_bytes=max_line_bytes)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_shutdown_on_sigterm, server)
-            await server.serve()
-            nursery.cancel_scope.cancel(reason="rpc server done")
+        stopper = _Stopper(server)
+        # The receiver stays open until the server has written its last line: a signal
+        # in the middle of the shutdown is taken, not left to its default action.
+        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stopper.watch, signals)
+                await server.serve()
+                nursery.cancel_scope.cancel(reason="rpc server done")
+        return stopper.first
     finally:
         sys.stdout = saved_stdout
         with trio.CancelScope(shield=True):
