@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_session import (
     CompactionSettings,
+    ProviderRetrySettings,
     RetrySettings,
     Settings,
     SettingsError,
@@ -20,7 +23,10 @@ from trio_session import (
     SettingsStore,
 )
 
-RETRY_KEYS = "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier"
+RETRY_KEYS = (
+    "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
+    "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs"
+)
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -195,37 +201,37 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
         pytest.param(
             {"retry": {"maxRetries": "3"}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not '3'",
+            r"retry\.maxRetries must be an integer from 0 to 100, not '3'",
             id="string-for-int",
         ),
         pytest.param(
             {"retry": {"maxRetries": 1.5}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not 1\.5",
+            r"retry\.maxRetries must be an integer from 0 to 100, not 1\.5",
             id="float-for-int",
         ),
         pytest.param(
             {"retry": {"maxRetries": True}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not True",
+            r"retry\.maxRetries must be an integer from 0 to 100, not True",
             id="bool-for-int",
         ),
         pytest.param(
             {"retry": {"baseDelayMs": False}},
             "retry.baseDelayMs",
-            r"retry\.baseDelayMs must be a non-negative integer, not False",
+            r"retry\.baseDelayMs must be an integer from 0 to 3600000, not False",
             id="bool-for-delay",
         ),
         pytest.param(
             {"retry": {"maxRetries": -1}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not -1",
+            r"retry\.maxRetries must be an integer from 0 to 100, not -1",
             id="negative-retries",
         ),
         pytest.param(
             {"retry": {"baseDelayMs": -2000}},
             "retry.baseDelayMs",
-            r"retry\.baseDelayMs must be a non-negative integer, not -2000",
+            r"retry\.baseDelayMs must be an integer from 0 to 3600000, not -2000",
             id="negative-delay",
         ),
         pytest.param(
@@ -272,7 +278,7 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
         pytest.param(
             {"compaction": {"keepRecentTurns": 0}},
             "compaction.keepRecentTurns",
-            r"compaction\.keepRecentTurns must be a positive integer, not 0",
+            r"compaction\.keepRecentTurns must be an integer from 1 to 1000, not 0",
             id="zero-keep-turns",
         ),
         pytest.param(
@@ -290,13 +296,13 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
         pytest.param(
             {"retry": {"maxDelayMs": 0}},
             "retry.maxDelayMs",
-            r"retry\.maxDelayMs must be a positive integer or null, not 0",
+            r"retry\.maxDelayMs must be an integer from 1 to 86400000, or null, not 0",
             id="zero-max-delay",
         ),
         pytest.param(
             {"retry": {"maxDelayMs": -5}},
             "retry.maxDelayMs",
-            r"retry\.maxDelayMs must be a positive integer or null, not -5",
+            r"retry\.maxDelayMs must be an integer from 1 to 86400000, or null, not -5",
             id="negative-max-delay",
         ),
         pytest.param(
@@ -330,7 +336,7 @@ def test_bad_value_in_project_file_fails_the_whole_store(tmp_path: Path) -> None
     bad = write_json(tmp_path / "project.json", {"retry": {"maxRetries": -1}})
     with pytest.raises(
         SettingsError,
-        match=rf"^retry\.maxRetries must be a non-negative integer, not -1 {in_file(bad)}$",
+        match=rf"^retry\.maxRetries must be an integer from 0 to 100, not -1 {in_file(bad)}$",
     ) as info:
         SettingsStore.from_files(good, bad)
     assert info.value.key == "retry.maxRetries"
@@ -389,7 +395,7 @@ def test_bad_override_mapping_names_programmatic_source(tmp_path: Path) -> None:
     path = write_json(tmp_path / "g.json", {})
     with pytest.raises(
         SettingsError,
-        match=r"^retry\.baseDelayMs must be a non-negative integer, not '2s' "
+        match=r"^retry\.baseDelayMs must be an integer from 0 to 3600000, not '2s' "
         r"\(in <programmatic>\)$",
     ) as info:
         SettingsStore.from_files(path, overrides={"retry": {"baseDelayMs": "2s"}})
@@ -441,7 +447,7 @@ def test_coerce_settings_object_with_bad_value_raises() -> None:
     """R-38: a ``Settings`` carrying a negative maxRetries is rejected like any other layer."""
     with pytest.raises(
         SettingsError,
-        match=r"^retry\.maxRetries must be a non-negative integer, not -1 \(in <programmatic>\)$",
+        match=r"^retry\.maxRetries must be an integer from 0 to 100, not -1 \(in <programmatic>\)$",
     ):
         SettingsStore.coerce(Settings(retry=RetrySettings(max_retries=-1)))
 
@@ -461,7 +467,7 @@ def test_set_writes_top_layer() -> None:
         pytest.param(
             "retry.maxRetries",
             -1,
-            r"retry\.maxRetries must be a non-negative integer, not -1",
+            r"retry\.maxRetries must be an integer from 0 to 100, not -1",
             id="negative",
         ),
         pytest.param(
@@ -473,7 +479,7 @@ def test_set_writes_top_layer() -> None:
         pytest.param(
             "retry.maxRetries",
             False,
-            r"retry\.maxRetries must be a non-negative integer, not False",
+            r"retry\.maxRetries must be an integer from 0 to 100, not False",
             id="bool-for-int",
         ),
         pytest.param(
@@ -517,14 +523,25 @@ def test_set_bad_value_raises_and_keeps_settings(key: str, value: Any, message: 
 #: Reference key -> (group attribute, Python field name, strategy of valid values).
 KEYS: dict[str, tuple[str, str, st.SearchStrategy[Any]]] = {
     "retry.enabled": ("retry", "enabled", st.booleans()),
-    "retry.maxRetries": ("retry", "max_retries", st.integers(0, 50)),
-    "retry.baseDelayMs": ("retry", "base_delay_ms", st.integers(0, 10**7)),
-    "retry.maxDelayMs": ("retry", "max_delay_ms", st.none() | st.integers(1, 10**7)),
+    "retry.maxRetries": ("retry", "max_retries", st.integers(0, 100)),
+    "retry.baseDelayMs": ("retry", "base_delay_ms", st.integers(0, 3_600_000)),
+    "retry.maxDelayMs": ("retry", "max_delay_ms", st.none() | st.integers(1, 86_400_000)),
     "retry.jitter": ("retry", "jitter", st.sampled_from(["none", "full", "equal"])),
     "retry.respectRetryAfter": ("retry", "respect_retry_after", st.booleans()),
     "retry.classifier": ("retry", "classifier", st.sampled_from(["reference", "strict"])),
+    "retry.provider.maxRetryDelayMs": (
+        "retry.provider",
+        "max_retry_delay_ms",
+        st.integers(0, 86_400_000),
+    ),
+    "retry.provider.timeoutMs": ("retry.provider", "timeout_ms", st.integers(1000, 86_400_000)),
+    "retry.provider.idleTimeoutMs": (
+        "retry.provider",
+        "idle_timeout_ms",
+        st.integers(1000, 3_600_000),
+    ),
     "compaction.enabled": ("compaction", "enabled", st.booleans()),
-    "compaction.keepRecentTurns": ("compaction", "keep_recent_turns", st.integers(1, 20)),
+    "compaction.keepRecentTurns": ("compaction", "keep_recent_turns", st.integers(1, 1000)),
 }
 
 
@@ -535,31 +552,37 @@ def layer_values(draw: st.DrawFn) -> dict[str, Any]:
     return {key: draw(KEYS[key][2]) for key in keys}
 
 
-def nested(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def nested(values: dict[str, Any]) -> dict[str, Any]:
     """Dotted keys to the nested file form."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {}
     for key, value in values.items():
-        group, _, name = key.partition(".")
-        out.setdefault(group, {})[name] = value
+        *groups, name = key.split(".")
+        body = out
+        for group in groups:
+            body = body.setdefault(group, {})
+        body[name] = value
     return out
 
 
 def expected_settings(layers: list[dict[str, Any]]) -> Settings:
     """The oracle: for each key, the last layer that sets it, else the default."""
     defaults = Settings()
-    result: dict[str, dict[str, Any]] = {"retry": {}, "compaction": {}}
+    result: dict[str, dict[str, Any]] = {"retry": {}, "retry.provider": {}, "compaction": {}}
     for key, (group, field, _) in KEYS.items():
-        value = getattr(getattr(defaults, group), field)
+        value = getattr(attrgetter(group)(defaults), field)
         for layer in layers:
             if key in layer:
                 value = layer[key]
         result[group][field] = value
     return Settings(
-        retry=RetrySettings(**result["retry"]),
+        retry=RetrySettings(
+            **result["retry"], provider=ProviderRetrySettings(**result["retry.provider"])
+        ),
         compaction=CompactionSettings(**result["compaction"]),
     )
 
 
+@hypothesis.settings(deadline=None)
 @given(
     files=st.lists(layer_values(), max_size=4),
     sets=layer_values(),
