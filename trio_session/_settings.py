@@ -193,10 +193,20 @@ _SHOWN.maxother = 60
 
 
 def _shown(value: Any) -> str:
-    try:
-        return _SHOWN.repr(value)
-    except ValueError:  # an int too long for repr(): only programs can pass one
-        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        try:
+            return _cut(str(value))
+        except ValueError:  # too long for str(): only a program can pass one
+            return f"an integer of {value.bit_length()} bits"
+    return _SHOWN.repr(value)
+
+
+def _cut(number: str) -> str:
+    """A long number as its first digits and its length: ``100000000000… (401 digits)``."""
+    if len(number) <= 40:
+        return number
+    digits = sum(c.isdigit() for c in number)
+    return f"{number[:12]}… ({digits} digits)"
 
 
 def validate_value(key: str, value: Any, *, source: str = PROGRAMMATIC) -> Any:
@@ -574,10 +584,7 @@ class _BigNumber:
     text: str
 
     def __repr__(self) -> str:
-        if len(self.text) <= 40:
-            return self.text
-        digits = sum(c.isdigit() for c in self.text)
-        return f"{self.text[:12]}… ({digits} digits)"
+        return _cut(self.text)
 
 
 class _BigNumberError(Exception):
