@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import math
 import random
 
+import hypothesis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_session import DelayPlan, RetrySettings, exponential_delay_ms, plan_delay
-from trio_session._settings import Jitter
+from trio_session import (
+    DelayPlan,
+    ProviderRetrySettings,
+    RetrySettings,
+    exponential_delay_ms,
+    parse_retry_after_ms,
+    plan_delay,
+)
+from trio_session._backoff import MAX_WAIT_MS
+from trio_session._settings import RANGES, Jitter
 
 DRAWS = 2000
+#: ``retry.provider.maxRetryDelayMs: 0``: no cap on a server-requested wait.
+NO_HINT_CAP = ProviderRetrySettings(max_retry_delay_ms=0)
 
 
 def waited(plan: DelayPlan) -> int:
@@ -128,6 +140,7 @@ def test_no_jitter_ignores_the_rng() -> None:
     assert rng.getstate() == state
 
 
+@hypothesis.settings(deadline=None)
 @given(
     attempt=st.integers(min_value=1, max_value=20),
     base=st.integers(min_value=0, max_value=10**6),
@@ -224,11 +237,49 @@ def test_hint_above_the_cap_is_refused_whatever_the_jitter(jitter: Jitter) -> No
 
 
 def test_hint_without_a_cap_is_always_slept() -> None:
-    """R-28: without maxDelayMs, any hint is waited for in full."""
-    settings = RetrySettings(respect_retry_after=True)
+    """R-28: without maxDelayMs and with provider.maxRetryDelayMs 0, any hint is waited for."""
+    settings = RetrySettings(respect_retry_after=True, provider=NO_HINT_CAP)
     assert plan_delay(1, settings, hint_ms=3_600_000) == DelayPlan(3_600_000)
 
 
+def test_hint_above_the_provider_cap_is_refused_by_default() -> None:
+    """R-28: with maxDelayMs unset, provider.maxRetryDelayMs (60000) caps a server wait."""
+    settings = RetrySettings(respect_retry_after=True)
+    plan = plan_delay(1, settings, hint_ms=60001)
+    assert plan == DelayPlan(
+        None,
+        "server asked to wait 60001 ms before retrying, "
+        "more than retry.provider.maxRetryDelayMs (60000 ms)",
+    )
+    assert plan_delay(1, settings, hint_ms=60000) == DelayPlan(60000)
+
+
+def test_max_delay_replaces_the_provider_cap() -> None:
+    """R-28: a maxDelayMs above provider.maxRetryDelayMs lets a longer hint be slept."""
+    settings = RetrySettings(respect_retry_after=True, max_delay_ms=120_000)
+    assert plan_delay(1, settings, hint_ms=100_000) == DelayPlan(100_000)
+
+
+def test_no_wait_is_longer_than_max_wait_ms() -> None:
+    """Every setting at its maximum, every attempt, any hint: a wait fits a float and JSON."""
+    settings = RetrySettings(
+        max_retries=RANGES["retry.maxRetries"][1],
+        base_delay_ms=RANGES["retry.baseDelayMs"][1],
+        respect_retry_after=True,
+        provider=NO_HINT_CAP,
+    )
+    assert MAX_WAIT_MS == 2**53 - 1
+    hint = parse_retry_after_ms("retry-after: " + "9" * 5000)
+    assert hint == MAX_WAIT_MS
+    for attempt in range(1, settings.max_retries + 1):
+        for hint_ms in (None, 0, hint):
+            delay = waited(plan_delay(attempt, settings, hint_ms=hint_ms))
+            exponential = min(3_600_000 * 2 ** (attempt - 1), MAX_WAIT_MS)
+            assert delay == max(exponential, hint_ms or 0)
+            assert math.isfinite(delay / 1000)
+
+
+@hypothesis.settings(deadline=None)
 @given(
     attempt=st.integers(min_value=1, max_value=12),
     base=st.integers(min_value=0, max_value=100_000),
@@ -239,8 +290,10 @@ def test_hint_without_a_cap_is_always_slept() -> None:
 def test_server_wait_is_a_floor_property(
     attempt: int, base: int, hint: int, jitter: Jitter, seed: int
 ) -> None:
-    """R-28: with respectRetryAfter and no cap, hint <= wait <= max(exponential, hint)."""
-    settings = RetrySettings(base_delay_ms=base, jitter=jitter, respect_retry_after=True)
+    """R-28: with respectRetryAfter and no caps, hint <= wait <= max(exponential, hint)."""
+    settings = RetrySettings(
+        base_delay_ms=base, jitter=jitter, respect_retry_after=True, provider=NO_HINT_CAP
+    )
     plan = plan_delay(attempt, settings, hint_ms=hint, rng=random.Random(seed))
     assert plan.delay_ms is not None
     assert hint <= plan.delay_ms <= max(base * 2 ** (attempt - 1), hint)

@@ -471,6 +471,50 @@ async def test_r28_hint_above_cap_ends_chain(autojump_clock: trio.testing.MockCl
     assert (len(provider.requests), returned) == (1, 0.0)
 
 
+async def test_r28_huge_hint_is_refused_by_the_provider_cap(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-28: retry-after 1e23 s, no maxDelayMs: provider.maxRetryDelayMs ends the chain."""
+    text = "429 Too Many Requests\nretry-after: 100000000000000000000000"
+    provider, rec, _, returned = await run(
+        [err(text), ok()], retry_settings(respectRetryAfter=True)
+    )
+    final = (
+        "server asked to wait 9007199254740991 ms before retrying, "
+        "more than retry.provider.maxRetryDelayMs (60000 ms)"
+    )
+    assert rec.of(AutoRetryEnd) == [AutoRetryEnd(False, 1, final)]
+    assert rec.of(AutoRetryStart) == []
+    assert (len(provider.requests), returned) == (1, 0.0)
+
+
+async def test_r28_uncapped_endless_hint_sleeps_without_overflow(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-28: maxRetryDelayMs 0 and a 5000-digit retry-after: a long sleep, no OverflowError."""
+    text = "429 Too Many Requests\nretry-after: " + "9" * 5000
+    settings = {"retry": {"respectRetryAfter": True, "provider": {"maxRetryDelayMs": 0}}}
+    provider, rec, reply, _ = await run([err(text), ok()], settings)
+    longest = 2**53 - 1
+    assert [e.delay_ms for e in rec.of(AutoRetryStart)] == [longest]
+    assert provider.request_times == [0.0, longest / 1000]
+    assert reply.text == "Hello"
+
+
+async def test_r28_usage_limit_above_the_provider_cap_rotates(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-28, R-17: a usage-limit hint above the cap rotates to a spare key instead of ending."""
+    store = InMemoryCredentialStore(keys={"faux": ["key-one", "key-two"]}, clock=trio.current_time)
+    settings = retry_settings(respectRetryAfter=True)  # retry-after: 600 s > 60 s
+    provider, rec, reply, returned = await run(
+        [err(USAGE_LIMIT), ok()], settings, credentials=store
+    )
+    assert [e.delay_ms for e in rec.of(AutoRetryStart)] == [0]
+    assert [r.api_key for r in provider.requests] == ["key-one", "key-two"]
+    assert (reply.text, returned) == ("Hello", 0.0)
+
+
 async def test_r28_jitter_stays_within_bounds(autojump_clock: trio.testing.MockClock) -> None:
     """R-28: full jitter draws each wait from [0, exponential]."""
     _, rec, _, _ = await run([err()] * 3 + [ok()], retry_settings(jitter="full"))

@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import json
 import re
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import attrs
+import hypothesis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_session import (
     CompactionSettings,
+    ProviderRetrySettings,
     RetrySettings,
     Settings,
     SettingsError,
     SettingsLayer,
     SettingsStore,
 )
+from trio_session._codec import camel
 
-RETRY_KEYS = "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier"
+RETRY_KEYS = (
+    "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
+    "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs"
+)
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -195,37 +203,37 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
         pytest.param(
             {"retry": {"maxRetries": "3"}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not '3'",
+            r"retry\.maxRetries must be an integer from 0 to 100, not '3'",
             id="string-for-int",
         ),
         pytest.param(
             {"retry": {"maxRetries": 1.5}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not 1\.5",
+            r"retry\.maxRetries must be an integer from 0 to 100, not 1\.5",
             id="float-for-int",
         ),
         pytest.param(
             {"retry": {"maxRetries": True}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not True",
+            r"retry\.maxRetries must be an integer from 0 to 100, not True",
             id="bool-for-int",
         ),
         pytest.param(
             {"retry": {"baseDelayMs": False}},
             "retry.baseDelayMs",
-            r"retry\.baseDelayMs must be a non-negative integer, not False",
+            r"retry\.baseDelayMs must be an integer from 0 to 3600000, not False",
             id="bool-for-delay",
         ),
         pytest.param(
             {"retry": {"maxRetries": -1}},
             "retry.maxRetries",
-            r"retry\.maxRetries must be a non-negative integer, not -1",
+            r"retry\.maxRetries must be an integer from 0 to 100, not -1",
             id="negative-retries",
         ),
         pytest.param(
             {"retry": {"baseDelayMs": -2000}},
             "retry.baseDelayMs",
-            r"retry\.baseDelayMs must be a non-negative integer, not -2000",
+            r"retry\.baseDelayMs must be an integer from 0 to 3600000, not -2000",
             id="negative-delay",
         ),
         pytest.param(
@@ -272,7 +280,7 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
         pytest.param(
             {"compaction": {"keepRecentTurns": 0}},
             "compaction.keepRecentTurns",
-            r"compaction\.keepRecentTurns must be a positive integer, not 0",
+            r"compaction\.keepRecentTurns must be an integer from 1 to 1000, not 0",
             id="zero-keep-turns",
         ),
         pytest.param(
@@ -290,13 +298,13 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
         pytest.param(
             {"retry": {"maxDelayMs": 0}},
             "retry.maxDelayMs",
-            r"retry\.maxDelayMs must be a positive integer or null, not 0",
+            r"retry\.maxDelayMs must be an integer from 1 to 86400000, or null, not 0",
             id="zero-max-delay",
         ),
         pytest.param(
             {"retry": {"maxDelayMs": -5}},
             "retry.maxDelayMs",
-            r"retry\.maxDelayMs must be a positive integer or null, not -5",
+            r"retry\.maxDelayMs must be an integer from 1 to 86400000, or null, not -5",
             id="negative-max-delay",
         ),
         pytest.param(
@@ -330,7 +338,7 @@ def test_bad_value_in_project_file_fails_the_whole_store(tmp_path: Path) -> None
     bad = write_json(tmp_path / "project.json", {"retry": {"maxRetries": -1}})
     with pytest.raises(
         SettingsError,
-        match=rf"^retry\.maxRetries must be a non-negative integer, not -1 {in_file(bad)}$",
+        match=rf"^retry\.maxRetries must be an integer from 0 to 100, not -1 {in_file(bad)}$",
     ) as info:
         SettingsStore.from_files(good, bad)
     assert info.value.key == "retry.maxRetries"
@@ -389,7 +397,7 @@ def test_bad_override_mapping_names_programmatic_source(tmp_path: Path) -> None:
     path = write_json(tmp_path / "g.json", {})
     with pytest.raises(
         SettingsError,
-        match=r"^retry\.baseDelayMs must be a non-negative integer, not '2s' "
+        match=r"^retry\.baseDelayMs must be an integer from 0 to 3600000, not '2s' "
         r"\(in <programmatic>\)$",
     ) as info:
         SettingsStore.from_files(path, overrides={"retry": {"baseDelayMs": "2s"}})
@@ -441,7 +449,7 @@ def test_coerce_settings_object_with_bad_value_raises() -> None:
     """R-38: a ``Settings`` carrying a negative maxRetries is rejected like any other layer."""
     with pytest.raises(
         SettingsError,
-        match=r"^retry\.maxRetries must be a non-negative integer, not -1 \(in <programmatic>\)$",
+        match=r"^retry\.maxRetries must be an integer from 0 to 100, not -1 \(in <programmatic>\)$",
     ):
         SettingsStore.coerce(Settings(retry=RetrySettings(max_retries=-1)))
 
@@ -461,7 +469,7 @@ def test_set_writes_top_layer() -> None:
         pytest.param(
             "retry.maxRetries",
             -1,
-            r"retry\.maxRetries must be a non-negative integer, not -1",
+            r"retry\.maxRetries must be an integer from 0 to 100, not -1",
             id="negative",
         ),
         pytest.param(
@@ -473,7 +481,7 @@ def test_set_writes_top_layer() -> None:
         pytest.param(
             "retry.maxRetries",
             False,
-            r"retry\.maxRetries must be a non-negative integer, not False",
+            r"retry\.maxRetries must be an integer from 0 to 100, not False",
             id="bool-for-int",
         ),
         pytest.param(
@@ -517,14 +525,25 @@ def test_set_bad_value_raises_and_keeps_settings(key: str, value: Any, message: 
 #: Reference key -> (group attribute, Python field name, strategy of valid values).
 KEYS: dict[str, tuple[str, str, st.SearchStrategy[Any]]] = {
     "retry.enabled": ("retry", "enabled", st.booleans()),
-    "retry.maxRetries": ("retry", "max_retries", st.integers(0, 50)),
-    "retry.baseDelayMs": ("retry", "base_delay_ms", st.integers(0, 10**7)),
-    "retry.maxDelayMs": ("retry", "max_delay_ms", st.none() | st.integers(1, 10**7)),
+    "retry.maxRetries": ("retry", "max_retries", st.integers(0, 100)),
+    "retry.baseDelayMs": ("retry", "base_delay_ms", st.integers(0, 3_600_000)),
+    "retry.maxDelayMs": ("retry", "max_delay_ms", st.none() | st.integers(1, 86_400_000)),
     "retry.jitter": ("retry", "jitter", st.sampled_from(["none", "full", "equal"])),
     "retry.respectRetryAfter": ("retry", "respect_retry_after", st.booleans()),
     "retry.classifier": ("retry", "classifier", st.sampled_from(["reference", "strict"])),
+    "retry.provider.maxRetryDelayMs": (
+        "retry.provider",
+        "max_retry_delay_ms",
+        st.integers(0, 86_400_000),
+    ),
+    "retry.provider.timeoutMs": ("retry.provider", "timeout_ms", st.integers(1000, 86_400_000)),
+    "retry.provider.idleTimeoutMs": (
+        "retry.provider",
+        "idle_timeout_ms",
+        st.integers(1000, 3_600_000),
+    ),
     "compaction.enabled": ("compaction", "enabled", st.booleans()),
-    "compaction.keepRecentTurns": ("compaction", "keep_recent_turns", st.integers(1, 20)),
+    "compaction.keepRecentTurns": ("compaction", "keep_recent_turns", st.integers(1, 1000)),
 }
 
 
@@ -535,31 +554,37 @@ def layer_values(draw: st.DrawFn) -> dict[str, Any]:
     return {key: draw(KEYS[key][2]) for key in keys}
 
 
-def nested(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def nested(values: dict[str, Any]) -> dict[str, Any]:
     """Dotted keys to the nested file form."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {}
     for key, value in values.items():
-        group, _, name = key.partition(".")
-        out.setdefault(group, {})[name] = value
+        *groups, name = key.split(".")
+        body = out
+        for group in groups:
+            body = body.setdefault(group, {})
+        body[name] = value
     return out
 
 
 def expected_settings(layers: list[dict[str, Any]]) -> Settings:
     """The oracle: for each key, the last layer that sets it, else the default."""
     defaults = Settings()
-    result: dict[str, dict[str, Any]] = {"retry": {}, "compaction": {}}
+    result: dict[str, dict[str, Any]] = {"retry": {}, "retry.provider": {}, "compaction": {}}
     for key, (group, field, _) in KEYS.items():
-        value = getattr(getattr(defaults, group), field)
+        value = getattr(attrgetter(group)(defaults), field)
         for layer in layers:
             if key in layer:
                 value = layer[key]
         result[group][field] = value
     return Settings(
-        retry=RetrySettings(**result["retry"]),
+        retry=RetrySettings(
+            **result["retry"], provider=ProviderRetrySettings(**result["retry.provider"])
+        ),
         compaction=CompactionSettings(**result["compaction"]),
     )
 
 
+@hypothesis.settings(deadline=None)
 @given(
     files=st.lists(layer_values(), max_size=4),
     sets=layer_values(),
@@ -571,3 +596,211 @@ def test_last_layer_that_sets_a_key_wins(files: list[dict[str, Any]], sets: dict
     for key, value in sets.items():
         store.set(key, value)
     assert store.current == expected_settings([*files, sets])
+
+
+# --- ranges (issue 11, defect 8) ------------------------------------------------------------
+
+#: Every numeric key: (lowest, highest, null allowed), as docs/storage.md lists them.
+NUMBER_RANGES = [
+    ("retry.maxRetries", 0, 100, False),
+    ("retry.baseDelayMs", 0, 3_600_000, False),
+    ("retry.maxDelayMs", 1, 86_400_000, True),
+    ("retry.provider.maxRetryDelayMs", 0, 86_400_000, False),
+    ("retry.provider.timeoutMs", 1000, 86_400_000, False),
+    ("retry.provider.idleTimeoutMs", 1000, 3_600_000, False),
+    ("compaction.keepRecentTurns", 1, 1000, False),
+]
+
+
+def file_form(key: str, value: Any) -> dict[str, Any]:
+    """``{"retry": {"provider": {"timeoutMs": value}}}`` for ``retry.provider.timeoutMs``."""
+    *groups, name = key.split(".")
+    data: dict[str, Any] = {name: value}
+    for group in reversed(groups):
+        data = {group: data}
+    return data
+
+
+@pytest.mark.parametrize(("key", "low", "high", "null"), NUMBER_RANGES)
+def test_every_number_is_refused_outside_its_range(
+    tmp_path: Path, key: str, low: int, high: int, null: bool
+) -> None:
+    """Every numeric setting has an inclusive range; one past either end names file and key."""
+    described = f"an integer from {low} to {high}" + (", or null" if null else "")
+    for bad in (low - 1, high + 1):
+        path = write_json(tmp_path / "settings.json", file_form(key, bad))
+        expected = f"{key} must be {described}, not {bad} (in {path})"
+        with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$") as info:
+            SettingsLayer.from_file(path)
+        assert info.value.key == key
+    for good in (low, high):
+        path = write_json(tmp_path / "settings.json", file_form(key, good))
+        assert SettingsLayer.from_file(path).values == {key: good}
+
+
+def test_the_range_table_covers_every_number() -> None:
+    """No numeric setting is left without a range: the table above is every int default."""
+    numeric = {
+        key
+        for key, value in flat_defaults().items()
+        if isinstance(value, int) and not isinstance(value, bool)
+    }
+    assert numeric | {"retry.maxDelayMs"} == {key for key, *_ in NUMBER_RANGES}
+
+
+def flat_defaults() -> dict[str, Any]:
+    """The default settings as dotted keys (``retry.provider.timeoutMs``: 600000, …)."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        for field in attrs.fields(type(value)):
+            item = getattr(value, field.name)
+            key = f"{prefix}.{camel(field.name)}"
+            if attrs.has(type(item)):
+                walk(key, item)
+            else:
+                out[key] = item
+
+    for group in ("retry", "compaction"):
+        walk(group, getattr(Settings(), group))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("literal", "shown"),
+    [
+        pytest.param("1e400", "1e400", id="float-overflow"),
+        pytest.param("1" + "0" * 400, "100000000000… (401 digits)", id="10**400"),
+        pytest.param("9" * 5000, "999999999999… (5000 digits)", id="5000-digits"),
+        pytest.param("-1e400", "-1e400", id="negative-overflow"),
+    ],
+)
+def test_number_python_cannot_hold_is_a_bad_value(tmp_path: Path, literal: str, shown: str) -> None:
+    """Defect 8/9: 1e400 or a 5000-digit integer is refused naming key, value and file."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"retry": {"baseDelayMs": ' + literal + "}}", encoding="utf-8")
+    expected = f"retry.baseDelayMs must be an integer from 0 to 3600000, not {shown} (in {path})"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$") as info:
+        SettingsLayer.from_file(path)
+    assert info.value.key == "retry.baseDelayMs"
+
+
+def test_huge_number_in_another_tools_group_loads(tmp_path: Path) -> None:
+    """A 5000-digit integer or 1e400 in a group that is not ours does not stop the file."""
+    path = tmp_path / "settings.json"
+    huge = "7" * 5000
+    path.write_text(
+        '{"theme": {"n": ' + huge + ', "f": 1e400}, "retry": {"maxRetries": 2}}',
+        encoding="utf-8",
+    )
+    assert SettingsLayer.from_file(path).values == {"retry.maxRetries": 2}
+
+
+def test_deeply_nested_json_is_a_settings_error(tmp_path: Path) -> None:
+    """Defect 9: JSON nested 100 000 deep names the file; no RecursionError escapes."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"theme": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    expected = f"settings file {path} is nested too deeply to read"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$") as info:
+        SettingsLayer.from_file(path)
+    assert info.value.source == str(path)
+
+
+def test_nested_bad_value_is_shown_short(tmp_path: Path) -> None:
+    """A bad value that is a deep list or a long string is shown cut short, on one line."""
+    path = write_json(tmp_path / "settings.json", {"retry": {"maxRetries": [[[[[1]]]]]}})
+    expected = f"retry.maxRetries must be an integer from 0 to 100, not [[[[...]]]] (in {path})"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
+        SettingsLayer.from_file(path)
+    write_json(path, {"retry": {"jitter": "x" * 10_000}})
+    with pytest.raises(SettingsError) as info:
+        SettingsLayer.from_file(path)
+    assert len(str(info.value)) < 200 + len(str(path))
+
+
+# --- the retry.provider group -------------------------------------------------------------
+
+
+def test_provider_group_is_read_nested(tmp_path: Path) -> None:
+    """``retry.provider`` is a group inside ``retry``; its keys layer one by one."""
+    low = write_json(
+        tmp_path / "g.json", {"retry": {"provider": {"timeoutMs": 30_000, "idleTimeoutMs": 5000}}}
+    )
+    high = write_json(tmp_path / "p.json", {"retry": {"provider": {"maxRetryDelayMs": 0}}})
+    store = SettingsStore.from_files(low, high)
+    assert store.current.retry.provider == ProviderRetrySettings(
+        max_retry_delay_ms=0, timeout_ms=30_000, idle_timeout_ms=5000
+    )
+    assert SettingsLayer.from_file(low).nested() == {
+        "retry": {"provider": {"timeoutMs": 30_000, "idleTimeoutMs": 5000}}
+    }
+
+
+def test_provider_defaults_are_pis() -> None:
+    """maxRetryDelayMs 60000, timeoutMs 600000, idleTimeoutMs 120000 when nothing is set."""
+    assert SettingsStore().current.retry.provider == ProviderRetrySettings(60_000, 600_000, 120_000)
+
+
+def test_provider_group_must_be_an_object(tmp_path: Path) -> None:
+    """``"provider": 5`` names the group and the file."""
+    path = write_json(tmp_path / "settings.json", {"retry": {"provider": 5}})
+    expected = f"retry.provider must be a JSON object, not int (in {path})"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$") as info:
+        SettingsLayer.from_file(path)
+    assert info.value.key == "retry.provider"
+
+
+def test_coerce_settings_object_keeps_the_provider_group() -> None:
+    """``coerce(Settings(...))`` carries ``retry.provider`` through the file form."""
+    settings = Settings(retry=RetrySettings(provider=ProviderRetrySettings(timeout_ms=5000)))
+    assert SettingsStore.coerce(settings).current == settings
+
+
+# --- file kinds and sizes (issue 11, defect 10) ---------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/dev/null").exists(), reason="needs /dev/null")
+def test_a_device_is_not_read_as_settings() -> None:
+    """Only regular files are settings files: /dev/null is refused, not read as ``{}``."""
+    expected = "cannot read settings file /dev/null: it is a character device, not a regular file"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
+        SettingsLayer.from_file("/dev/null")
+
+
+def test_a_file_over_1_mib_is_refused(tmp_path: Path) -> None:
+    """A settings file of 1 MiB + 1 byte is refused; one of exactly 1 MiB is read."""
+    path = tmp_path / "settings.json"
+    body = '{"retry": {"maxRetries": 4}}'
+    path.write_text(body + " " * ((1 << 20) - len(body)), encoding="utf-8")
+    assert SettingsLayer.from_file(path).values == {"retry.maxRetries": 4}
+    path.write_text(body + " " * ((1 << 20) - len(body) + 1), encoding="utf-8")
+    expected = f"settings file {path} is too large: more than 1048576 bytes (1 MiB)"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
+        SettingsLayer.from_file(path)
+
+
+# --- write-back (issue 11, defect 13) --------------------------------------------------------
+
+
+def test_failed_write_back_changes_nothing_in_memory(tmp_path: Path) -> None:
+    """Defect 13: if the file cannot take the new value, the error is raised and the
+    setting keeps its old value in memory too."""
+    path = write_json(tmp_path / "settings.json", {"retry": {"enabled": True}})
+    store = SettingsStore.from_files(path)
+    before = store.current
+    broken = '{"retry": {"enabled": true,}}'  # an editor saved a typo meanwhile
+    path.write_text(broken, encoding="utf-8")
+    expected = (
+        f"settings file {path} is not valid JSON: Expecting property name enclosed in "
+        "double quotes at line 1 column 28"
+    )
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
+        store.set_and_persist("retry.enabled", False)
+    assert store.current is before
+    assert store.current.retry.enabled is True
+    assert store.layers[0].values == {"retry.enabled": True}
+    assert path.read_text(encoding="utf-8") == broken
+    path.write_text('{"retry": {"enabled": true}}', encoding="utf-8")
+    assert store.set_and_persist("retry.enabled", False) == path
+    assert store.current.retry.enabled is False
+    assert json.loads(path.read_text(encoding="utf-8")) == {"retry": {"enabled": False}}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -218,7 +217,7 @@ def test_persist_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
 def test_persist_rejects_a_bad_value_without_touching_the_file(tmp_path: Path) -> None:
     """R-38: the value is validated first; the message names key, value and file."""
     path = write(tmp_path / "settings.json", '{"retry": {"maxRetries": 2}}')
-    expected = f"retry.maxRetries must be a non-negative integer, not -1 (in {path})"
+    expected = f"retry.maxRetries must be an integer from 0 to 100, not -1 (in {path})"
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$") as info:
         persist_setting(path, "retry.maxRetries", -1)
     assert info.value.key == "retry.maxRetries"
@@ -230,7 +229,9 @@ def test_persist_rejects_an_unknown_key(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     expected = (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
-        f"baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier) (in {path})"
+        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
+        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs) "
+        f"(in {path})"
     )
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
         persist_setting(path, "retry.maxRetry", 3)
@@ -283,7 +284,49 @@ def test_persist_reports_an_unreadable_file(tmp_path: Path) -> None:
     """A path that is a directory is reported, not a traceback from ``open``."""
     path = tmp_path / "settings.json"
     path.mkdir()
-    reason = f"[Errno {errno.EISDIR}] {os.strerror(errno.EISDIR)}: {str(path)!r}"
-    expected = f"cannot read settings file {path}: {reason}"
+    expected = f"cannot read settings file {path}: it is a directory, not a regular file"
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
         persist_setting(path, "retry.enabled", False)
+
+
+def test_persist_writes_a_provider_key_nested(tmp_path: Path) -> None:
+    """``retry.provider.timeoutMs`` is written inside ``{"retry": {"provider": …}}``."""
+    path = write(tmp_path / "settings.json", '{"retry": {"maxRetries": 2}}')
+    persist_setting(path, "retry.provider.timeoutMs", 30_000)
+    assert read_json(path) == {"retry": {"maxRetries": 2, "provider": {"timeoutMs": 30_000}}}
+    assert SettingsLayer.from_file(path).values == {
+        "retry.maxRetries": 2,
+        "retry.provider.timeoutMs": 30_000,
+    }
+
+
+def test_persist_refuses_a_provider_group_that_is_not_an_object(tmp_path: Path) -> None:
+    """``"provider": []`` cannot take a key; the error names the group and file."""
+    path = write(tmp_path / "settings.json", '{"retry": {"provider": []}}')
+    expected = f"retry.provider must be a JSON object, not list (in {path})"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
+        persist_setting(path, "retry.provider.timeoutMs", 30_000)
+    assert read_json(path) == {"retry": {"provider": []}}
+
+
+def test_persist_refuses_deeply_nested_json(tmp_path: Path) -> None:
+    """Defect 9: a file nested 100 000 deep is reported and left as it is."""
+    text = '{"theme": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    path = write(tmp_path / "settings.json", text)
+    expected = f"settings file {path} is nested too deeply to read"
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
+        persist_setting(path, "retry.enabled", False)
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_persist_never_turns_a_huge_number_into_infinity(tmp_path: Path) -> None:
+    """Another tool's ``1e400`` would be rewritten as the non-JSON ``Infinity``: refused."""
+    text = '{"theme": {"zoom": 1e400}}'
+    path = write(tmp_path / "settings.json", text)
+    expected = (
+        f"cannot rewrite settings file {path}: it holds the number 1e400, "
+        "which would not survive the rewrite"
+    )
+    with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
+        persist_setting(path, "retry.enabled", False)
+    assert path.read_text(encoding="utf-8") == text

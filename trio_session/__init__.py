@@ -69,6 +69,7 @@ from ._session import AgentSession as AgentSession
 from ._session import EventStream as EventStream
 from ._session import open_session as open_session
 from ._settings import CompactionSettings as CompactionSettings
+from ._settings import ProviderRetrySettings as ProviderRetrySettings
 from ._settings import RetrySettings as RetrySettings
 from ._settings import Settings as Settings
 from ._settings import SettingsLayer as SettingsLayer
@@ -162,6 +163,7 @@ __all__ = [
     "PatternClassifier",
     "Provider",
     "ProviderRequest",
+    "ProviderRetrySettings",
     "RetrySettings",
     "RpcClient",
     "RpcCommandError",

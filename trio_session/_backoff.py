@@ -6,7 +6,12 @@ The reference formula is :func:`exponential_delay_ms`::
 
 :func:`plan_delay` adds the optional extras of R-28, all off by default so the
 reference schedule is exact: a cap (``maxDelayMs``), jitter, and honouring a
-server's ``Retry-After`` hint.
+server's ``Retry-After`` hint — up to ``retry.provider.maxRetryDelayMs`` when
+``maxDelayMs`` is unset.
+
+Whatever the settings and the server say, no planned wait exceeds
+:data:`MAX_WAIT_MS`, so a delay always converts to seconds as a float and to
+JSON as an integer every client reads exactly.
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ from typing import Literal
 
 import attrs
 
+from ._classify import MAX_HINT_MS
 from ._settings import RetrySettings
+
+#: The longest wait ever planned, in milliseconds: 2**53 - 1 (about 285 000 years),
+#: the largest integer a JSON client reading doubles holds exactly.
+MAX_WAIT_MS = MAX_HINT_MS
 
 
 def exponential_delay_ms(attempt: int, base_delay_ms: int) -> int:
@@ -51,12 +61,14 @@ def plan_delay(
 ) -> DelayPlan:
     """The wait before re-attempt number ``attempt`` (1-based).
 
-    1. ``d = baseDelayMs * 2 ** (attempt - 1)`` (R-16).
+    1. ``d = min(baseDelayMs * 2 ** (attempt - 1), MAX_WAIT_MS)`` (R-16).
     2. With ``maxDelayMs``: ``d = min(d, maxDelayMs)``.
     3. Jitter: ``"full"`` draws from ``[0, d]``; ``"equal"`` from ``[d/2, d]``.
     4. With ``respectRetryAfter`` and a server hint ``h``: ``d = max(d, h)`` — jitter
-       never shortens a server-requested wait. A hint above ``maxDelayMs`` is not
-       slept: the plan has no delay and a ``refusal`` naming both numbers.
+       never shortens a server-requested wait. A hint above the cap is not slept:
+       the plan has no delay and a ``refusal`` naming both numbers. The cap is
+       ``maxDelayMs``, or when that is unset ``provider.maxRetryDelayMs`` (``0``:
+       none; the hint is then slept, at most :data:`MAX_WAIT_MS`).
 
     Args:
         attempt: the attempt about to be made, 1 for the first re-attempt.
@@ -64,19 +76,25 @@ def plan_delay(
         hint_ms: what the server asked for (R-18), if anything.
         rng: source of jitter; a seeded ``random.Random`` makes it repeatable.
     """
-    delay = exponential_delay_ms(attempt, settings.base_delay_ms)
+    delay = min(exponential_delay_ms(attempt, settings.base_delay_ms), MAX_WAIT_MS)
     cap = settings.max_delay_ms
     if cap is not None:
         delay = min(delay, cap)
     delay = _jittered(delay, settings.jitter, rng or random.Random())
     if settings.respect_retry_after and hint_ms is not None:
-        if cap is not None and hint_ms > cap:
+        hint_cap, cap_key = cap, "retry.maxDelayMs"
+        if cap is None and settings.provider.max_retry_delay_ms > 0:
+            hint_cap, cap_key = (
+                settings.provider.max_retry_delay_ms,
+                "retry.provider.maxRetryDelayMs",
+            )
+        if hint_cap is not None and hint_ms > hint_cap:
             refusal = (
                 f"server asked to wait {hint_ms} ms before retrying, "
-                f"more than retry.maxDelayMs ({cap} ms)"
+                f"more than {cap_key} ({hint_cap} ms)"
             )
             return DelayPlan(delay_ms=None, refusal=refusal)
-        delay = max(delay, hint_ms)
+        delay = max(delay, min(hint_ms, MAX_WAIT_MS))
     return DelayPlan(delay_ms=delay)
 
 

@@ -186,6 +186,8 @@ def is_usage_limit_error(text: str) -> bool:
     return USAGE_LIMIT_PATTERN.search(text) is not None
 
 
+#: The longest wait a hint is read as, in milliseconds (2**53 - 1).
+MAX_HINT_MS = 2**53 - 1
 _NUMBER = r"(-?\d+(?:\.\d+)?)"
 _RETRY_AFTER_MS = re.compile(r"retry-after-ms:\s*" + _NUMBER, re.IGNORECASE)
 _RETRY_AFTER = re.compile(r"retry-after:\s*([^\n;]+?)\s*(?:$|[\n;])", re.IGNORECASE | re.MULTILINE)
@@ -203,8 +205,10 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     3. ``x-ratelimit-reset-ms: N`` — epoch milliseconds if N > 1e12, else a duration.
     4. ``x-ratelimit-reset: N`` — epoch seconds if N > 1e9, else seconds.
 
-    Negative results clamp to 0. ``now_ms`` (wall-clock epoch milliseconds) defaults
-    to the current time; it only matters for dates and epoch values.
+    Negative results clamp to 0, and waits longer than :data:`MAX_HINT_MS`
+    (``2**53 - 1``, about 285 000 years; ``retry-after: 1e999`` too) to that.
+    ``now_ms`` (wall-clock epoch milliseconds) defaults to the current time; it only
+    matters for dates and epoch values.
 
     Returns:
         The wait in whole milliseconds, or ``None`` when the text carries no hint.
@@ -232,4 +236,4 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
         ms = value_s * 1000 - now if value_s > 1e9 else value_s * 1000
     if ms is None:
         return None
-    return max(0, round(ms))
+    return max(0, round(min(ms, MAX_HINT_MS)))

@@ -9,7 +9,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, BinaryIO, TextIO
 
@@ -19,6 +19,7 @@ from . import __version__
 from ._codec import event_to_json
 from ._commands import (
     CommandError,
+    api_key_flag_warning,
     auth_add,
     auth_list,
     auth_remove,
@@ -26,6 +27,7 @@ from ._commands import (
     history_path,
     load_settings,
     open_provider,
+    read_api_key_file,
 )
 from ._errors import TrioSessionError
 from ._events import (
@@ -41,7 +43,7 @@ from ._events import (
 from ._extensions import Extension, load_entry_point_extensions, load_extension_file
 from ._messages import AssistantMessage, UserMessage
 from ._session import AgentSession, EventStream, open_session
-from ._settings import SettingsStore
+from ._settings import RANGES, SettingsStore
 from .providers._base import Model, Provider, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply
 from .rpc._stdio import serve_stdio
@@ -364,6 +366,8 @@ def _provider(args: argparse.Namespace) -> AbstractAsyncContextManager[tuple[Pro
         base_url=args.base_url,
         context_window=args.context_window,
         faux_script=args.faux,
+        attempt_timeout=args.timeout,
+        idle_timeout=args.idle_timeout,
     )
 
 
@@ -408,13 +412,72 @@ def _provider_options(command: argparse.ArgumentParser, *, default: str | None) 
     command.add_argument(
         "--base-url", metavar="URL", help="the API endpoint (an OpenAI-compatible local server)"
     )
-    command.add_argument("--api-key", metavar="KEY", help="use this key (prefer trio-session auth)")
+    keys = command.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="use this key; every local user can read it in ps (prefer --api-key-file)",
+    )
+    keys.add_argument(
+        "--api-key-file",
+        metavar="PATH",
+        help="use the key on the first line of PATH ('-': one line of stdin)",
+    )
+    command.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_seconds("retry.provider.timeoutMs"),
+        help="give up on an attempt after this long in all (retry.provider.timeoutMs; 600)",
+    )
+    command.add_argument(
+        "--idle-timeout",
+        metavar="SECONDS",
+        type=_seconds("retry.provider.idleTimeoutMs"),
+        help="give up on an attempt after this long without a byte "
+        "(retry.provider.idleTimeoutMs; 120)",
+    )
     command.add_argument(
         "--context-window", metavar="TOKENS", type=int, help="the model's context window"
     )
     command.add_argument(
         "--faux", metavar="SCRIPT", help="play a JSON faux script instead of a real model"
     )
+
+
+def _seconds(key: str) -> Callable[[str], float]:
+    """An argparse type: seconds within the range of the settings ``key`` (milliseconds)."""
+    low, high = (ms / 1000 for ms in RANGES[key])
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:  # NaN is in no range
+            msg = f"must be a number of seconds from {low:g} to {high:g}, not {text!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    return parse
+
+
+def _provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
+    """Resolve the key and the timeouts of ``chat``/``rpc`` into ``args``, once, up front.
+
+    A flag wins over the settings; a timeout flag left out takes its setting. The key
+    of ``--api-key-file`` is read here, so ``-`` takes its line of stdin before the
+    chat or the RPC server reads any.
+    """
+    provider = "faux" if args.faux is not None else args.provider
+    if args.api_key is not None:
+        print(api_key_flag_warning(provider), file=sys.stderr)
+    elif args.api_key_file is not None:
+        args.api_key = read_api_key_file(args.api_key_file)
+    timeouts = settings.current.retry.provider
+    if args.timeout is None:
+        args.timeout = timeouts.timeout_ms / 1000
+    if args.idle_timeout is None:
+        args.idle_timeout = timeouts.idle_timeout_ms / 1000
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -508,6 +571,7 @@ def _run(args: argparse.Namespace) -> int:
             )
 
         return trio.run(demo)
+    _provider_inputs(args, settings)
     runner: Any = run_chat if args.command == "chat" else run_rpc
     status: int = trio.run(runner, args, settings)
     return status

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import datetime
 import getpass
+import inspect
 import os
+import stat
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import httpx
 
 from ._errors import SettingsError, TrioSessionError
 from ._settings import SettingsLayer, SettingsStore, default_settings_paths
@@ -68,6 +72,29 @@ def load_settings(
 
 # -- providers ----------------------------------------------------------------------------
 
+#: Seconds to connect to the provider, for every provider the CLI builds.
+CONNECT_TIMEOUT = 10.0
+#: ``retry.provider.timeoutMs`` and ``retry.provider.idleTimeoutMs`` defaults, in seconds.
+DEFAULT_ATTEMPT_TIMEOUT = 600.0
+DEFAULT_IDLE_TIMEOUT = 120.0
+
+
+def provider_timeouts(
+    cls: type[HttpProvider], *, attempt_timeout: float, idle_timeout: float
+) -> dict[str, Any]:
+    """The timeout keywords ``cls`` is built with.
+
+    ``timeout``: ``idle_timeout`` for every phase of a request but connecting — so the
+    longest silence while an answer streams — and :data:`CONNECT_TIMEOUT` to connect.
+    ``attempt_timeout``: the deadline of one whole attempt.
+    """
+    options: dict[str, Any] = {"timeout": httpx.Timeout(idle_timeout, connect=CONNECT_TIMEOUT)}
+    # ``attempt_timeout`` comes with the providers' half of issue 11; a provider that
+    # does not take it yet is built without it.
+    if "attempt_timeout" in inspect.signature(cls).parameters:
+        options["attempt_timeout"] = attempt_timeout
+    return options
+
 
 @asynccontextmanager
 async def open_provider(
@@ -77,8 +104,14 @@ async def open_provider(
     base_url: str | None = None,
     context_window: int | None = None,
     faux_script: str | Path | None = None,
+    attempt_timeout: float = DEFAULT_ATTEMPT_TIMEOUT,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
 ) -> AsyncIterator[tuple[Provider, Model]]:
-    """The provider and model a command talks to; HTTP clients are closed on exit."""
+    """The provider and model a command talks to; HTTP clients are closed on exit.
+
+    ``attempt_timeout`` (``--timeout``) and ``idle_timeout`` (``--idle-timeout``) are
+    seconds; see :func:`provider_timeouts`. The faux provider has no use for them.
+    """
     if kind == "faux":
         if faux_script is None:
             raise CommandError("--provider faux needs --faux SCRIPT.json")
@@ -97,11 +130,9 @@ async def open_provider(
         return
     if kind not in KEY_VARIABLES:
         raise CommandError(f"unknown provider {kind!r}; choose openai, anthropic or faux")
-    http: HttpProvider
-    if kind == "openai":
-        http = OpenAIProvider(base_url=base_url)
-    else:
-        http = AnthropicProvider(base_url=base_url)
+    cls: type[HttpProvider] = OpenAIProvider if kind == "openai" else AnthropicProvider
+    timeouts = provider_timeouts(cls, attempt_timeout=attempt_timeout, idle_timeout=idle_timeout)
+    http = cls(base_url=base_url, **timeouts)
     async with http:
         model = http.model(
             model_id or DEFAULT_MODELS[kind], context_window=context_window or 128_000
@@ -109,8 +140,95 @@ async def open_provider(
         yield http, model
 
 
+#: The longest key ``--api-key-file`` reads, in bytes.
+MAX_KEY_BYTES = 64 * 1024
+
+
+def api_key_flag_warning(provider: str) -> str:
+    """What ``--api-key`` costs, and what to use instead; never the key itself."""
+    variable = KEY_VARIABLES.get(provider)
+    instead = "--api-key-file PATH, --api-key-file - (one line of stdin), "
+    instead += f"{variable}, " if variable else ""
+    return (
+        "trio-session: warning: --api-key puts the key on the command line, where every "
+        f"user of this machine can read it (ps, /proc/PID/cmdline); use {instead}"
+        "or trio-session auth add instead"
+    )
+
+
+def read_api_key_file(
+    path: str,
+    *,
+    stdin: TextIO = sys.stdin,
+    warn: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+) -> str:
+    """The key of ``--api-key-file PATH``: the first line of the file, stripped.
+
+    ``-`` reads one line of stdin — hidden, at a prompt, when stdin is a terminal.
+    From a pipe it is read byte by byte, so nothing after that line is taken from
+    whoever reads stdin next (the chat's prompts, the RPC commands). A file that
+    other users can read is used, with a warning.
+
+    Raises:
+        CommandError: no key, an unreadable file, or a line that cannot be a key;
+            the message never holds any of the file's text.
+    """
+    flag = f"--api-key-file {path}"
+    raw = _read_stdin_line(stdin, flag) if path == "-" else _read_key_file(path, flag, warn)
+    if len(raw) > MAX_KEY_BYTES:
+        raise CommandError(f"{flag}: the first line is longer than {MAX_KEY_BYTES} bytes")
+    try:
+        key = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise CommandError(f"{flag}: the first line is not UTF-8 text") from None
+    if not key:
+        raise CommandError(f"{flag}: no key (the first line is empty)")
+    if not key.isprintable() or any(c.isspace() for c in key):
+        raise CommandError(f"{flag}: the first line holds spaces or control characters")
+    return key
+
+
+def _read_stdin_line(stdin: TextIO, flag: str) -> bytes:
+    if stdin.isatty():
+        return getpass.getpass("API key: ").encode("utf-8")
+    line = bytearray()
+    try:
+        while len(line) <= MAX_KEY_BYTES and (byte := os.read(stdin.fileno(), 1)) != b"\n":
+            if not byte:
+                break
+            line += byte
+    except OSError as exc:
+        raise CommandError(f"{flag}: cannot read stdin: {exc.strerror or exc}") from exc
+    return bytes(line)
+
+
+def _read_key_file(path: str, flag: str, warn: Callable[[str], None]) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise CommandError(f"{flag}: cannot read it: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CommandError(f"{flag}: not a regular file")
+        if sys.platform != "win32" and info.st_mode & 0o077:
+            mode = stat.S_IMODE(info.st_mode)
+            warn(
+                f"trio-session: warning: other users can read {path} (mode {mode:04o}); "
+                f"chmod 600 {path}"
+            )
+        data = os.read(fd, MAX_KEY_BYTES + 1)
+    except OSError as exc:
+        raise CommandError(f"{flag}: cannot read it: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    first, _, _ = data.partition(b"\n")
+    return first
+
+
 def credential_store(provider: str, api_key: str | None) -> CredentialStore | None:
-    """Where keys come from: ``--api-key``, else the credential file and the env variable.
+    """Where keys come from: ``--api-key``/``--api-key-file``, else the credential file
+    and the env variable.
 
     The SQLite store (in the user data directory) holds ``trio-session auth add`` keys and
     counts ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` as one more. If that file cannot be

@@ -10,6 +10,13 @@ its layer is read; a bad one raises :class:`~trio_session.SettingsError` whose
 message names the key, the value and the file. Groups other than ``retry`` and
 ``compaction`` are left alone, so a file shared with other tools still loads.
 
+Every number has an inclusive range (the table of :data:`RANGES`, documented
+in docs/storage.md), so no setting that loads can make the backoff arithmetic
+overflow later. A settings file is read only if it is a regular file of at most
+:data:`MAX_SETTINGS_FILE_BYTES`; a number Python cannot hold (``1e400``, an integer
+of thousands of digits) or JSON nested too deeply to parse is a
+:class:`~trio_session.SettingsError` like any other bad value, never a traceback.
+
 :func:`default_settings_paths` says where the global and project files live;
 :func:`persist_setting` writes one key back into a file, atomically.
 """
@@ -18,8 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import reprlib
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -37,6 +47,30 @@ PROGRAMMATIC = "<programmatic>"
 
 
 @attrs.frozen
+class ProviderRetrySettings:
+    """The ``retry.provider`` group: how long one request to the provider may take.
+
+    The key names are pi's. The two timeouts apply where ``trio-session`` builds the
+    provider (``chat``, ``rpc``; ``--timeout`` and ``--idle-timeout`` win over them);
+    a program that builds its own provider passes its own timeouts.
+
+    Attributes:
+        max_retry_delay_ms: ``retry.provider.maxRetryDelayMs`` — the longest
+            server-requested wait (``retry.respectRetryAfter``) that is slept when
+            ``retry.maxDelayMs`` is unset; a longer one ends the chain with a message
+            naming it (R-28). ``0``: no cap.
+        timeout_ms: ``retry.provider.timeoutMs`` — total deadline of one attempt,
+            from sending the request to the last byte of the answer.
+        idle_timeout_ms: ``retry.provider.idleTimeoutMs`` — longest silence while
+            reading an answer before the attempt fails.
+    """
+
+    max_retry_delay_ms: int = 60_000
+    timeout_ms: int = 600_000
+    idle_timeout_ms: int = 120_000
+
+
+@attrs.frozen
 class RetrySettings:
     """The ``retry`` group.
 
@@ -49,6 +83,7 @@ class RetrySettings:
         respect_retry_after: ``retry.respectRetryAfter`` — wait at least what the
             server asked for, on every retryable error (R-28).
         classifier: ``retry.classifier`` — ``"reference"`` or ``"strict"`` (R-8).
+        provider: the ``retry.provider`` group.
     """
 
     enabled: bool = True
@@ -58,6 +93,7 @@ class RetrySettings:
     jitter: Jitter = "none"
     respect_retry_after: bool = False
     classifier: ClassifierName = "reference"
+    provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
 
 
 @attrs.frozen
@@ -82,65 +118,115 @@ class Settings:
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
 
 
-_Check: TypeAlias = Callable[[Any], bool]
+# -- the schema ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Rule:
+    check: Callable[[Any], bool]
+    description: str
 
 
 def _is_bool(v: Any) -> bool:
     return isinstance(v, bool)
 
 
-def _is_nonneg_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+def _integer(low: int, high: int, *, null: bool = False) -> _Rule:
+    def check(v: Any) -> bool:
+        if v is None:
+            return null
+        return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+    description = f"an integer from {low} to {high}" + (", or null" if null else "")
+    return _Rule(check, description)
 
 
-def _is_pos_int(v: Any) -> bool:
-    return _is_nonneg_int(v) and v > 0
-
-
-def _is_opt_pos_int(v: Any) -> bool:
-    return v is None or _is_pos_int(v)
-
-
-def _one_of(*choices: str) -> tuple[_Check, str]:
+def _one_of(*choices: str) -> _Rule:
     listed = ", ".join(f'"{c}"' for c in choices)
-    return (lambda v: v in choices), f"one of {listed}"
+    return _Rule(lambda v: v in choices, f"one of {listed}")
 
 
-_SCHEMA: dict[str, dict[str, tuple[_Check, str]]] = {
-    "retry": {
-        "enabled": (_is_bool, "true or false"),
-        "maxRetries": (_is_nonneg_int, "a non-negative integer"),
-        "baseDelayMs": (_is_nonneg_int, "a non-negative integer"),
-        "maxDelayMs": (_is_opt_pos_int, "a positive integer or null"),
-        "jitter": _one_of("none", "full", "equal"),
-        "respectRetryAfter": (_is_bool, "true or false"),
-        "classifier": _one_of("reference", "strict"),
-    },
-    "compaction": {
-        "enabled": (_is_bool, "true or false"),
-        "keepRecentTurns": (_is_pos_int, "a positive integer"),
-    },
+_BOOL = _Rule(_is_bool, "true or false")
+
+#: Every number's inclusive range: dotted key -> (lowest, highest). The bounds make
+#: the longest exponential wait, ``3_600_000 * 2 ** 99`` ms, a finite float.
+RANGES: Mapping[str, tuple[int, int]] = {
+    "retry.maxRetries": (0, 100),
+    "retry.baseDelayMs": (0, 3_600_000),
+    "retry.maxDelayMs": (1, 86_400_000),
+    "retry.provider.maxRetryDelayMs": (0, 86_400_000),
+    "retry.provider.timeoutMs": (1_000, 86_400_000),
+    "retry.provider.idleTimeoutMs": (1_000, 3_600_000),
+    "compaction.keepRecentTurns": (1, 1_000),
 }
+
+
+def _ranged(key: str, *, null: bool = False) -> _Rule:
+    return _integer(*RANGES[key], null=null)
+
+
+#: Every key, dotted, in the order errors list them.
+_SCHEMA: dict[str, _Rule] = {
+    "retry.enabled": _BOOL,
+    "retry.maxRetries": _ranged("retry.maxRetries"),
+    "retry.baseDelayMs": _ranged("retry.baseDelayMs"),
+    "retry.maxDelayMs": _ranged("retry.maxDelayMs", null=True),
+    "retry.jitter": _one_of("none", "full", "equal"),
+    "retry.respectRetryAfter": _BOOL,
+    "retry.classifier": _one_of("reference", "strict"),
+    "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
+    "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),
+    "retry.provider.idleTimeoutMs": _ranged("retry.provider.idleTimeoutMs"),
+    "compaction.enabled": _BOOL,
+    "compaction.keepRecentTurns": _ranged("compaction.keepRecentTurns"),
+}
+_GROUPS = ("retry", "compaction")
+#: Groups inside a group: their keys are nested one level deeper in a file.
+_SUBGROUPS = frozenset({"retry.provider"})
+
+#: How a value is shown in a message: short, whatever its size or depth.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxstring = 60
+_SHOWN.maxlong = 40
+_SHOWN.maxother = 60
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        try:
+            return _cut(str(value))
+        except ValueError:  # too long for str(): only a program can pass one
+            return f"an integer of {value.bit_length()} bits"
+    return _SHOWN.repr(value)
+
+
+def _cut(number: str) -> str:
+    """A long number as its first digits and its length: ``100000000000… (401 digits)``."""
+    if len(number) <= 40:
+        return number
+    digits = sum(c.isdigit() for c in number)
+    return f"{number[:12]}… ({digits} digits)"
 
 
 def validate_value(key: str, value: Any, *, source: str = PROGRAMMATIC) -> Any:
     """Check one dotted key (``"retry.maxRetries"``) and its value; return the value.
 
     Raises:
-        SettingsError: unknown key, or a value of the wrong type or range.
+        SettingsError: unknown key, or a value of the wrong type or out of its range.
     """
     group, _, name = key.partition(".")
-    if group not in _SCHEMA or not name:
-        known = ", ".join(f"{g}.*" for g in _SCHEMA)
+    if group not in _GROUPS or not name:
+        known = ", ".join(f"{g}.*" for g in _GROUPS)
         msg = f"{key} is not a known setting (known groups: {known}) (in {source})"
         raise SettingsError(msg, key=key, source=source)
-    if name not in _SCHEMA[group]:
-        known = ", ".join(_SCHEMA[group])
+    if key not in _SCHEMA:
+        known = ", ".join(k.partition(".")[2] for k in _SCHEMA if k.startswith(f"{group}."))
         msg = f"{key} is not a known setting (known {group} keys: {known}) (in {source})"
         raise SettingsError(msg, key=key, source=source)
-    check, description = _SCHEMA[group][name]
-    if not check(value):
-        msg = f"{key} must be {description}, not {value!r} (in {source})"
+    rule = _SCHEMA[key]
+    if not rule.check(value):
+        msg = f"{key} must be {rule.description}, not {_shown(value)} (in {source})"
         raise SettingsError(msg, key=key, source=source)
     return value
 
@@ -167,37 +253,25 @@ class SettingsLayer:
             raise SettingsError(msg, source=source)
         values: dict[str, Any] = {}
         for group, body in data.items():
-            if group not in _SCHEMA:
-                continue  # another tool's group: not ours to judge
-            if not isinstance(body, Mapping):
-                kind = type(body).__name__
-                msg = f"{group} must be a JSON object, not {kind} (in {source})"
-                raise SettingsError(msg, key=group, source=source)
-            for name, value in body.items():
-                key = f"{group}.{name}"
-                values[key] = validate_value(key, value, source=source)
+            if group in _GROUPS:  # another tool's group is not ours to judge
+                _flatten(group, body, source, values)
         return cls(source=source, values=values)
 
     @classmethod
     def from_file(cls, path: str | Path) -> SettingsLayer:
-        """Read and validate a JSON settings file. A missing file is an empty layer."""
+        """Read and validate a JSON settings file. A missing file is an empty layer.
+
+        Raises:
+            SettingsError: the file is not a regular file, is larger than
+                :data:`MAX_SETTINGS_FILE_BYTES`, cannot be read or parsed, or holds a
+                bad value.
+        """
         path = Path(path)
         source = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = _read_settings_text(path)
+        if text is None:
             return cls(source=source, path=path)
-        except (OSError, UnicodeDecodeError) as exc:
-            msg = f"cannot read settings file {source}: {exc}"
-            raise SettingsError(msg, source=source) from exc
-        try:
-            data = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError as exc:
-            msg = (
-                f"settings file {source} is not valid JSON: {exc.msg} "
-                f"at line {exc.lineno} column {exc.colno}"
-            )
-            raise SettingsError(msg, source=source) from exc
+        data = _parse_json(text, source) if text.strip() else {}
         layer = cls.from_mapping(data, source=source)
         return attrs.evolve(layer, path=path)
 
@@ -205,22 +279,50 @@ class SettingsLayer:
         """The layer as nested groups, ready to write as JSON."""
         out: dict[str, dict[str, Any]] = {}
         for key, value in self.values.items():
-            group, _, name = key.partition(".")
-            out.setdefault(group, {})[name] = value
+            *groups, name = key.split(".")
+            body = out
+            for group in groups:
+                body = body.setdefault(group, {})
+            body[name] = value
         return out
+
+
+def _flatten(prefix: str, body: Any, source: str, values: dict[str, Any]) -> None:
+    """Validate the group ``prefix`` of a file into ``values``, key by dotted key."""
+    if not isinstance(body, Mapping):
+        kind = type(body).__name__
+        msg = f"{prefix} must be a JSON object, not {kind} (in {source})"
+        raise SettingsError(msg, key=prefix, source=source)
+    for name, value in body.items():
+        key = f"{prefix}.{name}"
+        if key in _SUBGROUPS:
+            _flatten(key, value, source, values)
+        else:
+            values[key] = validate_value(key, value, source=source)
 
 
 def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     """Fold layers over the defaults; later layers win key by key."""
-    merged: dict[str, dict[str, Any]] = {group: {} for group in _SCHEMA}
+    merged: dict[str, dict[str, Any]] = {group: {} for group in (*_GROUPS, *_SUBGROUPS)}
     for layer in layers:
         for key, value in layer.values.items():
-            group, _, name = key.partition(".")
+            group, _, name = key.rpartition(".")
             merged[group][snake(name)] = value
+    provider = ProviderRetrySettings(**merged["retry.provider"])
     return Settings(
-        retry=RetrySettings(**merged["retry"]),
+        retry=RetrySettings(**merged["retry"], provider=provider),
         compaction=CompactionSettings(**merged["compaction"]),
     )
+
+
+def _as_nested(value: Any) -> Any:
+    """An attrs settings value as nested groups in file form (camelCase keys)."""
+    if not attrs.has(type(value)):
+        return value
+    return {
+        camel(field.name): _as_nested(getattr(value, field.name))
+        for field in attrs.fields(type(value))
+    }
 
 
 @attrs.define(eq=False)
@@ -247,14 +349,8 @@ class SettingsStore:
         if value is None:
             return cls()
         if isinstance(value, Settings):
-            nested = {
-                group: {
-                    camel(field.name): getattr(getattr(value, group), field.name)
-                    for field in attrs.fields(type(getattr(value, group)))
-                }
-                for group in _SCHEMA
-            }
-            return cls([SettingsLayer.from_mapping(nested)])  # validated like a file
+            # validated like a file
+            return cls([SettingsLayer.from_mapping(_as_nested(value))])
         return cls([SettingsLayer.from_mapping(value)])
 
     @classmethod
@@ -293,16 +389,18 @@ class SettingsStore:
         """Set ``key`` and write it back into the file it came from, if it came from one.
 
         The write is small and atomic (:func:`persist_setting`) and happens before this
-        returns. Returns the file written, or ``None`` when the key came from no file.
+        returns, and before anything changes in memory: if it fails, the error is
+        raised and the settings are as they were. Returns the file written, or
+        ``None`` when the key came from no file.
         """
-        self.set(key, value)
+        validate_value(key, value)
         layer = self.source_of(key)
-        if layer is None or layer.path is None:
-            return None
-        persist_setting(layer.path, key, value)
-        index = self._layers.index(layer)
-        self._layers[index] = attrs.evolve(layer, values={**layer.values, key: value})
-        return layer.path
+        if layer is not None and layer.path is not None:
+            persist_setting(layer.path, key, value)
+            index = self._layers.index(layer)
+            self._layers[index] = attrs.evolve(layer, values={**layer.values, key: value})
+        self.set(key, value)
+        return None if layer is None else layer.path
 
     def _resolve(self) -> Settings:
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
@@ -357,22 +455,36 @@ def persist_setting(path: str | os.PathLike[str], key: str, value: Any) -> None:
 
     Raises:
         SettingsError: the key or value is invalid, or the file exists but is not
-            valid JSON, not an object, or cannot be read or written (it is then
-            left untouched).
+            a regular file of at most :data:`MAX_SETTINGS_FILE_BYTES`, not valid
+            JSON, not an object, holds a number that would not survive the rewrite
+            (``1e400``), or cannot be read or written (it is then left untouched).
     """
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     source = str(path)
     validate_value(key, value, source=source)
-    group, _, name = key.partition(".")
+    *groups, name = key.split(".")
     data = _read_for_update(path)
-    body = data.setdefault(group, {})
-    if not isinstance(body, dict):
-        msg = f"{group} must be a JSON object, not {type(body).__name__} (in {source})"
-        raise SettingsError(msg, key=group, source=source)
+    body = data
+    for depth, group in enumerate(groups, start=1):
+        body = body.setdefault(group, {})
+        if not isinstance(body, dict):
+            prefix = ".".join(groups[:depth])
+            msg = f"{prefix} must be a JSON object, not {type(body).__name__} (in {source})"
+            raise SettingsError(msg, key=prefix, source=source)
     body[name] = value
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=_unwritable) + "\n"
+    except _BigNumberError as exc:
+        msg = (
+            f"cannot rewrite settings file {source}: it holds the number {exc.number!r}, "
+            "which would not survive the rewrite"
+        )
+        raise SettingsError(msg, key=key, source=source) from None
+    except RecursionError:
+        msg = f"cannot rewrite settings file {source}: it is nested too deeply"
+        raise SettingsError(msg, key=key, source=source) from None
     try:
         _replace_atomically(path, text.encode("utf-8"))
     except OSError as exc:
@@ -383,27 +495,135 @@ def persist_setting(path: str | os.PathLike[str], key: str, value: Any) -> None:
 def _read_for_update(path: Path) -> dict[str, Any]:
     """The file's JSON object, ``{}`` if it is missing or blank; never a broken file."""
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = _read_settings_text(path)
+    if text is None or not text.strip():
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
+    data = _parse_json(text, source)
+    if not isinstance(data, dict):
+        msg = f"settings must be a JSON object, not {type(data).__name__} (in {source})"
+        raise SettingsError(msg, source=source)
+    return data
+
+
+# -- reading a file, whatever it holds ------------------------------------------------
+
+#: The largest settings file read, in bytes (1 MiB); a larger one is an error.
+MAX_SETTINGS_FILE_BYTES = 1 << 20
+
+# Opening must not wait for a writer (a FIFO) or take a terminal as controlling one.
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _read_settings_text(path: Path) -> str | None:
+    """The text of a settings file, or ``None`` if there is no such file.
+
+    Only a regular file (or a link to one) of at most :data:`MAX_SETTINGS_FILE_BYTES`
+    is read: a FIFO, ``/dev/zero`` or a directory is refused at once, without
+    waiting for a writer or reading without end.
+    """
+    source = str(path)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
         msg = f"cannot read settings file {source}: {exc}"
         raise SettingsError(msg, source=source) from exc
-    if not text.strip():
-        return {}
     try:
-        data = json.loads(text)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _FILE_KINDS if test(mode)), "a special file")
+            msg = f"cannot read settings file {source}: it is {kind}, not a regular file"
+            raise SettingsError(msg, source=source)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_SETTINGS_FILE_BYTES and (
+            chunk := os.read(fd, MAX_SETTINGS_FILE_BYTES + 1 - size)
+        ):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        msg = f"cannot read settings file {source}: {exc.strerror or exc}"
+        raise SettingsError(msg, source=source) from exc
+    finally:
+        os.close(fd)
+    if size > MAX_SETTINGS_FILE_BYTES:
+        msg = (
+            f"settings file {source} is too large: more than "
+            f"{MAX_SETTINGS_FILE_BYTES} bytes (1 MiB)"
+        )
+        raise SettingsError(msg, source=source)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"cannot read settings file {source}: {exc}"
+        raise SettingsError(msg, source=source) from exc
+
+
+@attrs.frozen(repr=False)
+class _BigNumber:
+    """A JSON number Python cannot hold: ``1e400``, or an integer of thousands of digits.
+
+    It is kept as its text, so a check fails on it and says what it was; it is never
+    turned into ``inf`` (which would be written back as the non-JSON ``Infinity``).
+    """
+
+    text: str
+
+    def __repr__(self) -> str:
+        return _cut(self.text)
+
+
+class _BigNumberError(Exception):
+    def __init__(self, number: _BigNumber) -> None:
+        super().__init__(number)
+        self.number = number
+
+
+def _unwritable(value: Any) -> Any:
+    if isinstance(value, _BigNumber):
+        raise _BigNumberError(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")  # pragma: no cover - json only
+
+
+def _parse_float(text: str) -> float | _BigNumber:
+    value = float(text)
+    return value if math.isfinite(value) else _BigNumber(text)
+
+
+def _parse_int(text: str) -> int | _BigNumber:
+    limit = sys.get_int_max_str_digits()
+    if limit and len(text.lstrip("-")) > limit:
+        return _BigNumber(text)
+    return int(text)
+
+
+def _parse_json(text: str, source: str) -> Any:
+    """``json.loads`` that raises only :class:`SettingsError`, naming ``source``."""
+    try:
+        return json.loads(text, parse_float=_parse_float, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         msg = (
             f"settings file {source} is not valid JSON: {exc.msg} "
             f"at line {exc.lineno} column {exc.colno}"
         )
         raise SettingsError(msg, source=source) from exc
-    if not isinstance(data, dict):
-        msg = f"settings must be a JSON object, not {type(data).__name__} (in {source})"
-        raise SettingsError(msg, source=source)
-    return data
+    except RecursionError:
+        msg = f"settings file {source} is nested too deeply to read"
+        raise SettingsError(msg, source=source) from None
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:

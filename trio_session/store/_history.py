@@ -571,7 +571,7 @@ def _has_header(path: Path) -> bool:
         with path.open("rb") as file:
             first = file.readline(1 << 20)
         obj = _json_line(first)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return False
     return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
 
