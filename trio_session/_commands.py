@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import getpass
-import inspect
 import os
 import stat
 import sys
@@ -25,7 +24,7 @@ from ._settings import SettingsLayer, SettingsStore, default_settings_paths
 from .providers._anthropic import AnthropicProvider
 from .providers._base import Model, Provider
 from .providers._faux import FauxProvider, load_faux_script
-from .providers._http import HttpProvider
+from .providers._http import DEFAULT_ATTEMPT_TIMEOUT, HttpProvider
 from .providers._openai import OpenAIProvider
 from .store._credentials import CredentialStore, InMemoryCredentialStore
 from .store._history import default_sessions_dir, latest_session
@@ -75,25 +74,20 @@ def load_settings(
 #: Seconds to connect to the provider, for every provider the CLI builds.
 CONNECT_TIMEOUT = 10.0
 #: ``retry.provider.timeoutMs`` and ``retry.provider.idleTimeoutMs`` defaults, in seconds.
-DEFAULT_ATTEMPT_TIMEOUT = 600.0
 DEFAULT_IDLE_TIMEOUT = 120.0
 
 
-def provider_timeouts(
-    cls: type[HttpProvider], *, attempt_timeout: float, idle_timeout: float
-) -> dict[str, Any]:
-    """The timeout keywords ``cls`` is built with.
+def provider_timeouts(*, attempt_timeout: float, idle_timeout: float) -> dict[str, Any]:
+    """The timeout keywords an HTTP provider is built with.
 
     ``timeout``: ``idle_timeout`` for every phase of a request but connecting — so the
     longest silence while an answer streams — and :data:`CONNECT_TIMEOUT` to connect.
     ``attempt_timeout``: the deadline of one whole attempt.
     """
-    options: dict[str, Any] = {"timeout": httpx.Timeout(idle_timeout, connect=CONNECT_TIMEOUT)}
-    # ``attempt_timeout`` comes with the providers' half of issue 11; a provider that
-    # does not take it yet is built without it.
-    if "attempt_timeout" in inspect.signature(cls).parameters:
-        options["attempt_timeout"] = attempt_timeout
-    return options
+    return {
+        "timeout": httpx.Timeout(idle_timeout, connect=CONNECT_TIMEOUT),
+        "attempt_timeout": attempt_timeout,
+    }
 
 
 @asynccontextmanager
@@ -131,7 +125,7 @@ async def open_provider(
     if kind not in KEY_VARIABLES:
         raise CommandError(f"unknown provider {kind!r}; choose openai, anthropic or faux")
     cls: type[HttpProvider] = OpenAIProvider if kind == "openai" else AnthropicProvider
-    timeouts = provider_timeouts(cls, attempt_timeout=attempt_timeout, idle_timeout=idle_timeout)
+    timeouts = provider_timeouts(attempt_timeout=attempt_timeout, idle_timeout=idle_timeout)
     http = cls(base_url=base_url, **timeouts)
     async with http:
         model = http.model(
