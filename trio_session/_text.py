@@ -17,14 +17,22 @@ from typing import Any
 #: U+FFFD, what an invalid code point becomes.
 REPLACEMENT = "\ufffd"
 
-# After ``json.loads`` and ordinary decoding, a valid pair is one code point above
-# U+FFFF; any surrogate code point left in a str is therefore a lone one.
+# Any surrogate code point in a str: a lone one, or the two halves of a pair held as
+# two code points (which valid_unicode joins).
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def valid_unicode(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD; paired halves are joined."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def valid_text(text: str) -> tuple[str, int]:
-    """``text`` with each lone surrogate replaced by U+FFFD, and how many were replaced."""
-    return _LONE_SURROGATE.subn(REPLACEMENT, text)
+    """:func:`valid_unicode`, and how many code points were replaced."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text, 0
+    fixed = valid_unicode(text)
+    return fixed, fixed.count(REPLACEMENT) - text.count(REPLACEMENT)
 
 
 def valid_json_value(value: Any) -> tuple[Any, int]:

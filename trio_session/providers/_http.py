@@ -50,6 +50,7 @@ import attrs
 import httpx
 import trio
 
+from .._text import valid_unicode
 from ._base import (
     STREAM_CUT_MESSAGE,
     Model,
@@ -90,15 +91,6 @@ def _check_attempt_timeout(_: object, __: attrs.Attribute[Any], value: object) -
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         msg = f"attempt_timeout must be a positive number of seconds or None, not {value!r}"
         raise ValueError(msg)
-
-
-def valid_unicode(text: str) -> str:
-    """``text`` with every lone surrogate replaced by U+FFFD; paired halves are joined.
-
-    A JavaScript client that cuts an emoji in half, or bytes read with
-    ``errors="surrogateescape"``, leave lone surrogates that UTF-8 cannot carry.
-    """
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def json_body(body: Mapping[str, Any]) -> bytes:
