@@ -50,6 +50,22 @@ def chat_command(script: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "trio_session", "chat", "--faux", str(script), *args]
 
 
+def run_chat(
+    tmp_path: Path, script: Path, session: Path, stdin: bytes, **options: Any
+) -> subprocess.CompletedProcess[bytes]:
+    """``chat --resume SESSION`` on a faux script, with ``stdin``, to the end."""
+    return subprocess.run(
+        [*chat_command(script), "--resume", str(session)],
+        input=stdin,
+        capture_output=True,
+        timeout=HANG_GUARD,
+        check=False,
+        env=environ(tmp_path),
+        cwd=tmp_path,
+        **options,
+    )
+
+
 def texts(path: Path) -> list[tuple[str, str, str]]:
     """(role, stop reason, text) of every message in a session file."""
     out: list[tuple[str, str, str]] = []
@@ -82,16 +98,8 @@ def test_chat_stops_with_a_clear_message_when_the_session_file_cannot_grow(
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-    result = subprocess.run(
-        [*chat_command(script), "--resume", str(session)],
-        input=b"hi\n" + b"x" * 3000 + b"\nnever read\n",
-        capture_output=True,
-        timeout=HANG_GUARD,
-        check=False,
-        env=environ(tmp_path),
-        cwd=tmp_path,
-        preexec_fn=small_files,
-    )
+    stdin = b"hi\n" + b"x" * 3000 + b"\nnever read\n"
+    result = run_chat(tmp_path, script, session, stdin, preexec_fn=small_files)
     stderr = result.stderr.decode()
     assert result.returncode == 1, stderr
     assert stderr.splitlines()[-1] == (
@@ -262,15 +270,7 @@ def test_invalid_utf8_on_stdin_is_replaced_with_a_warning(tmp_path: Path) -> Non
     with a warning naming the line; the next line works too."""
     script = faux(tmp_path, {"text": "one"}, {"text": "two"})
     session = _new_session_file(tmp_path)
-    result = subprocess.run(
-        [*chat_command(script), "--resume", str(session)],
-        input=b"caf\xe9 au lait\nplain\n",
-        capture_output=True,
-        timeout=HANG_GUARD,
-        check=False,
-        env=environ(tmp_path),
-        cwd=tmp_path,
-    )
+    result = run_chat(tmp_path, script, session, b"caf\xe9 au lait\nplain\n")
     assert result.returncode == 0, result.stderr
     assert result.stderr.decode().splitlines()[-1] == (
         "trio-session: warning: input line 1 is not valid UTF-8; "
@@ -298,15 +298,7 @@ def test_resume_shows_what_the_loader_skipped(tmp_path: Path) -> None:
     first_id = json.loads(lines[1])["id"]
 
     script = faux(tmp_path, {"text": "ok"})
-    result = subprocess.run(
-        [*chat_command(script), "--resume", str(session)],
-        input=b"second\n",
-        capture_output=True,
-        timeout=HANG_GUARD,
-        check=False,
-        env=environ(tmp_path),
-        cwd=tmp_path,
-    )
+    result = run_chat(tmp_path, script, session, b"second\n")
     stderr = result.stderr.decode().splitlines()
     assert result.returncode == 0, result.stderr
     assert stderr[:2] == [

@@ -607,8 +607,9 @@ async def open_session(
 
     ``history`` is a session file (JSON lines) to append every message to: a path —
     resumed if it exists (the context is rebuilt without retried errors), created if
-    not — or an open :class:`SessionFile`. Entries are on disk after every agent run
-    and before every backoff sleep. A resumed file's session id is the session's.
+    not — or an open :class:`SessionFile`. A prompt is on disk before its request goes
+    out, and a run's messages before its ``agent_end`` (so before any backoff sleep). A
+    resumed file's session id is the session's.
 
     Example::
 
