@@ -368,6 +368,9 @@ class SessionFile:
     async def flush(self) -> None:
         """Write every staged entry, then fsync, in a worker thread; in staging order.
 
+        Cancelling it before its thread begins writes nothing and leaves the entries
+        staged; once the thread has begun, the flush runs to its end.
+
         Raises:
             HistoryError: the write failed; the entries stay staged for the next flush.
         """
@@ -377,7 +380,7 @@ class SessionFile:
                 return
             try:
                 await trio.to_thread.run_sync(self._write, b"".join(s.line for s in batch))
-            except HistoryError:
+            except BaseException:  # a failed write (cut back off), or cancelled before it began
                 self._pending[:0] = batch
                 raise
 
