@@ -7,7 +7,7 @@ import re
 from typing import Any, get_args
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trio_session import (
@@ -592,6 +592,7 @@ assistant_messages = st.builds(
 )
 
 
+@settings(deadline=None)
 @given(assistant_messages)
 def test_any_assistant_message_round_trips(message: AssistantMessage) -> None:
     """Any assistant message (text, tool calls, stop reason, error, usage) round-trips."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trio_session.rpc import (
@@ -110,6 +110,7 @@ def test_encode_line_survives_lone_surrogates() -> None:
 lines_strategy = st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=20)
 
 
+@settings(deadline=None)
 @given(lines=lines_strategy, cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10))
 def test_splitter_finds_the_lines_however_the_bytes_arrive(
     lines: list[bytes], cuts: list[int]

@@ -1,6 +1,6 @@
 """The agent loop: runtime context, turns, streaming, tool calls, agent events.
 
-An :class:`Agent` owns the runtime context — the message list the model sees —
+An ``Agent`` owns the runtime context — the message list the model sees —
 and runs one *agent run* at a time: ``prompt`` adds a user message and runs,
 ``continue_`` runs again on the context as it is (a retry re-attempt). A run is
 a sequence of turns; each turn streams one assistant message and, if the model

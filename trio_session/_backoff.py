@@ -1,16 +1,16 @@
 """How long to wait before a re-attempt (R-16, R-28). Pure functions, no I/O.
 
-The reference formula is :func:`exponential_delay_ms`::
+The reference formula is ``exponential_delay_ms``::
 
     delay = baseDelayMs * 2 ** (attempt - 1)        # 2000, 4000, 8000 with defaults
 
-:func:`plan_delay` adds the optional extras of R-28, all off by default so the
+``plan_delay`` adds the optional extras of R-28, all off by default so the
 reference schedule is exact: a cap (``maxDelayMs``), jitter, and honouring a
 server's ``Retry-After`` hint — up to ``retry.provider.maxRetryDelayMs`` when
 ``maxDelayMs`` is unset.
 
 Whatever the settings and the server say, no planned wait exceeds
-:data:`MAX_WAIT_MS`, so a delay always converts to seconds as a float and to
+``MAX_WAIT_MS``, so a delay always converts to seconds as a float and to
 JSON as an integer every client reads exactly.
 """
 
@@ -68,7 +68,7 @@ def plan_delay(
        never shortens a server-requested wait. A hint above the cap is not slept:
        the plan has no delay and a ``refusal`` naming both numbers. The cap is
        ``maxDelayMs``, or when that is unset ``provider.maxRetryDelayMs`` (``0``:
-       none; the hint is then slept, at most :data:`MAX_WAIT_MS`).
+       none; the hint is then slept, at most ``MAX_WAIT_MS``).
 
     Args:
         attempt: the attempt about to be made, 1 for the first re-attempt.

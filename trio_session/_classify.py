@@ -6,15 +6,15 @@ headers into that text, and these patterns decide. Everything here is pure.
 
 Two classifiers ship:
 
-* :data:`REFERENCE_CLASSIFIER` — the reference's rules, exactly (R-4, R-5, R-7).
+* ``REFERENCE_CLASSIFIER`` — the reference's rules, exactly (R-4, R-5, R-7).
   It is the default.
-* :data:`STRICT_CLASSIFIER` — ``retry.classifier: "strict"`` (R-8): status codes
+* ``STRICT_CLASSIFIER`` — ``retry.classifier: "strict"`` (R-8): status codes
   must stand alone (``0429`` inside a model name is not a 429), billing and quota
   errors are never retried, and a per-minute token rate limit is not mistaken
   for a context overflow.
 
-An application can build its own :class:`PatternClassifier` or pass any object
-with the two methods of :class:`Classifier`.
+An application can build its own ``PatternClassifier`` or pass any object
+with the two methods of ``Classifier``.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     3. ``x-ratelimit-reset-ms: N`` — epoch milliseconds if N > 1e12, else a duration.
     4. ``x-ratelimit-reset: N`` — epoch seconds if N > 1e9, else seconds.
 
-    Negative results clamp to 0, and waits longer than :data:`MAX_HINT_MS`
+    Negative results clamp to 0, and waits longer than ``MAX_HINT_MS``
     (``2**53 - 1``, about 285 000 years; ``retry-after: 1e999`` too) to that.
     ``now_ms`` (wall-clock epoch milliseconds) defaults to the current time; it only
     matters for dates and epoch values.

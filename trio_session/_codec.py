@@ -5,7 +5,7 @@ There is no ``to_dict`` per class: the encoder walks attrs fields, renames
 ``None`` values (so ``finalError`` appears only when set) and puts the
 discriminator (``type`` or ``role``) first. The decoder reads the field types and
 picks union members by their discriminator, so anything the encoder writes
-round-trips, and anything malformed raises :class:`~trio_session.CodecError`
+round-trips, and anything malformed raises ``trio_session.CodecError``
 naming the path of the bad value.
 """
 
@@ -204,12 +204,12 @@ def _decode_attrs(data: Any, cls: Any, path: str) -> Any:
 
 
 def event_from_json(data: Any) -> SessionEvent:
-    """Decode an event object; raises :class:`CodecError` naming the bad field."""
+    """Decode an event object; raises ``CodecError`` naming the bad field."""
     event: SessionEvent = _decode_union(data, EVENT_TYPES, "event")
     return event
 
 
 def message_from_json(data: Any) -> Message:
-    """Decode a message object; raises :class:`CodecError` naming the bad field."""
+    """Decode a message object; raises ``CodecError`` naming the bad field."""
     message: Message = _decode_union(data, _MESSAGE_TYPES, "message")
     return message

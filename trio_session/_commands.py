@@ -1,6 +1,6 @@
 """What the ``trio-session`` subcommands do, given plain values (``_cli`` parses argv).
 
-Every function here turns user mistakes into a :class:`CommandError` with a message
+Every function here turns user mistakes into a ``CommandError`` with a message
 meant for a person; ``_cli`` prints it and exits 2. Nothing here prints a traceback.
 """
 
@@ -51,7 +51,7 @@ def load_settings(
 ) -> SettingsStore:
     """Global file < project file < each ``extra`` file, in order (R-38).
 
-    A broken file is a :class:`CommandError` naming file, key and value — or, with
+    A broken file is a ``CommandError`` naming file, key and value — or, with
     ``ignore_broken``, a warning, and the session starts with the other layers.
     """
     paths: list[Path] = (
@@ -81,7 +81,7 @@ def provider_timeouts(*, attempt_timeout: float, idle_timeout: float) -> dict[st
     """The timeout keywords an HTTP provider is built with.
 
     ``timeout``: ``idle_timeout`` for every phase of a request but connecting — so the
-    longest silence while an answer streams — and :data:`CONNECT_TIMEOUT` to connect.
+    longest silence while an answer streams — and ``CONNECT_TIMEOUT`` to connect.
     ``attempt_timeout``: the deadline of one whole attempt.
     """
     return {
@@ -104,7 +104,7 @@ async def open_provider(
     """The provider and model a command talks to; HTTP clients are closed on exit.
 
     ``attempt_timeout`` (``--timeout``) and ``idle_timeout`` (``--idle-timeout``) are
-    seconds; see :func:`provider_timeouts`. The faux provider has no use for them.
+    seconds; see ``provider_timeouts``. The faux provider has no use for them.
     """
     if kind == "faux":
         if faux_script is None:

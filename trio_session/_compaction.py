@@ -2,11 +2,11 @@
 
 When a run ends in a context-overflow error, the session removes the error from
 the runtime context, emits ``auto_compaction_start {reason: "overflow"}``, asks
-its :class:`Compactor` for a smaller context, emits ``auto_compaction_end`` and —
+its ``Compactor`` for a smaller context, emits ``auto_compaction_end`` and —
 if the context shrank — continues the run once. The compaction algorithm is
-replaceable. The default, :class:`SummarizingCompactor`, asks the session's model
+replaceable. The default, ``SummarizingCompactor``, asks the session's model
 to summarise the older turns and keeps the recent ones verbatim; when that request
-fails (or overflows too) it falls back to :class:`DropOldestCompactor`.
+fails (or overflows too) it falls back to ``DropOldestCompactor``.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class SummarizingCompactor:
     model with a request to summarise them; the new context is one user message
     holding the summary, then the recent turns verbatim. If the summary request
     fails — an error, an overflow of its own, an empty answer — the ``fallback``
-    (:class:`DropOldestCompactor`) decides instead.
+    (``DropOldestCompactor``) decides instead.
     """
 
     fallback: DropOldestCompactor = attrs.field(factory=DropOldestCompactor)

@@ -53,7 +53,7 @@ class CodecError(TrioSessionError, ValueError):
 
 
 class EventStreamLagged(TrioSessionError):
-    """An :meth:`AgentSession.events` subscriber did not keep up and was disconnected.
+    """An ``AgentSession.events`` subscriber did not keep up and was disconnected.
 
     Event delivery never waits for a subscriber; instead, a subscriber whose buffer
     fills up is dropped and sees this error after the events it did receive.

@@ -2,7 +2,7 @@
 
 Every event is a frozen value with a ``type`` field spelled as in the reference
 (``auto_retry_start``, ``message_end`` …). Field names are snake_case in Python;
-:func:`trio_session.event_to_json` produces the reference's camelCase objects
+``trio_session.event_to_json`` produces the reference's camelCase objects
 (``maxAttempts``, ``delayMs``, ``finalError``, ``willRetry``).
 """
 
@@ -187,8 +187,8 @@ class HistoryWriteFailed:
     """The session file could not be written (a full disk, a file-size limit …).
 
     The prompt ends at once — no request is sent with a context that is not on
-    disk — and :meth:`AgentSession.prompt` raises the
-    :class:`~trio_session.HistoryError`. The entries that were not written stay
+    disk — and ``AgentSession.prompt`` raises the
+    ``trio_session.HistoryError``. The entries that were not written stay
     staged in memory and are written by the next successful flush; nothing
     already in the file is changed.
 

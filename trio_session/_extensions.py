@@ -13,7 +13,7 @@ path (``--extension FILE``) or by the entry-point group ``trio_session.extension
 Handlers get the same event objects that ``subscribe()`` callbacks get — the fields
 RPC clients see, in snake_case (``event_to_json`` gives the camelCase form).
 
-How they run: the session hands each event to an :class:`ExtensionRunner`, which
+How they run: the session hands each event to an ``ExtensionRunner``, which
 owns one task in the session's nursery and calls the handlers one at a time, in
 event order. Handing over never blocks the session, so a slow extension cannot hold
 up ``prompt()`` or ``abort()``. A handler that raises, or that is still running
@@ -192,11 +192,11 @@ class ExtensionRunner:
             self._send.send_nowait(event)
 
     def close(self) -> None:
-        """Stop accepting events; :meth:`run` returns once the queue is delivered."""
+        """Stop accepting events; ``run`` returns once the queue is delivered."""
         self._send.close()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Deliver queued events until :meth:`close`; run it in the session's nursery."""
+        """Deliver queued events until ``close``; run it in the session's nursery."""
         task_status.started()
         try:
             async for event in self._receive:

@@ -3,7 +3,7 @@
 The shapes follow the reference's messages so that files and wire formats stay
 compatible: a user message, an assistant message (with ``stopReason``,
 ``errorMessage`` and ``usage``), and a tool result. They are frozen values; the
-JSON codec in :mod:`trio_session._codec` turns them into the reference's camelCase
+JSON codec in ``trio_session._codec`` turns them into the reference's camelCase
 objects and back.
 """
 

@@ -2,7 +2,7 @@
 
 The reference keeps a chain alive with four loose fields (an attempt counter, a
 promise, its resolver, an AbortController for the sleep). Here a chain is a
-task in the prompt's nursery, and its lifetime *is* a :class:`trio.CancelScope`::
+task in the prompt's nursery, and its lifetime *is* a ``trio.CancelScope``::
 
     prompt() nursery
     └── RetryChain.run()            is_retrying ⇔ the chain has not ended (R-10)

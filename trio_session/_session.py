@@ -56,7 +56,7 @@ logger = logging.getLogger("trio_session")
 
 Subscriber = Callable[[SessionEvent], None]
 
-#: Events an :meth:`AgentSession.events` stream buffers before it is dropped.
+#: Events an ``AgentSession.events`` stream buffers before it is dropped.
 DEFAULT_EVENT_BUFFER = 4096
 
 
@@ -68,9 +68,9 @@ def _coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None)
 class EventStream:
     """An async iterator over session events, fed without ever blocking the session.
 
-    Made by :meth:`AgentSession.events`. If the consumer falls more than
+    Made by ``AgentSession.events``. If the consumer falls more than
     ``buffer`` events behind, the stream is disconnected: iteration yields what
-    was buffered, then raises :class:`EventStreamLagged`.
+    was buffered, then raises ``EventStreamLagged``.
     """
 
     _send: trio.MemorySendChannel[SessionEvent]
@@ -109,19 +109,19 @@ class EventStream:
 class AgentSession:
     """A conversation with a model, with auto-retry and overflow compaction.
 
-    Make one with :func:`open_session`. All methods must be called from Trio
+    Make one with ``open_session``. All methods must be called from Trio
     tasks of the run the session lives in.
 
     Args:
         provider: the model provider (``FauxProvider`` in tests).
         model: the model to ask.
-        settings: a :class:`SettingsStore`, a :class:`Settings`, nested groups in
+        settings: a ``SettingsStore``, a ``Settings``, nested groups in
             settings-file form (``{"retry": {"maxRetries": 5}}``), or ``None``.
         tools: tools the model may call.
         system_prompt: sent with every request.
         credentials: where API keys come from; also told about usage limits (R-17).
-        compactor: shrinks the context on overflow; :class:`SummarizingCompactor` if omitted.
-        classifier: overrides ``retry.classifier`` with any :class:`Classifier`.
+        compactor: shrinks the context on overflow; ``SummarizingCompactor`` if omitted.
+        classifier: overrides ``retry.classifier`` with any ``Classifier``.
         session_id: identifies the session to the credential store; random if omitted.
     """
 
@@ -188,7 +188,7 @@ class AgentSession:
 
     @property
     def settings_store(self) -> SettingsStore:
-        """The layered settings behind :attr:`settings`."""
+        """The layered settings behind ``settings``."""
         return self._settings
 
     @property
@@ -235,7 +235,7 @@ class AgentSession:
         return self._settings.current.compaction.enabled
 
     def set_auto_compaction_enabled(self, enabled: bool) -> None:
-        """Write ``compaction.enabled`` (R-50), like :meth:`set_auto_retry_enabled`."""
+        """Write ``compaction.enabled`` (R-50), like ``set_auto_retry_enabled``."""
         self._set_setting("compaction.enabled", enabled)
 
     def _set_setting(self, key: str, value: Any) -> None:
@@ -270,7 +270,7 @@ class AgentSession:
                     ...
 
         Delivery never waits for the consumer: past ``buffer`` unread events the
-        stream is dropped and raises :class:`EventStreamLagged` (R-34).
+        stream is dropped and raises ``EventStreamLagged`` (R-34).
         """
         send, receive = trio.open_memory_channel[SessionEvent](buffer)
         stream = EventStream(send, receive)
@@ -595,19 +595,19 @@ async def open_session(
     extension_timeout: float = DEFAULT_HANDLER_TIMEOUT,
     history: str | Path | SessionFile | None = None,
 ) -> AsyncIterator[AgentSession]:
-    """Open an :class:`AgentSession`; on exit, abort what runs and close it.
+    """Open an ``AgentSession``; on exit, abort what runs and close it.
 
-    ``model`` may be a :class:`Model`, a model id (its provider is ``provider.name``),
+    ``model`` may be a ``Model``, a model id (its provider is ``provider.name``),
     or omitted for providers that have a default (the faux provider).
 
-    ``extensions`` are :class:`Extension` objects or paths of extension files; their
+    ``extensions`` are ``Extension`` objects or paths of extension files; their
     handlers run in a task of this block, each bounded by ``extension_timeout``
-    seconds (see :mod:`trio_session._extensions`). An exception raised in the block
+    seconds (see ``trio_session._extensions``). An exception raised in the block
     comes out as itself, not wrapped in an exception group.
 
     ``history`` is a session file (JSON lines) to append every message to: a path —
     resumed if it exists (the context is rebuilt without retried errors), created if
-    not — or an open :class:`SessionFile`. A prompt is on disk before its request goes
+    not — or an open ``SessionFile``. A prompt is on disk before its request goes
     out, and a run's messages before its ``agent_end`` (so before any backoff sleep). A
     resumed file's session id is the session's.
 

@@ -6,19 +6,19 @@ Settings files are JSON with nested groups, keyed as in the reference::
 
 Layers apply in order — defaults < global file < project file < programmatic —
 and each key comes from the last layer that sets it. Every value is checked when
-its layer is read; a bad one raises :class:`~trio_session.SettingsError` whose
+its layer is read; a bad one raises ``trio_session.SettingsError`` whose
 message names the key, the value and the file. Groups other than ``retry`` and
 ``compaction`` are left alone, so a file shared with other tools still loads.
 
-Every number has an inclusive range (the table of :data:`RANGES`, documented
+Every number has an inclusive range (the table of ``RANGES``, documented
 in docs/storage.md), so no setting that loads can make the backoff arithmetic
 overflow later. A settings file is read only if it is a regular file of at most
-:data:`MAX_SETTINGS_FILE_BYTES`; a number Python cannot hold (``1e400``, an integer
+``MAX_SETTINGS_FILE_BYTES``; a number Python cannot hold (``1e400``, an integer
 of thousands of digits) or JSON nested too deeply to parse is a
-:class:`~trio_session.SettingsError` like any other bad value, never a traceback.
+``trio_session.SettingsError`` like any other bad value, never a traceback.
 
-:func:`default_settings_paths` says where the global and project files live;
-:func:`persist_setting` writes one key back into a file, atomically.
+``default_settings_paths`` says where the global and project files live;
+``persist_setting`` writes one key back into a file, atomically.
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ class SettingsLayer:
 
         Raises:
             SettingsError: the file is not a regular file, is larger than
-                :data:`MAX_SETTINGS_FILE_BYTES`, cannot be read or parsed, or holds a
+                ``MAX_SETTINGS_FILE_BYTES``, cannot be read or parsed, or holds a
                 bad value.
         """
         path = Path(path)
@@ -329,7 +329,7 @@ def _as_nested(value: Any) -> Any:
 class SettingsStore:
     """Live, layered settings for one session.
 
-    The session reads :attr:`current` each time it needs a value (R-11), so a
+    The session reads ``current`` each time it needs a value (R-11), so a
     change made while a prompt runs applies from the next decision on.
     Programmatic changes (``set_auto_retry_enabled``) go into the top layer.
     """
@@ -343,7 +343,7 @@ class SettingsStore:
 
     @classmethod
     def coerce(cls, value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
-        """Accept a store, a :class:`Settings`, nested groups in file form, or ``None``."""
+        """Accept a store, a ``Settings``, nested groups in file form, or ``None``."""
         if isinstance(value, SettingsStore):
             return value
         if value is None:
@@ -388,7 +388,7 @@ class SettingsStore:
     def set_and_persist(self, key: str, value: Any) -> Path | None:
         """Set ``key`` and write it back into the file it came from, if it came from one.
 
-        The write is small and atomic (:func:`persist_setting`) and happens before this
+        The write is small and atomic (``persist_setting``) and happens before this
         returns, and before anything changes in memory: if it fails, the error is
         raised and the settings are as they were. Returns the file written, or
         ``None`` when the key came from no file.
@@ -413,7 +413,7 @@ class SettingsStore:
 SETTINGS_FILE_NAME = "settings.json"
 #: The project settings file, relative to the working directory.
 PROJECT_SETTINGS_PATH = Path(".trio-session") / SETTINGS_FILE_NAME
-#: Mode of a settings file :func:`persist_setting` creates (an existing file keeps its own).
+#: Mode of a settings file ``persist_setting`` creates (an existing file keeps its own).
 NEW_SETTINGS_FILE_MODE = 0o644
 
 
@@ -455,7 +455,7 @@ def persist_setting(path: str | os.PathLike[str], key: str, value: Any) -> None:
 
     Raises:
         SettingsError: the key or value is invalid, or the file exists but is not
-            a regular file of at most :data:`MAX_SETTINGS_FILE_BYTES`, not valid
+            a regular file of at most ``MAX_SETTINGS_FILE_BYTES``, not valid
             JSON, not an object, holds a number that would not survive the rewrite
             (``1e400``), or cannot be read or written (it is then left untouched).
     """
@@ -530,7 +530,7 @@ _FILE_KINDS = (
 def _read_settings_text(path: Path) -> str | None:
     """The text of a settings file, or ``None`` if there is no such file.
 
-    Only a regular file (or a link to one) of at most :data:`MAX_SETTINGS_FILE_BYTES`
+    Only a regular file (or a link to one) of at most ``MAX_SETTINGS_FILE_BYTES``
     is read: a FIFO, ``/dev/zero`` or a directory is refused at once, without
     waiting for a writer or reading without end.
     """
@@ -612,7 +612,7 @@ def _parse_int(text: str) -> int | _BigNumber:
 
 
 def _parse_json(text: str, source: str) -> Any:
-    """``json.loads`` that raises only :class:`SettingsError`, naming ``source``."""
+    """``json.loads`` that raises only ``SettingsError``, naming ``source``."""
     try:
         return json.loads(text, parse_float=_parse_float, parse_int=_parse_int)
     except json.JSONDecodeError as exc:

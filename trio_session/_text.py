@@ -28,7 +28,7 @@ def valid_unicode(text: str) -> str:
 
 
 def valid_text(text: str) -> tuple[str, int]:
-    """:func:`valid_unicode`, and how many code points were replaced."""
+    """``valid_unicode``, and how many code points were replaced."""
     if _LONE_SURROGATE.search(text) is None:
         return text, 0
     fixed = valid_unicode(text)
@@ -36,7 +36,7 @@ def valid_text(text: str) -> tuple[str, int]:
 
 
 def valid_json_value(value: Any) -> tuple[Any, int]:
-    """A decoded JSON value with :func:`valid_text` applied to every string in it.
+    """A decoded JSON value with ``valid_text`` applied to every string in it.
 
     Returns:
         The repaired value (the same object if nothing needed repair) and the

@@ -1,9 +1,9 @@
 """Helpers for testing applications built on trio_session.
 
-The provider is the seam to fake: use :class:`~trio_session.FauxProvider` with a
+The provider is the seam to fake: use ``trio_session.FauxProvider`` with a
 script, run on Trio's ``MockClock(autojump_threshold=0)`` (pytest-trio's
 ``autojump_clock`` fixture), and record what the session emits with
-:class:`EventRecorder`::
+``EventRecorder``::
 
     async def test_two_503s_then_success(autojump_clock):
         provider = FauxProvider(faux_script(["!503", "!503", "Hello"]))

@@ -124,7 +124,7 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[Any]:
 
 
 def anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:
-    """Messages API tools for our :class:`ToolSpec` list."""
+    """Messages API tools for our ``ToolSpec`` list."""
     return [
         {"name": tool.name, "description": tool.description, "input_schema": dict(tool.parameters)}
         for tool in tools
@@ -272,7 +272,7 @@ class AnthropicProvider(HttpProvider):
         async with AnthropicProvider(api_key=key) as provider:
             async with open_session(provider, "claude-sonnet-4-5") as session: ...
 
-    Args (besides those of :class:`HttpProvider`):
+    Args (besides those of ``HttpProvider``):
         max_tokens: the answer's token budget (required by the API).
     """
 

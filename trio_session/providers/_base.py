@@ -1,15 +1,15 @@
 """What a model provider is: the seam between the agent loop and a model.
 
-A provider streams one answer into a :class:`StreamSink` and returns how it
+A provider streams one answer into a ``StreamSink`` and returns how it
 ended. It never raises for a failed request and never retries on its own
-(R-28a): a failure is a :class:`StreamEnd` with ``stop_reason="error"`` and an
+(R-28a): a failure is a ``StreamEnd`` with ``stop_reason="error"`` and an
 ``error_message`` that the retry policy classifies (R-52). Cancellation is the
 one exception that passes through: the agent turns it into an ``aborted``
 message, keeping whatever the sink received.
 
 The second half of this module turns HTTP failures into that ``error_message``
 text — status, the server's own message, retry-hint headers — as pure functions
-shared by the HTTP adapters (:mod:`._openai`, :mod:`._anthropic`).
+shared by the HTTP adapters (``._openai``, ``._anthropic``).
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ _HTML_TAG = re.compile(r"<[^>]*>")
 def status_reason(status: int, reason: str = "") -> str:
     """``"429 Too Many Requests"``: the status and the server's reason phrase.
 
-    An empty reason (HTTP/1.1 allows it) is filled from :class:`http.HTTPStatus`; an
+    An empty reason (HTTP/1.1 allows it) is filled from ``http.HTTPStatus``; an
     unknown status without a reason is just the number.
     """
     reason = " ".join(reason.split())
@@ -348,8 +348,8 @@ def event_error_message(
 
     ``"529 overloaded_error: Overloaded"``: the status is the one given, else a numeric
     ``code`` (OpenRouter), else the one the API documents for the error ``type``
-    (:data:`ERROR_TYPE_STATUS`); then the type, then the message, kept to one line of
-    at most :data:`MAX_MESSAGE_CHARS` (``secrets`` redacted first).
+    (``ERROR_TYPE_STATUS``); then the type, then the message, kept to one line of
+    at most ``MAX_MESSAGE_CHARS`` (``secrets`` redacted first).
     """
     secrets = tuple(secrets)
     kind = error.get("type")

@@ -92,9 +92,9 @@ class FauxReply:
 class FauxProvider:
     """A provider that answers from a script, one step per request.
 
-    Each step is a :class:`FauxReply` or a function of the request returning one.
-    Every request is recorded in :attr:`requests`, with its start time (in
-    ``trio.current_time()``, so virtual under ``MockClock``) in :attr:`request_times`.
+    Each step is a ``FauxReply`` or a function of the request returning one.
+    Every request is recorded in ``requests``, with its start time (in
+    ``trio.current_time()``, so virtual under ``MockClock``) in ``request_times``.
     When the script runs out, the request ends as a non-retryable error.
 
     Example::
@@ -112,7 +112,7 @@ class FauxProvider:
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "<data>", name: str = "faux") -> FauxProvider:
-        """A provider playing a JSON faux script (see :func:`faux_script_from_json`).
+        """A provider playing a JSON faux script (see ``faux_script_from_json``).
 
         Raises:
             FauxScriptError: naming ``source``, the reply's index and the bad key.
@@ -189,7 +189,7 @@ class FauxScriptError(TrioSessionError, ValueError):
 
 
 def _reply_from_json(data: Any, where: str) -> FauxReply:
-    """Decode one reply object; raise :class:`CodecError` naming ``where`` and the key."""
+    """Decode one reply object; raise ``CodecError`` naming ``where`` and the key."""
     if not isinstance(data, dict):
         msg = f"{where} must be an object, not {type(data).__name__}"
         raise CodecError(msg)
@@ -229,7 +229,7 @@ def faux_script_from_json(data: Any, *, source: str = "<data>") -> list[FauxRepl
     Each reply may have ``text``, ``chunks``, ``toolCalls`` (``[{"id", "name",
     "arguments"}]``), ``error``, ``delay`` and ``chunkDelay`` (seconds), ``usage``
     (``{"input", "output", "cacheRead", "cacheWrite"}``), ``hang`` and ``stopReason``
-    (``"stop"``, ``"length"`` or ``"toolUse"``) — the fields of :class:`FauxReply`
+    (``"stop"``, ``"length"`` or ``"toolUse"``) — the fields of ``FauxReply``
     in camelCase. ``[{"error": "503 Service Unavailable"}, {"text": "Hello!"}]`` fails
     once, then answers.
 
@@ -251,7 +251,7 @@ def faux_script_from_json(data: Any, *, source: str = "<data>") -> list[FauxRepl
 
 
 def load_faux_script(path: str | Path) -> list[FauxReply]:
-    """Read a JSON faux script file (see :func:`faux_script_from_json`).
+    """Read a JSON faux script file (see ``faux_script_from_json``).
 
     Raises:
         FauxScriptError: the file cannot be read, is not JSON, or a reply is malformed.

@@ -1,8 +1,8 @@
 """What the HTTP adapters share: the client, one streamed request, failures as text.
 
-:class:`HttpProvider` does the HTTP half of a provider; a subclass says what to
+``HttpProvider`` does the HTTP half of a provider; a subclass says what to
 send (URL, headers, JSON body) and how to read the events that come back (a
-:class:`StreamParser`)::
+``StreamParser``)::
 
     HttpProvider.stream(request, sink)
     └── move_on_after(attempt_timeout)                  the whole attempt, 600 s by default
@@ -185,19 +185,19 @@ class HttpProvider:
 
     Args:
         api_key: used when the request carries none (``ProviderRequest.api_key`` wins).
-        base_url: the API root; a :class:`Model` with its own ``base_url`` overrides it.
+        base_url: the API root; a ``Model`` with its own ``base_url`` overrides it.
         name: the provider name credentials are keyed by (``"llama.cpp"`` for a local
             OpenAI-compatible server).
-        timeout: an :class:`httpx.Timeout`, seconds for all phases, or ``None`` for
+        timeout: an ``httpx.Timeout``, seconds for all phases, or ``None`` for
             none; applied to every request, also on a client passed in. Its read
             timeout is the longest silence allowed; the default is
-            :data:`DEFAULT_TIMEOUT` (120 s, 10 s to connect).
+            ``DEFAULT_TIMEOUT`` (120 s, 10 s to connect).
         attempt_timeout: seconds one attempt may take as a whole — connecting, the
             headers, the whole streamed answer, any error body — or ``None`` for no
             limit; 600 by default.
-        client: an :class:`httpx.AsyncClient` to use; the caller keeps owning it (it
+        client: an ``httpx.AsyncClient`` to use; the caller keeps owning it (it
             must not retry on its own, R-28a). If omitted, one is created at first use
-            with ``retries=0`` and closed by :meth:`aclose`.
+            with ``retries=0`` and closed by ``aclose``.
         headers: extra request headers.
         extra_body: extra top-level JSON fields (``temperature``, ``max_completion_tokens``).
     """
@@ -251,7 +251,7 @@ class HttpProvider:
         return self._attempt_timeout
 
     def model(self, id: str, *, context_window: int = 128_000) -> Model:
-        """A :class:`Model` at this provider, with its name and ``base_url``."""
+        """A ``Model`` at this provider, with its name and ``base_url``."""
         return Model(
             id=id, provider=self.name, context_window=context_window, base_url=self.base_url
         )
@@ -304,7 +304,7 @@ class HttpProvider:
     async def stream(self, request: ProviderRequest, sink: StreamSink) -> StreamEnd:
         """Send ``request``, stream the answer into ``sink``, return how it ended.
 
-        Never raises for a failed request: every failure is a :class:`StreamEnd` whose
+        Never raises for a failed request: every failure is a ``StreamEnd`` whose
         ``error_message`` the retry policy classifies (R-52), with the API key redacted.
         An exception from a bug (here or in ``sink``) becomes a short message naming
         its type. Cancellation propagates, after the response has been closed.
@@ -519,11 +519,11 @@ class _EventReader:
 async def _read_capped(
     response: httpx.Response, secrets: tuple[str, ...]
 ) -> tuple[str, str | None]:
-    """Up to :data:`MAX_ERROR_BODY_BYTES` of a body as text, secrets redacted, and what
+    """Up to ``MAX_ERROR_BODY_BYTES`` of a body as text, secrets redacted, and what
     went wrong reading it (``None`` if nothing did).
 
     A body cut at the limit or by a lost connection may end in the start of a key; that
-    start is redacted too (:func:`redact` with ``cut=True``).
+    start is redacted too (``redact`` with ``cut=True``).
     """
     content = _content_decoder(response)
     chunks: list[bytes] = []

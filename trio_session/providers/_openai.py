@@ -64,7 +64,7 @@ def _int(value: Any) -> int:
 
 
 def openai_usage(usage: Mapping[str, Any]) -> Usage:
-    """Our :class:`Usage` from a Chat Completions ``usage`` object.
+    """Our ``Usage`` from a Chat Completions ``usage`` object.
 
     ``input`` is ``prompt_tokens`` minus the cached ones, which are ``cache_read``;
     ``output`` is ``completion_tokens`` (reasoning tokens included). Missing fields
@@ -109,7 +109,7 @@ def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) ->
 
 
 def openai_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:
-    """Function tools for our :class:`ToolSpec` list."""
+    """Function tools for our ``ToolSpec`` list."""
     return [
         {
             "type": "function",
@@ -246,7 +246,7 @@ class OpenAIProvider(HttpProvider):
 
         local = OpenAIProvider(base_url="http://127.0.0.1:8080/v1", name="llama.cpp")
 
-    Args (besides those of :class:`HttpProvider`):
+    Args (besides those of ``HttpProvider``):
         include_usage: ask for a usage chunk (``stream_options.include_usage``);
             turn off for a server that rejects the option.
     """

@@ -5,10 +5,10 @@ A small, pure decoder for the ``text/event-stream`` format both HTTP APIs stream
 UTF-8, lines end in ``\\r\\n``, ``\\n`` or ``\\r`` (and nothing else: a U+2028 inside
 a JSON string is data), ``field: value`` lines accumulate an event, a blank line
 dispatches it, lines starting with ``:`` are comments. The HTTP layer feeds it the body
-as it arrives (:meth:`SSEDecoder.feed`).
+as it arrives (``SSEDecoder.feed``).
 
-Memory is bounded: a line longer than :data:`MAX_EVENT_BYTES`, or an event whose data
-adds up to more, raises :class:`EventStreamTooLarge` instead of being buffered, so a
+Memory is bounded: a line longer than ``MAX_EVENT_BYTES``, or an event whose data
+adds up to more, raises ``EventStreamTooLarge`` instead of being buffered, so a
 server that never sends a newline cannot make the reader grow without end.
 
 An event still being accumulated when the stream ends is discarded, as the format
@@ -61,7 +61,7 @@ class SSEDecoder:
 
     Args:
         max_size: the longest line in bytes, and the most data one event may gather
-            in characters (:data:`MAX_EVENT_BYTES`).
+            in characters (``MAX_EVENT_BYTES``).
     """
 
     _max_size: int = attrs.field(default=MAX_EVENT_BYTES, alias="max_size", kw_only=True)

@@ -1,9 +1,9 @@
 """RPC mode: drive agent sessions over JSON lines, as the reference's ``--mode rpc``.
 
-- :func:`serve_rpc` / :class:`RpcServer` — the server, over any :class:`trio.abc.Stream`;
-  :func:`serve_stdio` runs it on this process's stdin and stdout (``trio-session rpc``);
-- :func:`open_rpc_client` / :func:`connect_rpc` / :class:`RpcClient` — the client;
-- :func:`parse_command` and the command classes — the wire format.
+- ``serve_rpc`` / ``RpcServer`` — the server, over any ``trio.abc.Stream``;
+  ``serve_stdio`` runs it on this process's stdin and stdout (``trio-session rpc``);
+- ``open_rpc_client`` / ``connect_rpc`` / ``RpcClient`` — the client;
+- ``parse_command`` and the command classes — the wire format.
 
 The protocol is described in ``docs/rpc.md``.
 """

@@ -13,11 +13,11 @@
 
 The client writes commands with ids ``req_1``, ``req_2`` … and matches each
 response to its call; everything else the server writes (events, and responses
-nobody waits for) goes to every open :meth:`RpcClient.events` stream, as plain
-JSON objects (decode them with :func:`~trio_session.event_from_json` if you like).
+nobody waits for) goes to every open ``RpcClient.events`` stream, as plain
+JSON objects (decode them with ``trio_session.event_from_json`` if you like).
 
 When the server goes away — the process dies or exits, the stream closes — every
-call that is waiting raises :class:`RpcConnectionError` naming what it waited for,
+call that is waiting raises ``RpcConnectionError`` naming what it waited for,
 the exit status and the end of the process's stderr; so does every later call.
 Nothing hangs.
 """
@@ -43,7 +43,7 @@ from ._protocol import LineSplitter, encode_line
 
 logger = logging.getLogger("trio_session.rpc")
 
-#: Seconds :meth:`RpcClient.aclose` gives the server to finish after end of input,
+#: Seconds ``RpcClient.aclose`` gives the server to finish after end of input,
 #: before it is terminated (and, a second later, killed).
 CLOSE_TIMEOUT: Final = 5.0
 #: How much of the child's stderr is kept for error messages.
@@ -72,8 +72,8 @@ class _Pending:
 class RpcEventStream:
     """Events (and unmatched responses) from the server, as JSON objects.
 
-    Made by :meth:`RpcClient.events`. Iteration ends when the client is closed,
-    and raises :class:`RpcConnectionError` if the server went away.
+    Made by ``RpcClient.events``. Iteration ends when the client is closed,
+    and raises ``RpcConnectionError`` if the server went away.
     """
 
     _client: RpcClient
@@ -113,11 +113,11 @@ class RpcEventStream:
 
 @attrs.define(eq=False)
 class RpcClient:
-    """A connection to an RPC server; make one with :func:`open_rpc_client` or
-    :func:`connect_rpc`.
+    """A connection to an RPC server; make one with ``open_rpc_client`` or
+    ``connect_rpc``.
 
     Every command method sends one line and waits for its response; a response
-    with ``success: false`` raises :class:`RpcCommandError`. All methods must be
+    with ``success: false`` raises ``RpcCommandError``. All methods must be
     called from tasks of the Trio run the client was opened in.
     """
 
@@ -193,7 +193,7 @@ class RpcClient:
 
     async def prompt(self, message: str) -> None:
         """Start a prompt; returns once the server accepted it. Events follow;
-        :meth:`wait_for_idle` waits for the end."""
+        ``wait_for_idle`` waits for the end."""
         await self.request("prompt", message=message)
 
     async def abort(self) -> None:
@@ -323,7 +323,7 @@ class RpcClient:
             channel.send_nowait(data)  # unbounded: never blocks
 
     def _track(self, data: JSONObject) -> None:
-        """Notice when a run's end shows in the events (for :meth:`wait_for_idle`)."""
+        """Notice when a run's end shows in the events (for ``wait_for_idle``)."""
         kind = data.get("type")
         if kind in ("agent_start", "auto_retry_start", "auto_compaction_start"):
             self._run_over = False
@@ -405,7 +405,7 @@ class RpcClient:
     async def aclose(self) -> None:
         """End the session: close the server's input, let it abort and exit, reap it.
 
-        The server gets :data:`CLOSE_TIMEOUT` seconds to finish after end of
+        The server gets ``CLOSE_TIMEOUT`` seconds to finish after end of
         input; then it is terminated, and a second later killed. Idempotent.
         """
         if self._closing:

@@ -1,4 +1,4 @@
-"""What an :class:`~trio_session.rpc.RpcClient` raises.
+"""What an ``trio_session.rpc.RpcClient`` raises.
 
 The RPC errors hang under the package's base class (see ``trio_session._errors``)::
 

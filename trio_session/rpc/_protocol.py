@@ -10,11 +10,11 @@ a response to every command line, and every session event as it happens::
     ← {"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 …"}
 
 Field names are the reference's (``isStreaming``, ``autoCompactionEnabled``,
-``parentSession``); events are encoded by the one codec, :func:`~trio_session.event_to_json`.
+``parentSession``); events are encoded by the one codec, ``trio_session.event_to_json``.
 
-This module is pure: :func:`parse_command` turns a line into a frozen command
-object or a :class:`Rejected` (never an exception), :func:`response_to_json` shapes
-answers, :func:`encode_line` writes a JSON line, and :class:`LineSplitter` cuts a
+This module is pure: ``parse_command`` turns a line into a frozen command
+object or a ``Rejected`` (never an exception), ``response_to_json`` shapes
+answers, ``encode_line`` writes a JSON line, and ``LineSplitter`` cuts a
 byte stream into lines with a length cap that never buffers more than the cap.
 """
 
@@ -145,7 +145,7 @@ class Rejected:
     id: CommandId | None = None
 
 
-#: What :func:`parse_command` returns for every line.
+#: What ``parse_command`` returns for every line.
 Parsed: TypeAlias = Command | Rejected
 
 
@@ -261,7 +261,7 @@ def decode_json_line(line: bytes) -> Any | Rejected:
 
     A trailing ``\\r`` is dropped. Invalid UTF-8, an empty line, invalid JSON,
     ``NaN``/``Infinity`` and nesting too deep for the parser are all
-    :class:`Rejected` with ``command: "parse"``.
+    ``Rejected`` with ``command: "parse"``.
     """
     if line.endswith(b"\r"):
         line = line[:-1]
@@ -297,7 +297,7 @@ def parse_command(line: bytes) -> Parsed:
 
 
 def command_from_json(data: Any) -> Parsed:
-    """Validate decoded JSON as a command (see :func:`parse_command`)."""
+    """Validate decoded JSON as a command (see ``parse_command``)."""
     if not isinstance(data, dict):
         return _parse_failure(f"expected a JSON object, not {_json_kind(data)}")
     kind = data.get("type")
@@ -428,8 +428,8 @@ class Overlong:
 class LineSplitter:
     """Cuts a byte stream into lines at ``\\n``, holding at most ``max_line_bytes``.
 
-    :meth:`feed` returns the complete lines (without ``\\n``) in a chunk; a line
-    that grows past the cap comes out once, as :class:`Overlong`, as soon as it
+    ``feed`` returns the complete lines (without ``\\n``) in a chunk; a line
+    that grows past the cap comes out once, as ``Overlong``, as soon as it
     does — and its remaining bytes are dropped up to the next newline. ``None``
     means no cap (the client reading a server it trusts).
     """

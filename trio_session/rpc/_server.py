@@ -1,6 +1,6 @@
 """The RPC server: commands in, responses and session events out, over any trio Stream.
 
-It is written against :class:`trio.abc.Stream`; the ``trio-session rpc`` command
+It is written against ``trio.abc.Stream``; the ``trio-session rpc`` command
 adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree::
 
     RpcServer.serve()                 reads lines and answers them, in order
@@ -16,7 +16,7 @@ adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree
   ``abort_retry`` is answered in the middle of a backoff sleep (R-39).
 - ``abort`` is answered once the run has ended, after the run's last event.
 - Events are written as they happen (R-44): a synchronous subscriber encodes each
-  one with :func:`~trio_session.event_to_json` and queues the line; the writer task
+  one with ``trio_session.event_to_json`` and queues the line; the writer task
   sends queued lines whole, so output is never torn or interleaved.
 - Backpressure, without ever making the session wait: when more than
   ``merge_updates_after`` bytes wait to be written (the client is not keeping up), a
@@ -25,7 +25,7 @@ adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree
   client costs memory in proportion to the answer, not to its length times its
   number of chunks; when more than ``output_high_water`` bytes wait, the server
   stops reading commands until they drain. Nothing is ever dropped.
-- End of input (and :meth:`RpcServer.shutdown`, which the command wires to SIGINT,
+- End of input (and ``RpcServer.shutdown``, which the command wires to SIGINT,
   SIGTERM and SIGHUP) aborts any run, closes the session, writes what is queued, and
   returns.
 """
@@ -206,7 +206,7 @@ class _Outbox:
 
     Once more than ``merge_after`` bytes wait, a ``message_update`` is merged into the
     line before it when that is a ``message_update`` it can merge with
-    (:func:`merge_updates`): every update carries the whole partial message, so
+    (``merge_updates``): every update carries the whole partial message, so
     without this a client that stops reading would cost memory quadratic in the length
     of the answer. Nothing is ever dropped, and nothing ever waits to be queued.
     """
@@ -328,15 +328,15 @@ class RpcServer:
     Args:
         sessions: a session factory (``lambda: open_session(provider, …)``), opened
             once at start and again for every ``new_session``; or one
-            :class:`~trio_session.AgentSession` to serve (``new_session`` is then
+            ``trio_session.AgentSession`` to serve (``new_session`` is then
             refused, and the session is left open at the end).
         stream: where commands come from and where output goes.
         max_line_bytes: the longest command line read (R-42).
         output_high_water: queued output past which reading commands pauses.
         merge_updates_after: queued output past which a ``message_update`` merges
-            into the queued one before it (see :func:`merge_updates`).
+            into the queued one before it (see ``merge_updates``).
 
-    Use :func:`serve_rpc`, or ``await nursery.start(server.serve)``.
+    Use ``serve_rpc``, or ``await nursery.start(server.serve)``.
     """
 
     _sessions: AgentSession | SessionFactory = attrs.field(alias="sessions")
@@ -365,7 +365,7 @@ class RpcServer:
         return self._host.session
 
     def shutdown(self) -> None:
-        """Stop reading commands; :meth:`serve` then aborts any run and returns.
+        """Stop reading commands; ``serve`` then aborts any run and returns.
 
         Safe to call from any task of the run, at any time, more than once. The
         command being answered, if any, is answered first.
@@ -377,7 +377,7 @@ class RpcServer:
     async def serve(
         self, *, task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Answer commands until the input ends or :meth:`shutdown` is called.
+        """Answer commands until the input ends or ``shutdown`` is called.
 
         Reports itself to ``task_status`` once the session is open. On the way out:
         aborts the run it started, closes the session it opened, writes everything
@@ -608,9 +608,9 @@ async def serve_rpc(
     """Serve the RPC protocol on ``stream`` until its input ends.
 
     ``sessions`` is a factory of sessions (``lambda: open_session(provider)``) or
-    one :class:`~trio_session.AgentSession`. Started with ``await
-    nursery.start(serve_rpc, …)`` it reports the :class:`RpcServer`, whose
-    :meth:`~RpcServer.shutdown` ends it early::
+    one ``trio_session.AgentSession``. Started with ``await
+    nursery.start(serve_rpc, …)`` it reports the ``RpcServer``, whose
+    ``RpcServer.shutdown`` ends it early::
 
         async with trio.open_nursery() as nursery:
             server = await nursery.start(serve_rpc, lambda: open_session(provider), stream)

@@ -1,12 +1,12 @@
 """Credentials per provider, and what to do when one hits its usage limit (R-17).
 
 A session sticks to one credential of its provider. When a request fails with a
-usage-limit error, the session calls :meth:`CredentialStore.mark_usage_limit_reached`:
+usage-limit error, the session calls ``CredentialStore.mark_usage_limit_reached``:
 the store blocks that credential until ``now + retry_after_ms`` and, if another
 credential of the same provider is free, switches the session to it and returns
 ``True`` — the retry then goes out at once (``delayMs: 0``).
 
-:class:`InMemoryCredentialStore` is the embedded default; a persistent store
+``InMemoryCredentialStore`` is the embedded default; a persistent store
 (SQLite, shared between processes) implements the same protocol.
 """
 

@@ -2,7 +2,7 @@
 
 The history is what happened; the runtime context is what the model is sent
 next. A retried error leaves the runtime context (R-20) but stays here, and
-:func:`runtime_context` rebuilds the runtime context from the file on resume.
+``runtime_context`` rebuilds the runtime context from the file on resume.
 
 Format
 ------
@@ -28,20 +28,20 @@ Messages are encoded by the package's one JSON codec (``message_to_json``).
 Timestamps are ISO-8601 UTC with milliseconds, as JavaScript writes them. Entry
 ids are 8 hex digits, unique within the file. Entry types this version does not
 write (the reference's ``model_change``, ``label``, …) are read as
-:class:`OtherEntry` and play no part in the runtime context.
+``OtherEntry`` and play no part in the runtime context.
 
 Writing
 -------
-:class:`~._session_file.SessionFile` appends entries durably (write + fsync per
-entry, or per batch); see :mod:`._session_file`.
+``._session_file.SessionFile`` appends entries durably (write + fsync per
+entry, or per batch); see ``._session_file``.
 
 Reading
 -------
-:func:`load_session` never loses a complete entry to a broken one: a line that is
+``load_session`` never loses a complete entry to a broken one: a line that is
 not valid JSON, or not a valid entry, is skipped with a warning naming its line
 number; an incomplete last line (a crash in the middle of a write) is skipped
 with a warning, and ``SessionFile.resume`` cuts it off before appending.
-Only a missing or broken header is an error (:class:`HistoryError`). Entries are
+Only a missing or broken header is an error (``HistoryError``). Entries are
 taken in file order; the reference's branches (``parentId`` pointing elsewhere)
 are reported as warnings, not followed.
 """
@@ -165,7 +165,7 @@ _ENTRY_TYPES: dict[str, type[Any]] = {
 
 @attrs.frozen
 class LoadedSession:
-    """What :func:`load_session` read.
+    """What ``load_session`` read.
 
     Attributes:
         path: the session file.
@@ -243,7 +243,7 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
     """Read a session file, skipping what is broken and saying so.
 
     Blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``
-    (or use :func:`open_history`).
+    (or use ``open_history``).
 
     Raises:
         HistoryError: the file cannot be read, or has no valid session header.
@@ -548,7 +548,7 @@ def default_sessions_dir(
     """Where sessions started in ``cwd`` are kept: ``<user data dir>/sessions/--src-app--``.
 
     On Linux that is ``~/.local/share/trio-session/sessions/--src-app--`` for
-    ``/src/app`` (see :mod:`trio_session._dirs` for the other platforms); the
+    ``/src/app`` (see ``trio_session._dirs`` for the other platforms); the
     working directory is encoded into one directory name as the reference does.
 
     Args:

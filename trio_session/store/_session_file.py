@@ -1,13 +1,13 @@
-"""Writing a session file: :class:`SessionFile` and :func:`open_history` (R-51).
+"""Writing a session file: ``SessionFile`` and ``open_history`` (R-51).
 
-The format, the reader and the runtime context live in :mod:`._history`; this
+The format, the reader and the runtime context live in ``._history``; this
 module appends to a file in that format, durably.
 
 Durability: every entry is one ``os.write`` of the whole line, newline included,
 followed by ``os.fsync`` — per entry for the async ``append_*`` methods, which
 return only once their entry is on disk (the blocking work runs in
 ``trio.to_thread.run_sync``), and per batch for entries staged with the
-``*_nowait`` methods, which the next :meth:`SessionFile.flush` writes. A failed
+``*_nowait`` methods, which the next ``SessionFile.flush`` writes. A failed
 write is cut back off the file (``ftruncate``), so a full disk never leaves half
 a line behind. A new file gets mode 0600 in a directory created with mode 0700
 (conversations are private), and its directory entry is fsync-ed too. One
@@ -86,16 +86,16 @@ class _Staged:
 class SessionFile:
     """An open session file that entries are appended to.
 
-    Make one with :meth:`create`, :meth:`resume`, or (in Trio code)
-    :func:`open_history`. Use it from one Trio run, or from one thread.
+    Make one with ``create``, ``resume``, or (in Trio code)
+    ``open_history``. Use it from one Trio run, or from one thread.
 
     Three ways to append, all assigning the entry id and ``parentId`` at the call:
 
     * ``await append_message(m)`` (and the others): returns once the entry is on
       disk, written and fsync-ed in a worker thread.
     * ``append_message_nowait(m)``: for synchronous code such as an event callback;
-      the entry is staged in memory and written by the next :meth:`flush` (or
-      :meth:`flush_sync`, or closing). Until then a crash loses it: the bound of
+      the entry is staged in memory and written by the next ``flush`` (or
+      ``flush_sync``, or closing). Until then a crash loses it: the bound of
       this batching is "until your next flush".
     * Entries staged by several tasks are written in the order they were staged.
 
@@ -143,7 +143,7 @@ class SessionFile:
 
         Args:
             path: the file; if omitted, a new ``<time>_<id>.jsonl`` in ``directory``.
-            directory: where to put it; :func:`default_sessions_dir` of ``cwd`` if omitted.
+            directory: where to put it; ``default_sessions_dir`` of ``cwd`` if omitted.
             cwd: the working directory recorded in the header; the current one if omitted.
             session_id: the header's id; a random UUID if omitted. Pass it on to the
                 session (``open_session(session_id=...)``) so credential stickiness
@@ -192,8 +192,8 @@ class SessionFile:
     ) -> SessionFile:
         """Open an existing session file to append to it (blocking).
 
-        The file is read with :func:`load_session` (see :attr:`loaded`, and
-        :func:`runtime_context` for the messages to give the model). An
+        The file is read with ``load_session`` (see ``loaded``, and
+        ``runtime_context`` for the messages to give the model). An
         incomplete last line is cut off first, and a last line without its
         newline gets one, so new entries start on a line of their own.
 
@@ -234,7 +234,7 @@ class SessionFile:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` or :meth:`aclose` has run."""
+        """Whether ``close`` or ``aclose`` has run."""
         return self._fd is None
 
     def _check_open(self) -> None:
@@ -272,7 +272,7 @@ class SessionFile:
     def append_compaction_nowait(
         self, result: CompactionResult, *, first_kept_entry_id: str | None
     ) -> str:
-        """Stage a compaction entry; see :meth:`append_compaction`."""
+        """Stage a compaction entry; see ``append_compaction``."""
         return self._stage(
             CompactionEntry,
             summary=result.summary,
@@ -283,7 +283,7 @@ class SessionFile:
         )
 
     def append_settings_change_nowait(self, key: str, value: Any) -> str:
-        """Stage a ``settings_change`` entry; see :meth:`append_settings_change`."""
+        """Stage a ``settings_change`` entry; see ``append_settings_change``."""
         return self._stage(SettingsChangeEntry, key=key, value=value)
 
     async def append_message(self, message: Message) -> str:
@@ -304,7 +304,7 @@ class SessionFile:
         Args:
             result: what the compaction did (the ``auto_compaction_end`` event's result).
             first_kept_entry_id: the entry of the first message still in the runtime
-                context (:meth:`entry_id_of` finds it), ``None`` if none is left.
+                context (``entry_id_of`` finds it), ``None`` if none is left.
         """
         entry_id = self.append_compaction_nowait(result, first_kept_entry_id=first_kept_entry_id)
         await self.flush()
@@ -385,7 +385,7 @@ class SessionFile:
                 raise
 
     def flush_sync(self) -> None:
-        """:meth:`flush`, blocking the calling thread (for code outside Trio)."""
+        """``flush``, blocking the calling thread (for code outside Trio)."""
         batch = self._take()
         if not batch:
             return
@@ -438,15 +438,15 @@ async def open_history(
 ) -> AsyncIterator[SessionFile]:
     """Open a session file for the length of a block: resume ``path`` if it exists, else create.
 
-    ``open_history()`` starts a new file in :func:`default_sessions_dir`;
-    ``open_history(path)`` resumes ``path`` (see :attr:`SessionFile.loaded`) or
+    ``open_history()`` starts a new file in ``default_sessions_dir``;
+    ``open_history(path)`` resumes ``path`` (see ``SessionFile.loaded``) or
     creates it. ``directory``, ``cwd`` and ``session_id`` apply only to a new file;
     a resumed one keeps its header (use ``history.header.id`` as the session id).
     Opening and closing run in worker threads; on exit, staged entries are flushed
     and the file is closed, even if the block was cancelled.
 
     Raises:
-        HistoryError: as :meth:`SessionFile.create` and :meth:`SessionFile.resume`.
+        HistoryError: as ``SessionFile.create`` and ``SessionFile.resume``.
 
     Example::
 

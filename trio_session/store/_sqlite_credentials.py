@@ -1,7 +1,7 @@
 """Credentials in one SQLite file, shared by every process that opens it (R-17).
 
-:class:`SqliteCredentialStore` implements :class:`~._credentials.CredentialStore`
-with exactly the behaviour of :class:`~._credentials.InMemoryCredentialStore`,
+``SqliteCredentialStore`` implements ``._credentials.CredentialStore``
+with exactly the behaviour of ``._credentials.InMemoryCredentialStore``,
 but keeps keys, usage-limit blocks and session stickiness in a file, so that one
 process's usage limit stops every process using the same file from hammering
 that key:
@@ -11,7 +11,7 @@ that key:
   and is not one of the stored keys.
 * A session sticks to one credential. On first use it gets the first free one;
   if all are blocked, the one that unblocks first.
-* :meth:`~SqliteCredentialStore.mark_usage_limit_reached` blocks the session's
+* ``SqliteCredentialStore.mark_usage_limit_reached`` blocks the session's
   credential until ``now + retry_after_ms`` (60 s if no hint), moves the session
   to the next choice by the same rule, and returns whether that choice is another,
   unblocked credential (then the retry goes out at once, ``delayMs: 0``).
@@ -33,10 +33,10 @@ digits of its SHA-256), the same for a stored key and an environment key, so a
 block follows the key itself: removing and re-adding a key, or having the
 same key in two processes' environments, keeps the block. Every change runs in
 a ``BEGIN IMMEDIATE`` transaction, so two processes never interleave a
-read-decide-write. Sessions untouched for :data:`SESSION_TTL` are forgotten
+read-decide-write. Sessions untouched for ``SESSION_TTL`` are forgotten
 (they then choose afresh, as a new session would).
 
-Keys never leave this module except through ``api_key``: :meth:`list` shows them
+Keys never leave this module except through ``api_key``: ``list`` shows them
 redacted (``sk-…wxyz``), and no error message contains one.
 """
 
@@ -121,15 +121,15 @@ class CredentialStoreError(TrioSessionError):
 
 @attrs.frozen
 class CredentialInfo:
-    """One credential as :meth:`SqliteCredentialStore.list` shows it: never the whole key.
+    """One credential as ``SqliteCredentialStore.list`` shows it: never the whole key.
 
     Attributes:
         provider: the provider name.
         label: the stored key's label, or the environment variable's name.
         index: the stored key's 0-based position among its provider's stored
-            keys (what :meth:`SqliteCredentialStore.remove` accepts); ``None``
+            keys (what ``SqliteCredentialStore.remove`` accepts); ``None``
             for the environment variable.
-        redacted: the key as :func:`redact` shows it (``sk-…wxyz``).
+        redacted: the key as ``redact`` shows it (``sk-…wxyz``).
         source: ``"store"`` or ``"env"``.
         blocked_until: epoch seconds the credential is blocked until, if it is now.
     """
@@ -188,12 +188,12 @@ def _check_text(what: str, value: object, *, path: Path) -> str:
 
 @attrs.define(eq=False)
 class SqliteCredentialStore:
-    """A :class:`~._credentials.CredentialStore` in a SQLite file, shared between processes.
+    """A ``._credentials.CredentialStore`` in a SQLite file, shared between processes.
 
-    Open one with :meth:`open` (blocking) or :func:`open_sqlite_credentials`
+    Open one with ``open`` (blocking) or ``open_sqlite_credentials``
     (async). The async protocol methods run their SQLite work in
-    ``trio.to_thread.run_sync``; the management methods (:meth:`add`,
-    :meth:`list`, :meth:`remove`) block, for the command line and setup code.
+    ``trio.to_thread.run_sync``; the management methods (``add``,
+    ``list``, ``remove``) block, for the command line and setup code.
 
     Args:
         path: the database file.
@@ -224,8 +224,8 @@ class SqliteCredentialStore:
         """Open (creating if needed) the store at ``path``; blocking.
 
         Args:
-            path: the file; :func:`default_credentials_path` if omitted.
-            env_vars: provider → environment variable (:data:`DEFAULT_ENV_VARS`).
+            path: the file; ``default_credentials_path`` if omitted.
+            env_vars: provider → environment variable (``DEFAULT_ENV_VARS``).
             environ: the environment to read those variables from.
             clock: epoch seconds.
             timeout: seconds to wait for another process's transaction.
@@ -417,7 +417,7 @@ class SqliteCredentialStore:
         """Block the session's key for ``retry_after_ms`` (default 60 s); move to a free one.
 
         ``base_url`` is accepted for the protocol and not used: blocks are per
-        provider and key, as in :class:`~._credentials.InMemoryCredentialStore`.
+        provider and key, as in ``._credentials.InMemoryCredentialStore``.
 
         Returns:
             Whether the session now uses another credential that is not blocked (R-17).
@@ -529,7 +529,7 @@ class SqliteCredentialStore:
             )
 
     def remove(self, provider: str, label_or_index: str | int) -> CredentialInfo:
-        """Delete a stored key, chosen by label or by 0-based index (as :meth:`list` shows).
+        """Delete a stored key, chosen by label or by 0-based index (as ``list`` shows).
 
         Sessions that used it choose again on their next request. The
         environment variable's key cannot be removed here.

@@ -2,8 +2,8 @@
 
 Everything here is glue between three parts that are tested on their own: the
 session (events in, ``prompt``/``abort``/``abort_retry`` out), the
-:class:`~trio_session.tui.EventController` (events → loader, status, Esc binding),
-and the terminal (:class:`KeyReader`, :class:`Screen`).
+``trio_session.tui.EventController`` (events → loader, status, Esc binding),
+and the terminal (``KeyReader``, ``Screen``).
 
 Keys: Enter sends; Esc aborts the running prompt, or — while the retry loader shows —
 cancels the retry; Ctrl+C aborts the running prompt, and a second Ctrl+C (or Ctrl+D on

@@ -1,8 +1,8 @@
 """Session events → what the terminal shows and what Esc does (SPEC §9). Pure: no I/O.
 
-The :class:`EventController` is fed every session event and the current time; the
-terminal app asks it what to draw (:meth:`EventController.loader_text`, :attr:`status`)
-and calls :meth:`EventController.press_esc` when Esc arrives.
+The ``EventController`` is fed every session event and the current time; the
+terminal app asks it what to draw (``EventController.loader_text``, ``status``)
+and calls ``EventController.press_esc`` when Esc arrives.
 
 * ``auto_retry_start`` (R-46): remember the Esc handler that was bound *before the
   chain* — once per chain, so attempt 2 does not save attempt 1's retry handler (a bug
@@ -80,7 +80,7 @@ class EventController:
         self.esc()
 
     def loader_text(self, now: float) -> str | None:
-        """The loader line at time ``now`` (seconds, same clock as :meth:`handle`)."""
+        """The loader line at time ``now`` (seconds, same clock as ``handle``)."""
         if self._retry is not None:
             elapsed_ms = (now - self._retry_started_at) * 1000
             return loader_text(

@@ -1,14 +1,14 @@
 """The terminal: raw keys in, a redrawn live region out.
 
-:func:`raw_terminal` puts the terminal in a cbreak-like raw mode — keys arrive one by
+``raw_terminal`` puts the terminal in a cbreak-like raw mode — keys arrive one by
 one, Ctrl+C is a key rather than a signal, output newlines still work — and restores
 the saved modes on every way out (return, exception, cancellation).
 
-:class:`KeyReader` turns bytes from the terminal into :class:`Key` values; a lone ESC
-byte is Esc only if no other byte follows within :data:`ESC_TIMEOUT` (arrow keys and
+``KeyReader`` turns bytes from the terminal into ``Key`` values; a lone ESC
+byte is Esc only if no other byte follows within ``ESC_TIMEOUT`` (arrow keys and
 the like start with ESC too).
 
-:class:`Screen` writes finished lines to the scrollback and keeps a *live region*
+``Screen`` writes finished lines to the scrollback and keeps a *live region*
 (streaming text, the status or loader line, the input line) at the bottom, redrawn in
 place with one write, so it does not flicker.
 """
