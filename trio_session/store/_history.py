@@ -270,10 +270,6 @@ def _lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
         yield len(parts) + 1, last, False
 
 
-class _Unreadable(ValueError):
-    """A line that is well-formed enough to split but cannot be decoded here."""
-
-
 def _json_line(raw: bytes) -> Any:
     """Decode one line; raises ``ValueError`` with a short reason.
 
@@ -284,11 +280,11 @@ def _json_line(raw: bytes) -> Any:
     try:
         return json.loads(raw.decode("utf-8"))
     except RecursionError:
-        raise _Unreadable("nested too deeply") from None
+        raise ValueError("nested too deeply") from None
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
             raise
-        raise _Unreadable("a number too long to read") from None
+        raise ValueError("a number too long to read") from None
 
 
 def _reason(exc: ValueError) -> str:
@@ -339,14 +335,8 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
         if not terminated:
             unterminated = True
             warnings.append(f"{where}: {_NO_NEWLINE}")
-        if _SURROGATE_ESCAPE.search(raw):
-            obj, replaced = _valid_line(obj)
-            if replaced:
-                warnings.append(
-                    f"{where}: {replaced} lone surrogate code point(s) (half of a character) "
-                    "replaced with U+FFFD"
-                )
-        entry = _parse_entry(where, obj, warnings)
+        repair = _SURROGATE_ESCAPE.search(raw) is not None
+        entry = _parse_entry(where, obj, warnings, repair=repair)
         if entry is None:
             continue
         previous = entries[-1].id if entries else None
@@ -436,15 +426,16 @@ def _parse_header(
     return header
 
 
-def _valid_line(obj: Any) -> tuple[Any, int]:
+def _parse_entry(where: str, obj: Any, warnings: list[str], *, repair: bool) -> HistoryEntry | None:
+    """Decode one entry, lone surrogates repaired first if ``repair``; None if skipped."""
     try:
-        return valid_json_value(obj)
-    except RecursionError:  # pragma: no cover - json.loads refuses such depths first
-        return obj, 0
-
-
-def _parse_entry(where: str, obj: Any, warnings: list[str]) -> HistoryEntry | None:
-    try:
+        if repair:
+            obj, replaced = valid_json_value(obj)
+            if replaced:
+                warnings.append(
+                    f"{where}: {replaced} lone surrogate code point(s) (half of a character) "
+                    "replaced with U+FFFD"
+                )
         return _decode_entry(where, obj, warnings)
     except (ValueError, OverflowError, RecursionError) as exc:
         # Values json accepts but no entry can hold: an integer beyond a float, a
