@@ -302,22 +302,23 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
         ) as session:
             file = session.history_file
             warnings = file.loaded.warnings if file is not None and file.loaded else ()
-            for warning in warnings:
-                print(f"trio-session: warning: {warning}", file=sys.stderr)
-            if path is not None and not _is_terminal():
-                print(f"trio-session: session file {path}", file=sys.stderr)
-            if _is_terminal():
-                banner = f"trio-session chat · {model.provider} {model.id}"
+            if not _is_terminal():
+                for warning in warnings:
+                    print(f"trio-session: warning: {warning}", file=sys.stderr)
                 if path is not None:
-                    banner += f"\nsession file: {path}"
-                banner += "".join(f"\nwarning: {w}" for w in warnings)
-                try:
-                    await run_terminal_chat(session, banner=banner)
-                except HistoryError as exc:
-                    print(f"trio-session: {exc}; stopping", file=sys.stderr)
-                    return NOT_SAVED
-                return 0
-            return await _chat_lines(session, sys.stdout, sys.stdin.buffer)
+                    print(f"trio-session: session file {path}", file=sys.stderr)
+                return await _chat_lines(session, sys.stdout, sys.stdin.buffer)
+            # The terminal UI: the file and its load warnings head the screen.
+            banner = f"trio-session chat · {model.provider} {model.id}"
+            if path is not None:
+                banner += f"\nsession file: {path}"
+            banner += "".join(f"\nwarning: {w}" for w in warnings)
+            try:
+                await run_terminal_chat(session, banner=banner)
+            except HistoryError as exc:
+                print(f"trio-session: {exc}; stopping", file=sys.stderr)
+                return NOT_SAVED
+            return 0
 
 
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
