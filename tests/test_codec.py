@@ -74,6 +74,8 @@ TOOL_ERROR = ToolResultMessage(
     is_error=True,
     timestamp=1_700_000_001_000,
 )
+
+ZERO_COST = {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0}
 ERROR = AssistantMessage(
     content=(),
     stop_reason="error",
@@ -258,11 +260,13 @@ def test_assistant_message_shape() -> None:
             "output": 48,
             "cacheRead": 800,
             "cacheWrite": 64,
+            "cost": ZERO_COST,
             "totalTokens": 2112,
         },
         "provider": "anthropic",
         "model": "claude-sonnet-4",
         "timestamp": 1_700_000_000_500,
+        "api": "",
     }
 
 
@@ -351,7 +355,10 @@ ALL_EVENT_TYPES = (
     "'auto_retry_start', 'auto_retry_end', 'auto_compaction_start', 'auto_compaction_end', "
     "'extension_error', 'history_write_failed'"
 )
-ROLES = "'user', 'assistant', 'toolResult'"
+ROLES = (
+    "'user', 'assistant', 'toolResult', 'bashExecution', 'custom', 'branchSummary', "
+    "'compactionSummary'"
+)
 
 
 @pytest.mark.parametrize(
@@ -431,7 +438,8 @@ ROLES = "'user', 'assistant', 'toolResult'"
                 "type": "message_end",
                 "message": {"role": "assistant", "content": [{"type": "image", "data": ""}]},
             },
-            "event.message.content[0].type must be one of 'text', 'toolCall', not 'image'",
+            "event.message.content[0].type must be one of 'text', 'thinking', 'toolCall', "
+            "not 'image'",
             id="unknown-content-part",
         ),
         pytest.param(

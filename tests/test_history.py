@@ -58,6 +58,8 @@ from trio_session.store._session_file import SessionFile, open_history
 
 from .conftest import ERR_503, ERR_OVERFLOW
 
+ZERO_COST = {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0}
+
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes, flock and SIGKILL")
 ENTRY_ID = re.compile(r"^[0-9a-f]{8}$")
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -129,10 +131,18 @@ def test_header_and_entries_have_the_reference_shape(tmp_path: Path) -> None:
         "content": [],
         "stopReason": "error",
         "errorMessage": ERR_503,
-        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0},
+        "usage": {
+            "input": 0,
+            "output": 0,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "cost": ZERO_COST,
+            "totalTokens": 0,
+        },
         "provider": "",
         "model": "",
         "timestamp": 3,
+        "api": "",
     }
     assert entries[3] == {
         "type": "settings_change",
@@ -489,6 +499,7 @@ def test_malformed_middle_lines_are_reported_by_number_and_skipped(tmp_path: Pat
         f"{path}:3: not valid JSON (Expecting value at column 27); skipped",
         f"{path}:4: a JSON list, not an entry object; skipped",
         f"{path}:5: entry.message.role must be one of 'user', 'assistant', 'toolResult', "
+        "'bashExecution', 'custom', 'branchSummary', 'compactionSummary', "
         "not 'robot'; skipped",
         f"{path}:6: not an entry (it needs a string type and id); skipped",
         f"{path}:7: a second session header; skipped",
@@ -509,11 +520,11 @@ def test_invalid_utf8_is_a_malformed_line(tmp_path: Path) -> None:
 
 
 def test_reference_entry_types_are_kept_and_ignored(tmp_path: Path) -> None:
-    """The reference's other entry types load as ``OtherEntry`` and leave the context alone."""
+    """Entry types this version does not know load as ``OtherEntry`` and leave the context alone."""
     path = write_session(tmp_path / "s.jsonl", user("a"))
     last = load_session(path).last_entry_id
     change = {
-        "type": "model_change",
+        "type": "some_future_entry",
         "id": "0000aaaa",
         "parentId": last,
         "timestamp": "2025-06-15T15:06:41.000Z",
@@ -526,7 +537,11 @@ def test_reference_entry_types_are_kept_and_ignored(tmp_path: Path) -> None:
     assert loaded.warnings == ()
     other = loaded.entries[-1]
     assert isinstance(other, OtherEntry)
-    assert (other.type, other.id, other.data["modelId"]) == ("model_change", "0000aaaa", "gpt-x")
+    assert (other.type, other.id, other.data["modelId"]) == (
+        "some_future_entry",
+        "0000aaaa",
+        "gpt-x",
+    )
     assert runtime_context(loaded) == [user("a")]
 
 

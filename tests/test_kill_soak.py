@@ -468,7 +468,7 @@ def find_file(slot: Slot) -> Path | None:
 def as_wire(message: Any) -> tuple[str, str]:
     """A message as (role, text), for file entries and request messages alike."""
     if isinstance(message, UserMessage):
-        return "user", message.content
+        return "user", message.text
     if isinstance(message, AssistantMessage):
         return "assistant", message.text
     return message["role"], message["content"]

@@ -161,7 +161,17 @@ async def test_get_state_when_idle(autojump_clock: trio.testing.MockClock) -> No
         "command": "get_state",
         "success": True,
         "data": {
-            "model": {"id": "faux-model", "provider": "faux", "contextWindow": 128000},
+            "model": {
+                "id": "faux-model",
+                "provider": "faux",
+                "contextWindow": 128000,
+                "name": "faux-model",
+                "api": "",
+                "reasoning": False,
+                "input": ["text"],
+                "maxTokens": 16384,
+                "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0},
+            },
             "thinkingLevel": "off",
             "isStreaming": False,
             "isCompacting": False,

@@ -41,6 +41,7 @@ from ._messages import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    to_llm,
 )
 from .providers._base import Model, Provider, ProviderRequest, StreamEnd, ToolSpec
 
@@ -74,8 +75,9 @@ class Tool:
 
 
 def request_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
-    """The context as sent to a model: without failed assistant messages (R-20a)."""
-    return tuple(m for m in messages if not (isinstance(m, AssistantMessage) and m.failed))
+    """The context as sent to a model: without failed assistant messages (R-20a), and
+    with the reference's extended messages turned into user text (``to_llm``)."""
+    return to_llm(m for m in messages if not (isinstance(m, AssistantMessage) and m.failed))
 
 
 @attrs.define(eq=False)
@@ -84,7 +86,7 @@ class _Builder:
 
     _emit: Emit
     _provider: str
-    _model: str
+    _model: Model
     _text: list[str] = attrs.field(factory=list, init=False)
     _calls: list[ToolCall] = attrs.field(factory=list, init=False)
     _usage: Usage = attrs.field(factory=Usage, init=False)
@@ -109,9 +111,10 @@ class _Builder:
             content=content,
             stop_reason=end.stop_reason,
             error_message=end.error_message,
-            usage=self._usage,
+            usage=self._model.priced(self._usage),
             provider=self._provider,
-            model=self._model,
+            model=self._model.id,
+            api=self._model.api,
         )
 
 
@@ -166,7 +169,7 @@ class Agent:
 
         Used by compactors to summarise. Failures come back as error messages.
         """
-        builder = _Builder(lambda event: None, self.provider.name, self.model.id)
+        builder = _Builder(lambda event: None, self.provider.name, self.model)
         api_key = await self.key_source() if self.key_source is not None else None
         request = ProviderRequest(
             model=self.model,
@@ -244,7 +247,7 @@ class Agent:
         self.emit(MessageEnd(message=message))
 
     async def _stream_turn(self, produced: list[Message]) -> AssistantMessage:
-        builder = _Builder(self.emit, self.provider.name, self.model.id)
+        builder = _Builder(self.emit, self.provider.name, self.model)
         self.emit(MessageStart(message=builder.snapshot()))
         try:
             api_key = await self.key_source() if self.key_source is not None else None

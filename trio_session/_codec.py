@@ -24,6 +24,10 @@ from ._errors import CodecError
 from ._events import EVENT_TYPES, SessionEvent
 from ._messages import (
     AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
     Message,
     ToolResultMessage,
     Usage,
@@ -31,7 +35,15 @@ from ._messages import (
 )
 
 _DISCRIMINATORS = ("type", "role")
-_MESSAGE_TYPES: tuple[type[Any], ...] = (UserMessage, AssistantMessage, ToolResultMessage)
+_MESSAGE_TYPES: tuple[type[Any], ...] = (
+    UserMessage,
+    AssistantMessage,
+    ToolResultMessage,
+    BashExecutionMessage,
+    CustomMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+)
 
 
 def camel(name: str) -> str:

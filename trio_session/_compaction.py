@@ -17,7 +17,7 @@ from typing import Protocol
 import attrs
 
 from ._events import CompactionResult
-from ._messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ._messages import AssistantMessage, Message, UserMessage
 from ._settings import CompactionSettings
 from .providers._base import Model
 
@@ -71,10 +71,9 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     for m in messages:
         if isinstance(m, AssistantMessage):
             chars = len(m.text) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)
-        elif isinstance(m, ToolResultMessage):
-            chars = len(m.text)
         else:
-            chars = len(m.content)
+            images = len(getattr(m, "images", ()))  # the reference counts ~1200 tokens each
+            chars = len(m.text) + images * 1200 * CHARS_PER_TOKEN
         total += max(1, chars // CHARS_PER_TOKEN)
     return total
 

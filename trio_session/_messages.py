@@ -1,16 +1,21 @@
 """Conversation messages: what the model sees and what the history keeps.
 
-The shapes follow the reference's messages so that files and wire formats stay
-compatible: a user message, an assistant message (with ``stopReason``,
-``errorMessage`` and ``usage``), and a tool result. They are frozen values; the
-JSON codec in ``trio_session._codec`` turns them into the reference's camelCase
+The shapes follow the reference's ("pi" 0.73.1) messages so that session files
+and wire formats stay compatible: a user message (text, or text and image
+parts), an assistant message (with ``api``, ``stopReason``, ``errorMessage``
+and ``usage`` including its cost), a tool result — the three a model is sent —
+and the reference's extended messages that live in the conversation but reach
+the model only as user text: a ``bash`` command's output, an extension's custom
+message, a branch summary and a compaction summary (``to_llm`` converts them,
+as the reference's ``convertToLlm`` does). They are frozen values; the JSON
+codec in ``trio_session._codec`` turns them into the reference's camelCase
 objects and back.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeAlias
 
 import attrs
@@ -33,6 +38,24 @@ class TextContent:
 
 
 @attrs.frozen
+class ImageContent:
+    """An image in a user message or tool result: base64 ``data`` and its MIME type."""
+
+    data: str
+    mime_type: str
+    type: Literal["image"] = "image"
+
+
+@attrs.frozen
+class ThinkingContent:
+    """Reasoning the model showed before answering (kept, never re-sent as text)."""
+
+    thinking: str
+    thinking_signature: str | None = None
+    type: Literal["thinking"] = "thinking"
+
+
+@attrs.frozen
 class ToolCall:
     """The model asking for a tool to be run."""
 
@@ -42,17 +65,30 @@ class ToolCall:
     type: Literal["toolCall"] = "toolCall"
 
 
-ContentPart: TypeAlias = TextContent | ToolCall
+ContentPart: TypeAlias = TextContent | ThinkingContent | ToolCall
+UserContent: TypeAlias = TextContent | ImageContent
+
+
+@attrs.frozen
+class Cost:
+    """What one assistant message cost, in dollars, by kind of token."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    total: float = 0.0
 
 
 @attrs.frozen
 class Usage:
-    """Token counts reported by the provider for one assistant message."""
+    """Token counts reported by the provider for one assistant message, and their cost."""
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cost: Cost = attrs.field(factory=Cost)
 
     @property
     def total_tokens(self) -> int:
@@ -65,18 +101,42 @@ class Usage:
         return self.input + self.cache_read
 
 
+def _user_content(value: Any) -> str | tuple[UserContent, ...]:
+    return value if isinstance(value, str) else tuple(value)
+
+
+def _joined_text(content: str | tuple[Any, ...]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextContent))
+
+
 @attrs.frozen
 class UserMessage:
-    """A message the user sent."""
+    """A message the user sent: a string, or text and image parts (as the reference writes it)."""
 
-    content: str
+    content: str | tuple[UserContent, ...] = attrs.field(converter=_user_content)
     timestamp: int = attrs.field(factory=now_ms)
     role: Literal["user"] = "user"
 
+    @classmethod
+    def of(
+        cls, text: str, images: tuple[ImageContent, ...] | list[ImageContent] = ()
+    ) -> UserMessage:
+        """A user message as the reference makes one: ``[text, *images]`` parts."""
+        return cls((TextContent(text), *images))
+
     @property
     def text(self) -> str:
-        """The message text."""
-        return self.content
+        """The message text (text parts joined)."""
+        return _joined_text(self.content)
+
+    @property
+    def images(self) -> tuple[ImageContent, ...]:
+        """The image parts, in order."""
+        if isinstance(self.content, str):
+            return ()
+        return tuple(p for p in self.content if isinstance(p, ImageContent))
 
 
 def _parts(value: Any) -> tuple[ContentPart, ...]:
@@ -100,6 +160,8 @@ class AssistantMessage:
     provider: str = ""
     model: str = ""
     timestamp: int = attrs.field(factory=now_ms)
+    api: str = ""
+    response_id: str | None = None
     role: Literal["assistant"] = "assistant"
 
     @property
@@ -124,15 +186,137 @@ class ToolResultMessage:
 
     tool_call_id: str
     tool_name: str
-    content: tuple[TextContent, ...] = ()
+    content: tuple[UserContent, ...] = ()
     is_error: bool = False
     timestamp: int = attrs.field(factory=now_ms)
+    details: Any = None
     role: Literal["toolResult"] = "toolResult"
 
     @property
     def text(self) -> str:
         """All text parts joined."""
-        return "".join(p.text for p in self.content)
+        return _joined_text(self.content)
 
 
-Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+@attrs.frozen
+class BashExecutionMessage:
+    """A shell command the user ran (RPC ``bash``) and its output.
+
+    It reaches the model with the next prompt, as user text (``to_llm``), unless
+    ``exclude_from_context``.
+    """
+
+    command: str
+    output: str
+    exit_code: int | None = None
+    cancelled: bool = False
+    truncated: bool = False
+    full_output_path: str | None = None
+    exclude_from_context: bool = False
+    timestamp: int = attrs.field(factory=now_ms)
+    role: Literal["bashExecution"] = "bashExecution"
+
+    @property
+    def text(self) -> str:
+        """The text the model is sent for it (the reference's wording)."""
+        text = f"Ran `{self.command}`\n"
+        text += f"```\n{self.output}\n```" if self.output else "(no output)"
+        if self.cancelled:
+            text += "\n\n(command cancelled)"
+        elif self.exit_code not in (None, 0):
+            text += f"\n\nCommand exited with code {self.exit_code}"
+        if self.truncated and self.full_output_path:
+            text += f"\n\n[Output truncated. Full output: {self.full_output_path}]"
+        return text
+
+
+@attrs.frozen
+class CustomMessage:
+    """A message an extension put into the conversation (the reference's ``custom`` role)."""
+
+    custom_type: str
+    content: str | tuple[UserContent, ...] = attrs.field(converter=_user_content)
+    display: bool = True
+    details: Any = None
+    timestamp: int = attrs.field(factory=now_ms)
+    role: Literal["custom"] = "custom"
+
+    @property
+    def text(self) -> str:
+        """The text parts joined."""
+        return _joined_text(self.content)
+
+
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:"
+    "\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+
+
+@attrs.frozen
+class BranchSummaryMessage:
+    """What a branch the conversation came back from did (from a ``branch_summary`` entry)."""
+
+    summary: str
+    from_id: str
+    timestamp: int = attrs.field(factory=now_ms)
+    role: Literal["branchSummary"] = "branchSummary"
+
+    @property
+    def text(self) -> str:
+        """The text the model is sent for it (the reference's wording)."""
+        return BRANCH_SUMMARY_PREFIX + self.summary + BRANCH_SUMMARY_SUFFIX
+
+
+@attrs.frozen
+class CompactionSummaryMessage:
+    """The summary that stands for the messages a compaction removed."""
+
+    summary: str
+    tokens_before: int = 0
+    timestamp: int = attrs.field(factory=now_ms)
+    role: Literal["compactionSummary"] = "compactionSummary"
+
+    @property
+    def text(self) -> str:
+        """The text the model is sent for it (the reference's wording)."""
+        return COMPACTION_SUMMARY_PREFIX + self.summary + COMPACTION_SUMMARY_SUFFIX
+
+
+LlmMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+Message: TypeAlias = (
+    UserMessage
+    | AssistantMessage
+    | ToolResultMessage
+    | BashExecutionMessage
+    | CustomMessage
+    | BranchSummaryMessage
+    | CompactionSummaryMessage
+)
+
+
+def to_llm(messages: Iterable[Message]) -> tuple[LlmMessage, ...]:
+    """The messages as a model is sent them: the reference's ``convertToLlm``.
+
+    A bash execution, a custom message and the two summaries become user
+    messages carrying their text; a bash execution marked
+    ``exclude_from_context`` is left out; the rest pass unchanged.
+    """
+    out: list[LlmMessage] = []
+    for m in messages:
+        if isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)):
+            out.append(m)
+        elif isinstance(m, BashExecutionMessage):
+            if not m.exclude_from_context:
+                out.append(UserMessage((TextContent(m.text),), timestamp=m.timestamp))
+        elif isinstance(m, CustomMessage):
+            content = (TextContent(m.content),) if isinstance(m.content, str) else m.content
+            out.append(UserMessage(content, timestamp=m.timestamp))
+        else:
+            out.append(UserMessage((TextContent(m.text),), timestamp=m.timestamp))
+    return tuple(out)

@@ -36,7 +36,16 @@ from typing import Any, ClassVar
 
 import attrs
 
-from .._messages import AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage
+from .._messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from ._base import (
     STREAM_CUT_MESSAGE,
     Model,
@@ -119,8 +128,24 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[Any]:
             else:
                 wire.append({"role": "user", "content": [block]})
         else:
-            wire.append({"role": "user", "content": message.content})
+            wire.append({"role": "user", "content": _anthropic_user_content(message)})
     return wire
+
+
+def _anthropic_user_content(message: Message) -> Any:
+    """A user turn: a plain string, or text and base64 ``image`` blocks."""
+    if not isinstance(message, UserMessage) or isinstance(message.content, str):
+        return message.text
+    if not message.images:
+        return message.text
+    blocks: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, ImageContent):
+            source = {"type": "base64", "media_type": part.mime_type, "data": part.data}
+            blocks.append({"type": "image", "source": source})
+        else:
+            blocks.append({"type": "text", "text": part.text})
+    return blocks
 
 
 def anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:

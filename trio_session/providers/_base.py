@@ -24,12 +24,26 @@ from typing import Any, Protocol
 import attrs
 
 from .._classify import USAGE_LIMIT_PATTERN
-from .._messages import Message, StopReason, ToolCall, Usage
+from .._messages import Cost, Message, StopReason, ToolCall, Usage
+
+
+@attrs.frozen
+class ModelCost:
+    """A model's prices in dollars per million tokens (the reference's ``cost``)."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+def _name_from_id(model: Model) -> str:
+    return model.id
 
 
 @attrs.frozen
 class Model:
-    """A model at a provider.
+    """A model at a provider, with the reference's model fields.
 
     Attributes:
         id: the provider's model id (``"gpt-4.1"``, ``"claude-sonnet-4-5"``).
@@ -38,12 +52,36 @@ class Model:
         context_window: tokens the model accepts; used for silent-overflow
             detection (R-7b) and by the default compactor.
         base_url: the API endpoint, for providers that speak HTTP.
+        name: a display name (the id if not given).
+        api: the wire protocol, as the reference names it (``"openai-completions"``,
+            ``"anthropic-messages"``); recorded on every assistant message.
+        reasoning: whether the model accepts a thinking level.
+        input: what the model reads: ``("text",)`` or ``("text", "image")``.
+        max_tokens: the longest answer the model gives.
+        cost: its prices; every assistant message's ``usage.cost`` is computed from them.
     """
 
     id: str
     provider: str
     context_window: int = 128_000
     base_url: str | None = None
+    name: str = attrs.field(default=attrs.Factory(_name_from_id, takes_self=True))
+    api: str = ""
+    reasoning: bool = False
+    input: tuple[str, ...] = attrs.field(default=("text",), converter=tuple)
+    max_tokens: int = 16_384
+    cost: ModelCost = attrs.field(factory=ModelCost)
+
+    def priced(self, usage: Usage) -> Usage:
+        """``usage`` with its ``cost`` computed from this model's prices (as the reference does)."""
+        rate = self.cost
+        parts = (
+            rate.input * usage.input / 1e6,
+            rate.output * usage.output / 1e6,
+            rate.cache_read * usage.cache_read / 1e6,
+            rate.cache_write * usage.cache_write / 1e6,
+        )
+        return attrs.evolve(usage, cost=Cost(*parts, total=sum(parts)))
 
 
 @attrs.frozen

@@ -33,7 +33,16 @@ from typing import Any, ClassVar
 
 import attrs
 
-from .._messages import AssistantMessage, Message, StopReason, ToolCall, ToolResultMessage, Usage
+from .._messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from ._base import (
     STREAM_CUT_MESSAGE,
     Model,
@@ -104,8 +113,24 @@ def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) ->
                 {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
             )
         else:
-            wire.append({"role": "user", "content": message.content})
+            wire.append({"role": "user", "content": _openai_user_content(message)})
     return wire
+
+
+def _openai_user_content(message: Message) -> Any:
+    """A user turn: a plain string, or text and ``image_url`` parts (data URLs)."""
+    if not isinstance(message, UserMessage) or isinstance(message.content, str):
+        return message.text
+    if not message.images:
+        return message.text
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, ImageContent):
+            url = f"data:{part.mime_type};base64,{part.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            parts.append({"type": "text", "text": part.text})
+    return parts
 
 
 def openai_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:

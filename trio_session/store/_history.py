@@ -141,6 +141,40 @@ class SettingsChangeEntry:
 
 
 @attrs.frozen(kw_only=True)
+class ModelChangeEntry:
+    """The session switched to another model (the reference's ``model_change``)."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    provider: str
+    model_id: str
+    type: Literal["model_change"] = "model_change"
+
+
+@attrs.frozen(kw_only=True)
+class ThinkingLevelChangeEntry:
+    """The thinking level changed (the reference's ``thinking_level_change``)."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    thinking_level: str
+    type: Literal["thinking_level_change"] = "thinking_level_change"
+
+
+@attrs.frozen(kw_only=True)
+class SessionInfoEntry:
+    """The session's display name was set (the reference's ``session_info``)."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    name: str | None = None
+    type: Literal["session_info"] = "session_info"
+
+
+@attrs.frozen(kw_only=True)
 class OtherEntry:
     """An entry of a type this version does not write (the reference's ``model_change`` …).
 
@@ -154,12 +188,23 @@ class OtherEntry:
     data: dict[str, Any] = attrs.field(eq=False, repr=False)
 
 
-HistoryEntry: TypeAlias = MessageEntry | CompactionEntry | SettingsChangeEntry | OtherEntry
+HistoryEntry: TypeAlias = (
+    MessageEntry
+    | CompactionEntry
+    | SettingsChangeEntry
+    | ModelChangeEntry
+    | ThinkingLevelChangeEntry
+    | SessionInfoEntry
+    | OtherEntry
+)
 
 _ENTRY_TYPES: dict[str, type[Any]] = {
     "message": MessageEntry,
     "compaction": CompactionEntry,
     "settings_change": SettingsChangeEntry,
+    "model_change": ModelChangeEntry,
+    "thinking_level_change": ThinkingLevelChangeEntry,
+    "session_info": SessionInfoEntry,
 }
 
 

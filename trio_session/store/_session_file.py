@@ -40,8 +40,11 @@ from ._history import (
     HistoryError,
     LoadedSession,
     MessageEntry,
+    ModelChangeEntry,
     SessionHeader,
+    SessionInfoEntry,
     SettingsChangeEntry,
+    ThinkingLevelChangeEntry,
     _dump,
     _encode,
     _iso,
@@ -285,6 +288,18 @@ class SessionFile:
     def append_settings_change_nowait(self, key: str, value: Any) -> str:
         """Stage a ``settings_change`` entry; see ``append_settings_change``."""
         return self._stage(SettingsChangeEntry, key=key, value=value)
+
+    def append_model_change_nowait(self, provider: str, model_id: str) -> str:
+        """Stage a ``model_change`` entry (the session now asks ``provider``/``model_id``)."""
+        return self._stage(ModelChangeEntry, provider=provider, model_id=model_id)
+
+    def append_thinking_level_change_nowait(self, thinking_level: str) -> str:
+        """Stage a ``thinking_level_change`` entry."""
+        return self._stage(ThinkingLevelChangeEntry, thinking_level=thinking_level)
+
+    def append_session_info_nowait(self, name: str | None) -> str:
+        """Stage a ``session_info`` entry: the session's display name."""
+        return self._stage(SessionInfoEntry, name=name)
 
     async def append_message(self, message: Message) -> str:
         """Append a message entry; return its id once it is on disk.
