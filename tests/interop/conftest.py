@@ -1,0 +1,182 @@
+"""Fixtures of the interop tests: the pinned pi, and the scenario run against both agents.
+
+``pi_package`` installs (once per lock file, see ``install.py``) and returns the
+``pi-coding-agent`` package directory. Without node or npm the interop tests are skipped
+with the reason — except under ``CI=true``, where a missing tool or a failed install
+fails them: CI must never pass by skipping the comparison.
+
+``run_scenario`` runs ``driver.mjs`` (pi's own RpcClient, unchanged) against one agent:
+``"pi"`` is pi's ``dist/cli.js``; ``"trio-session"`` is ``shim.mjs``, which starts
+``python -m trio_session rpc``. Both get the same pi config dir (models.json pointing at
+the loopback server, settings.json), the same arguments and a fresh ``InteropServer``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+import trio
+
+from tests.interop.install import InstallError, ensure_pi_package, missing_tools
+from tests.interop.loopback import InteropServer
+
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "driver.mjs"
+SHIM = HERE / "shim.mjs"
+REPO = HERE.parent.parent
+
+Agent = Literal["pi", "trio-session"]
+
+PROVIDER = "interop"
+MODELS = ("interop-small", "interop-large")
+API_KEY = "interop-test-key"
+
+#: retry.baseDelayMs: the driver sends its mid-backoff prompts on the auto_retry_start
+#: event, so this only has to outlast two command round trips on a loaded machine.
+BASE_DELAY_MS = 1500
+
+#: How long one driver step may take before it is recorded as a failure (a hang).
+STEP_TIMEOUT_MS = 30_000
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def pi_package() -> Path:
+    """The installed ``node_modules/@mariozechner/pi-coding-agent`` directory."""
+    missing = missing_tools()
+    if missing and not _in_ci():
+        pytest.skip(f"interop tests need {' and '.join(missing)} (not on PATH)")
+    try:
+        return ensure_pi_package()
+    except InstallError as error:
+        if _in_ci():
+            pytest.fail(f"interop: pi could not be installed: {error}", pytrace=False)
+        pytest.skip(f"interop: pi could not be installed: {error}")
+
+
+def models_json(base_url: str) -> dict[str, Any]:
+    """pi's models.json: one OpenAI-compatible provider on the loopback server."""
+    return {
+        "providers": {
+            PROVIDER: {
+                "baseUrl": base_url,
+                "api": "openai-completions",
+                "apiKey": API_KEY,
+                "models": [
+                    {
+                        "id": MODELS[0],
+                        "name": "Interop Small",
+                        "reasoning": False,
+                        "input": ["text"],
+                        "contextWindow": 32000,
+                        "maxTokens": 4096,
+                        "cost": {"input": 1.0, "output": 2.0, "cacheRead": 0.1, "cacheWrite": 0.5},
+                    },
+                    {
+                        "id": MODELS[1],
+                        "name": "Interop Large",
+                        "reasoning": True,
+                        "input": ["text", "image"],
+                        "contextWindow": 64000,
+                        "maxTokens": 8192,
+                        "cost": {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75},
+                    },
+                ],
+            }
+        }
+    }
+
+
+def settings_json() -> dict[str, Any]:
+    """pi's settings.json: a short backoff; the SDK's own retries off, so every 503
+    reaches the agent's retry policy."""
+    return {
+        "retry": {
+            "enabled": True,
+            "maxRetries": 3,
+            "baseDelayMs": BASE_DELAY_MS,
+            "provider": {"maxRetries": 0},
+        }
+    }
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+async def _run(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True)
+    agent_dir, cwd, home = work / "agent", work / "project", work / "home"
+    cwd.mkdir()
+    home.mkdir()
+    async with trio.open_nursery() as nursery:
+        server: InteropServer = await nursery.start(InteropServer().run)
+        _write_json(agent_dir / "models.json", models_json(server.base_url))
+        _write_json(agent_dir / "settings.json", settings_json())
+        config = {
+            "piPackage": str(pi_package),
+            "cliPath": str(pi_package / "dist" / "cli.js") if agent == "pi" else str(SHIM),
+            "cwd": str(cwd),
+            "env": {
+                "HOME": str(home),
+                "XDG_CONFIG_HOME": str(home / ".config"),
+                "XDG_DATA_HOME": str(home / ".local" / "share"),
+                "PI_CODING_AGENT_DIR": str(agent_dir),
+                "PI_OFFLINE": "1",
+                "PI_SKIP_VERSION_CHECK": "1",
+                "TRIO_SESSION_PYTHON": sys.executable,
+                "PYTHONPATH": str(REPO),
+                "OPENAI_API_KEY": "",
+                "ANTHROPIC_API_KEY": "",
+            },
+            "args": ["--provider", PROVIDER, "--model", MODELS[0], "--offline"],
+            "provider": PROVIDER,
+            "models": list(MODELS),
+            "workDir": str(work),
+            "controlUrl": server.http.url,
+            "stepTimeoutMs": STEP_TIMEOUT_MS,
+        }
+        config_file = work / "driver-config.json"
+        _write_json(config_file, config)
+        node = shutil.which("node") or "node"
+        result = await trio.run_process(
+            [node, str(DRIVER), str(config_file)],
+            capture_stdout=True,
+            stderr=None,
+            check=False,
+        )
+        nursery.cancel_scope.cancel()
+    output = result.stdout.decode()
+    assert result.returncode == 0, f"driver exited {result.returncode}: {output[-2000:]}"
+    transcript: dict[str, Any] = json.loads(output)
+    transcript["work"] = str(work)
+    transcript["requests"] = server.tags
+    return transcript
+
+
+def run_scenario(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
+    """Run the whole driver scenario against ``agent``; its transcript as JSON data."""
+    return trio.run(_run, agent, pi_package, work)
+
+
+@pytest.fixture(scope="module")
+def transcripts(
+    pi_package: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[Agent, dict[str, Any]]]:
+    """The scenario's transcript from pi and from trio-session, in this test run."""
+    base = tmp_path_factory.mktemp("interop")
+    yield {
+        "pi": run_scenario("pi", pi_package, base / "pi"),
+        "trio-session": run_scenario("trio-session", pi_package, base / "trio-session"),
+    }
