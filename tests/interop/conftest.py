@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +43,9 @@ BASE_DELAY_MS = 1500
 
 #: How long one driver step may take before it is recorded as a failure (a hang).
 STEP_TIMEOUT_MS = 30_000
+
+#: How long one whole driver run may take (the scenario takes a few seconds).
+DRIVER_TIMEOUT_S = 600
 
 
 def _in_ci() -> bool:
@@ -89,7 +91,12 @@ def models_json(base_url: str) -> dict[str, Any]:
                         "input": ["text", "image"],
                         "contextWindow": 64000,
                         "maxTokens": 8192,
-                        "cost": {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75},
+                        "cost": {
+                            "input": 3.0,
+                            "output": 15.0,
+                            "cacheRead": 0.3,
+                            "cacheWrite": 3.75,
+                        },
                     },
                 ],
             }
@@ -116,10 +123,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 async def _run(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
-    work.mkdir(parents=True)
     agent_dir, cwd, home = work / "agent", work / "project", work / "home"
-    cwd.mkdir()
-    home.mkdir()
     async with trio.open_nursery() as nursery:
         server: InteropServer = await nursery.start(InteropServer().run)
         _write_json(agent_dir / "models.json", models_json(server.base_url))
@@ -150,12 +154,14 @@ async def _run(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
         config_file = work / "driver-config.json"
         _write_json(config_file, config)
         node = shutil.which("node") or "node"
-        result = await trio.run_process(
-            [node, str(DRIVER), str(config_file)],
-            capture_stdout=True,
-            stderr=None,
-            check=False,
-        )
+        # Every driver step has its own timeout; this only bounds a driver that hangs.
+        with trio.fail_after(DRIVER_TIMEOUT_S):
+            result = await trio.run_process(
+                [node, str(DRIVER), str(config_file)],
+                capture_stdout=True,
+                stderr=None,
+                check=False,
+            )
         nursery.cancel_scope.cancel()
     output = result.stdout.decode()
     assert result.returncode == 0, f"driver exited {result.returncode}: {output[-2000:]}"
@@ -167,16 +173,18 @@ async def _run(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
 
 def run_scenario(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
     """Run the whole driver scenario against ``agent``; its transcript as JSON data."""
+    for directory in (work / "project", work / "home"):
+        directory.mkdir(parents=True)
     return trio.run(_run, agent, pi_package, work)
 
 
 @pytest.fixture(scope="module")
 def transcripts(
     pi_package: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[Agent, dict[str, Any]]]:
+) -> dict[Agent, dict[str, Any]]:
     """The scenario's transcript from pi and from trio-session, in this test run."""
     base = tmp_path_factory.mktemp("interop")
-    yield {
+    return {
         "pi": run_scenario("pi", pi_package, base / "pi"),
         "trio-session": run_scenario("trio-session", pi_package, base / "trio-session"),
     }
