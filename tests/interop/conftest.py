@@ -32,6 +32,7 @@ SHIM = HERE / "shim.mjs"
 REPO = HERE.parent.parent
 
 Agent = Literal["pi", "trio-session"]
+Scenario = Literal["main", "kill"]
 
 PROVIDER = "interop"
 MODELS = ("interop-small", "interop-large")
@@ -43,6 +44,10 @@ BASE_DELAY_MS = 1500
 
 #: How long one driver step may take before it is recorded as a failure (a hang).
 STEP_TIMEOUT_MS = 30_000
+
+#: The timeout the kill scenario gives ``waitForIdle`` / ``collectEvents`` (RpcClient's
+#: own timeout: after the agent died, that is how the client finds out).
+KILL_WAIT_MS = 2000
 
 #: How long one whole driver run may take (the scenario takes a few seconds).
 DRIVER_TIMEOUT_S = 600
@@ -122,7 +127,7 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-async def _run(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
+async def _run(agent: Agent, pi_package: Path, work: Path, scenario: Scenario) -> dict[str, Any]:
     agent_dir, cwd, home = work / "agent", work / "project", work / "home"
     async with trio.open_nursery() as nursery:
         server: InteropServer = await nursery.start(InteropServer().run)
@@ -150,6 +155,8 @@ async def _run(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
             "workDir": str(work),
             "controlUrl": server.http.url,
             "stepTimeoutMs": STEP_TIMEOUT_MS,
+            "scenario": scenario,
+            "killWaitMs": KILL_WAIT_MS,
         }
         config_file = work / "driver-config.json"
         _write_json(config_file, config)
@@ -171,11 +178,17 @@ async def _run(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
     return transcript
 
 
-def run_scenario(agent: Agent, pi_package: Path, work: Path) -> dict[str, Any]:
-    """Run the whole driver scenario against ``agent``; its transcript as JSON data."""
+def run_scenario(
+    agent: Agent, pi_package: Path, work: Path, scenario: Scenario = "main"
+) -> dict[str, Any]:
+    """Run a driver scenario against ``agent``; its transcript as JSON data.
+
+    ``"main"`` calls every RpcClient method; ``"kill"`` kills the agent mid-reply and
+    records what the client's waiting calls do.
+    """
     for directory in (work / "project", work / "home"):
         directory.mkdir(parents=True)
-    return trio.run(_run, agent, pi_package, work)
+    return trio.run(_run, agent, pi_package, work, scenario)
 
 
 @pytest.fixture(scope="module")

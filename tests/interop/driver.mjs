@@ -252,6 +252,45 @@ async function main() {
 	return stderr;
 }
 
+// The agent process as the OS sees it: pi's cli.js is the client's child itself; the
+// shim's child is the Python process that does the work (the shim exits with it).
+function agentPid(client) {
+	const pid = client.process.pid;
+	try {
+		const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+		return children[0] ? Number(children[0]) : pid;
+	} catch {
+		return pid;
+	}
+}
+
+// The agent is killed (SIGKILL) while a reply streams: what do the waiting calls do?
+async function killScenario() {
+	const client = new RpcClient({ cliPath: config.cliPath, cwd: config.cwd, env: config.env, args: config.args });
+	client.onEvent(dispatch);
+	await client.start();
+	tapResponses(client);
+	const waitMs = config.killWaitMs;
+	await step("prompt.gate", "prompt", [tag("gate-kill", "x")], async () => {
+		const streaming = nextEvent((e) => e.type === "message_update", "message_update");
+		await client.prompt(tag("gate-kill", "Then die."));
+		await streaming;
+	});
+	const exited = new Promise((resolve) => client.process.once("exit", (code, signal) => resolve({ code, signal })));
+	const idle = client.waitForIdle(waitMs);
+	const collected = client.collectEvents(waitMs);
+	await step("kill", "kill", [], async () => {
+		process.kill(agentPid(client), "SIGKILL");
+		await exited;
+		return client.process.exitCode !== null || client.process.signalCode !== null;
+	});
+	await step("waitForIdle.afterKill", "waitForIdle", [waitMs], () => idle);
+	await step("collectEvents.afterKill", "collectEvents", [waitMs], () => collected);
+	const stderr = client.getStderr();
+	await client.stop();
+	return stderr;
+}
+
 // A waiter whose step already failed may still reject later: that is recorded by the
 // step, not a reason to crash the driver.
 process.on("unhandledRejection", () => undefined);
@@ -259,7 +298,7 @@ process.on("unhandledRejection", () => undefined);
 let stderr = "";
 let fatal = null;
 try {
-	stderr = await main();
+	stderr = await (config.scenario === "kill" ? killScenario() : main());
 } catch (error) {
 	fatal = error instanceof Error ? error.stack : String(error);
 }

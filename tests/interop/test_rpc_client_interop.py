@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.conftest import Agent
+from tests.interop.conftest import Agent, run_scenario
 
 #: The driver's steps, in order (``test_steps_are_the_scenario`` keeps this in sync).
 STEPS = (
@@ -353,3 +353,32 @@ def test_gap_lists_name_real_steps() -> None:
         kind, _, step = key.partition(":")
         assert kind in {"result", "events"}, key
         assert step in STEPS, key
+
+
+# -- a killed agent --------------------------------------------------------------------------
+
+
+def _kill_outcomes(transcript: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(step, outcome, error without the client's appended stderr) of a kill run."""
+    assert transcript["fatal"] is None, transcript["fatal"]
+    return [
+        (s["step"], s["outcome"], s.get("error", "").split(" Stderr:")[0] or None)
+        for s in transcript["steps"]
+    ]
+
+
+def test_killed_agent_fails_waiting_calls_like_pi(
+    pi_package: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """SIGKILL of the agent mid-reply: pi's client notices only through its own timeouts —
+    ``waitForIdle`` and ``collectEvents`` throw — and it does the same against us."""
+    base = tmp_path_factory.mktemp("interop-kill")
+    pi = _kill_outcomes(run_scenario("pi", pi_package, base / "pi", "kill"))
+    ours = _kill_outcomes(run_scenario("trio-session", pi_package, base / "ours", "kill"))
+    assert pi == [
+        ("prompt.gate", "returned", None),
+        ("kill", "returned", None),
+        ("waitForIdle.afterKill", "threw", "Timeout waiting for agent to become idle."),
+        ("collectEvents.afterKill", "threw", "Timeout collecting events."),
+    ]
+    assert ours == pi
