@@ -596,6 +596,7 @@ class AgentSession:
         Idempotent.
         """
         self._closed = True
+        self.abort_bash()  # -- bash --
         if self._running:
             with trio.CancelScope(shield=True):
                 await self.abort()
@@ -826,6 +827,8 @@ class AgentSession:
             full_output_path=result.full_output_path,
             exclude_from_context=exclude_from_context,
         )
+        if self._closed:
+            return result  # closed meanwhile: nothing more is recorded
         if self._running:
             self._pending_bash.append(message)
         else:
