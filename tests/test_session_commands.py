@@ -250,7 +250,7 @@ async def test_bash_result_joins_the_context_without_an_event(tmp_path: Path) ->
         assert message.exit_code == 3
         await session.prompt("what happened?")
     sent = provider.requests[0].messages
-    assert [m.text for m in sent] == [  # type: ignore[union-attr]
+    assert [m.text for m in sent] == [
         "Ran `printf 'a\\nb'; echo err >&2; exit 3`\n```\na\nberr\n\n```\n\n"
         "Command exited with code 3",
         "what happened?",

@@ -399,6 +399,7 @@ class RpcServer:
     _started: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
     _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _bash_busy: bool = attrs.field(default=False, init=False)  # -- bash --
 
     def __attrs_post_init__(self) -> None:
         self._outbox = _Outbox(self.output_high_water, self.merge_updates_after)
@@ -692,10 +693,13 @@ class RpcServer:
         if isinstance(command, GetLastAssistantText):
             return Response.ok(command, {"text": session.last_assistant_text()})
         if isinstance(command, Bash):
-            if session.is_bash_running:
+            if self._bash_busy or session.is_bash_running:
                 return Response.failed(command, BASH_BUSY)
             assert self._nursery is not None
-            self._nursery.start_soon(self._bash_task, session, command)
+            self._bash_busy = True
+            # Started, not start_soon: when this returns, the session has the run, so an
+            # abort_bash on the very next line finds it.
+            await self._nursery.start(self._bash_task, session, command)
             return None  # answered by the task when the command is over
         if isinstance(command, AbortBash):
             session.abort_bash()
@@ -707,16 +711,24 @@ class RpcServer:
             return Response.ok(command, {"commands": []})
         assert_never(command)
 
-    async def _bash_task(self, session: AgentSession, command: Bash) -> None:
+    async def _bash_task(
+        self, session: AgentSession, command: Bash, *, task_status: trio.TaskStatus[None]
+    ) -> None:
         """Run one ``bash`` command while other commands (``abort_bash``) are read."""
         try:
-            result = await session.bash(command.command)
+            running = session.bash(command.command)
+            # The parent resumes only once this task blocks, and session.bash registers
+            # its run before its first checkpoint.
+            task_status.started()
+            result = await running
         except (SessionBusyError, SessionClosedError) as exc:
             self._send(Response.failed(command, str(exc)))
             return
         except OSError as exc:
             self._send(Response.failed(command, f"cannot run the command: {exc}"))
             return
+        finally:
+            self._bash_busy = False
         data: dict[str, Any] = {
             "output": result.output,
             "exitCode": result.exit_code,
