@@ -55,14 +55,25 @@ def test_every_command_is_parsed() -> None:
     """The command table covers the issue's command list."""
     assert sorted(COMMANDS) == [
         "abort",
+        "abort_bash",
         "abort_retry",
+        "bash",
+        "cycle_model",
+        "cycle_thinking_level",
+        "export_html",
+        "get_available_models",
+        "get_commands",
+        "get_last_assistant_text",
         "get_messages",
+        "get_session_stats",
         "get_state",
         "new_session",
         "prompt",
         "retry_now",
         "set_auto_compaction",
         "set_auto_retry",
+        "set_model",
+        "set_thinking_level",
     ]
 
 

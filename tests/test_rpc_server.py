@@ -163,12 +163,13 @@ async def test_get_state_when_idle(autojump_clock: trio.testing.MockClock) -> No
         "data": {
             "model": {
                 "id": "faux-model",
-                "provider": "faux",
-                "contextWindow": 128000,
                 "name": "faux-model",
                 "api": "",
+                "provider": "faux",
+                "baseUrl": "",
                 "reasoning": False,
                 "input": ["text"],
+                "contextWindow": 128000,
                 "maxTokens": 16384,
                 "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0},
             },
@@ -461,9 +462,11 @@ BAD_LINES = [
         b'{"type": "compact"}',
         {
             "command": "compact",
-            "error": "Unsupported command: compact (this server implements abort, abort_retry, "
-            "get_messages, get_state, new_session, prompt, retry_now, set_auto_compaction, "
-            "set_auto_retry)",
+            "error": "Unsupported command: compact (this server implements abort, abort_bash, "
+            "abort_retry, bash, cycle_model, cycle_thinking_level, export_html, "
+            "get_available_models, get_commands, get_last_assistant_text, get_messages, "
+            "get_session_stats, get_state, new_session, prompt, retry_now, "
+            "set_auto_compaction, set_auto_retry, set_model, set_thinking_level)",
         },
         id="unsupported-command",
     ),

@@ -10,6 +10,7 @@ from ._agent import Tool as Tool
 from ._backoff import DelayPlan as DelayPlan
 from ._backoff import exponential_delay_ms as exponential_delay_ms
 from ._backoff import plan_delay as plan_delay
+from ._bash import BashResult as BashResult
 from ._classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
 from ._classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
 from ._classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
@@ -25,6 +26,7 @@ from ._codec import event_from_json as event_from_json
 from ._codec import event_to_json as event_to_json
 from ._codec import message_from_json as message_from_json
 from ._codec import message_to_json as message_to_json
+from ._codec import model_to_json as model_to_json
 from ._compaction import Ask as Ask
 from ._compaction import Compaction as Compaction
 from ._compaction import Compactor as Compactor
@@ -76,7 +78,11 @@ from ._settings import SettingsLayer as SettingsLayer
 from ._settings import SettingsStore as SettingsStore
 from ._settings import default_settings_paths as default_settings_paths
 from ._settings import persist_setting as persist_setting
+from ._stats import ContextUsage as ContextUsage
+from ._stats import SessionStats as SessionStats
+from ._stats import TokenTotals as TokenTotals
 from .providers._anthropic import AnthropicProvider as AnthropicProvider
+from .providers._base import THINKING_LEVELS as THINKING_LEVELS
 from .providers._base import Model as Model
 from .providers._base import Provider as Provider
 from .providers._base import ProviderRequest as ProviderRequest
@@ -118,6 +124,7 @@ __all__ = [
     "REFERENCE_CLASSIFIER",
     "RETRYABLE_PATTERN",
     "STRICT_CLASSIFIER",
+    "THINKING_LEVELS",
     "USAGE_LIMIT_PATTERN",
     "Agent",
     "AgentEnd",
@@ -130,12 +137,14 @@ __all__ = [
     "AutoCompactionStart",
     "AutoRetryEnd",
     "AutoRetryStart",
+    "BashResult",
     "Classifier",
     "CodecError",
     "Compaction",
     "CompactionResult",
     "CompactionSettings",
     "Compactor",
+    "ContextUsage",
     "CredentialStore",
     "CredentialStoreError",
     "DelayPlan",
@@ -174,6 +183,7 @@ __all__ = [
     "SessionClosedError",
     "SessionEvent",
     "SessionFile",
+    "SessionStats",
     "Settings",
     "SettingsError",
     "SettingsLayer",
@@ -183,6 +193,7 @@ __all__ = [
     "StreamSink",
     "SummarizingCompactor",
     "TextContent",
+    "TokenTotals",
     "Tool",
     "ToolCall",
     "ToolExecutionEnd",
@@ -210,6 +221,7 @@ __all__ = [
     "load_session",
     "message_from_json",
     "message_to_json",
+    "model_to_json",
     "open_history",
     "open_rpc_client",
     "open_session",

@@ -134,6 +134,7 @@ class Agent:
             there); if it raises, the run ends (``agent_end``, ``willRetry: false``)
             and the exception propagates.
         messages: the initial runtime context.
+        thinking_level: sent with every turn's request (already clamped to ``model``).
     """
 
     provider: Provider
@@ -144,6 +145,7 @@ class Agent:
     key_source: KeySource | None = None
     checkpoint: Checkpoint | None = None
     messages: list[Message] = attrs.field(factory=list)
+    thinking_level: str = "off"
     _running: bool = attrs.field(default=False, init=False)
 
     async def prompt(
@@ -191,6 +193,7 @@ class Agent:
             system_prompt=self.system_prompt,
             tools=tuple(t.spec for t in self.tools),
             api_key=api_key,
+            thinking_level=self.thinking_level,
         )
 
     async def _run(

@@ -16,7 +16,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 import attrs
 
@@ -33,6 +33,9 @@ from ._messages import (
     Usage,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    from .providers._base import Model
 
 _DISCRIMINATORS = ("type", "role")
 _MESSAGE_TYPES: tuple[type[Any], ...] = (
@@ -225,3 +228,33 @@ def message_from_json(data: Any) -> Message:
     """Decode a message object; raises ``CodecError`` naming the bad field."""
     message: Message = _decode_union(data, _MESSAGE_TYPES, "message")
     return message
+
+
+# -- models -----------------------------------------------------------------------------
+
+
+def model_to_json(model: Model) -> dict[str, Any]:
+    """A ``Model`` as the reference's full Model object (RPC ``get_state``, ``set_model`` …).
+
+    ``{"id", "name", "api", "provider", "baseUrl", "reasoning", "input", "contextWindow",
+    "maxTokens", "cost": {"input", "output", "cacheRead", "cacheWrite"}}`` in that order.
+    The reference's models always have a ``baseUrl``; a model without one gets ``""``.
+    """
+    cost = model.cost
+    return {
+        "id": model.id,
+        "name": model.name,
+        "api": model.api,
+        "provider": model.provider,
+        "baseUrl": model.base_url or "",
+        "reasoning": model.reasoning,
+        "input": list(model.input),
+        "contextWindow": model.context_window,
+        "maxTokens": model.max_tokens,
+        "cost": {
+            "input": cost.input,
+            "output": cost.output,
+            "cacheRead": cost.cache_read,
+            "cacheWrite": cost.cache_write,
+        },
+    }

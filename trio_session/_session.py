@@ -26,6 +26,7 @@ import attrs
 import trio
 
 from ._agent import Agent, Tool
+from ._bash import BashResult, BashRun
 from ._classify import CLASSIFIERS, Classifier
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import EventStreamLagged, SessionBusyError, SessionClosedError
@@ -36,6 +37,7 @@ from ._events import (
     MessageEnd,
     SessionEvent,
 )
+from ._export import default_export_path, render_html, write_html
 from ._extensions import (
     DEFAULT_HANDLER_TIMEOUT,
     Extension,
@@ -43,13 +45,27 @@ from ._extensions import (
     load_extension_file,
 )
 from ._groups import unwrapped as _unwrapped
-from ._messages import AssistantMessage, Message, UserMessage
+from ._messages import AssistantMessage, BashExecutionMessage, Message, TextContent, UserMessage
 from ._retry import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
+from ._stats import SessionStats, session_stats
 from ._text import valid_text
-from .providers._base import Model, Provider
+from .providers._base import (
+    DEFAULT_THINKING_LEVEL,
+    THINKING_LEVELS,
+    Model,
+    Provider,
+    clamp_thinking_level,
+    supported_thinking_levels,
+)
 from .store._credentials import CredentialStore
-from .store._history import HistoryError, runtime_context
+from .store._history import (
+    HistoryError,
+    LoadedSession,
+    ModelChangeEntry,
+    ThinkingLevelChangeEntry,
+    runtime_context,
+)
 from .store._session_file import SessionFile, open_history
 
 logger = logging.getLogger("trio_session")
@@ -58,6 +74,10 @@ Subscriber = Callable[[SessionEvent], None]
 
 #: Events an ``AgentSession.events`` stream buffers before it is dropped.
 DEFAULT_EVENT_BUFFER = 4096
+
+
+def _models_tuple(models: Sequence[Model]) -> tuple[Model, ...]:
+    return tuple(models)
 
 
 def _coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
@@ -123,6 +143,10 @@ class AgentSession:
         compactor: shrinks the context on overflow; ``SummarizingCompactor`` if omitted.
         classifier: overrides ``retry.classifier`` with any ``Classifier``.
         session_id: identifies the session to the credential store; random if omitted.
+        models: the models the session may switch to (``set_model``, ``cycle_model``);
+            ``model`` is always one of them.
+        thinking_level: the starting thinking level; ``"medium"`` (the reference's
+            default) if omitted, clamped to the model (``"off"`` unless it reasons).
     """
 
     _provider: Provider = attrs.field(alias="provider")
@@ -138,6 +162,12 @@ class AgentSession:
     session_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
     _history_file: SessionFile | None = attrs.field(default=None, alias="history_file")
+    # -- models and thinking --
+    _models: tuple[Model, ...] = attrs.field(default=(), converter=_models_tuple, alias="models")
+    _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
+    # -- bash --
+    _bash_run: BashRun | None = attrs.field(default=None, init=False)
+    _pending_bash: list[BashExecutionMessage] = attrs.field(factory=list, init=False)
 
     _agent: Agent = attrs.field(init=False)
     _history: list[Message] = attrs.field(factory=list, init=False)
@@ -168,6 +198,7 @@ class AgentSession:
         if loaded is not None:  # resuming: history as it was, context without retried errors
             self._history.extend(loaded.messages)
             self._agent.messages.extend(runtime_context(loaded))
+        self._init_models_and_thinking(loaded)
 
     @property
     def history_file(self) -> SessionFile | None:
@@ -361,6 +392,7 @@ class AgentSession:
                     async with trio.open_nursery() as self._nursery:
                         await self._settle(last)
         finally:
+            self._flush_pending_bash()  # -- bash --: what ran meanwhile joins the context now
             try:
                 if self._history_file is not None and not self._write_failed:
                     with trio.CancelScope(shield=True):
@@ -564,6 +596,7 @@ class AgentSession:
         Idempotent.
         """
         self._closed = True
+        self.abort_bash()  # -- bash --
         if self._running:
             with trio.CancelScope(shield=True):
                 await self.abort()
@@ -573,6 +606,255 @@ class AgentSession:
         # The agent's emit is our bound method: a reference cycle. Cut it, so a closed
         # session is freed by reference counting rather than a later full collection.
         self._agent.emit = _discard
+
+    # -- models and thinking -----------------------------------------------------------
+
+    def _init_models_and_thinking(self, loaded: LoadedSession | None) -> None:
+        """Resume the model and thinking level a session file last recorded, if any."""
+        level = self._preferred_thinking
+        if level is not None and level not in THINKING_LEVELS:
+            msg = f"thinking_level must be one of {', '.join(THINKING_LEVELS)}, not {level!r}"
+            raise ValueError(msg)
+        if loaded is not None:
+            for entry in loaded.entries:
+                if isinstance(entry, ModelChangeEntry):
+                    found = self._find_model(entry.provider, entry.model_id)
+                    if found is not None:
+                        self._switch_model(found)
+                elif isinstance(entry, ThinkingLevelChangeEntry) and (
+                    entry.thinking_level in THINKING_LEVELS and self._preferred_thinking is None
+                ):
+                    level = entry.thinking_level
+        level = level if level is not None else DEFAULT_THINKING_LEVEL
+        self._preferred_thinking = level
+        self._agent.thinking_level = clamp_thinking_level(self._model, level)
+
+    def _find_model(self, provider: str, model_id: str) -> Model | None:
+        for model in self.available_models:
+            if model.provider == provider and model.id == model_id:
+                return model
+        return None
+
+    def _switch_model(self, model: Model) -> None:
+        self._model = model
+        self._agent.model = model
+
+    @property
+    def available_models(self) -> tuple[Model, ...]:
+        """The models ``set_model`` and ``cycle_model`` move between: ``models``, with
+        the session's model first if it is not among them."""
+        current = self._model
+        if any(m.provider == current.provider and m.id == current.id for m in self._models):
+            return self._models
+        return (current, *self._models)
+
+    async def set_model(self, model: Model) -> None:
+        """Ask ``model`` from the next request on (a running turn finishes with the old one).
+
+        As the reference does, this is allowed while a prompt runs. The thinking level
+        is clamped to what ``model`` supports: one that does not reason gets ``"off"``,
+        and a later switch to one that does restores the level asked for. With a session
+        file, a ``model_change`` entry is recorded (written now when idle, else by the
+        prompt's next flush).
+        """
+        self._switch_model(model)
+        if self._history_file is not None:
+            self._history_file.append_model_change_nowait(model.provider, model.id)
+        self._apply_thinking_level(self._preferred_thinking or DEFAULT_THINKING_LEVEL)
+        if self._history_file is not None and not self._running:
+            await self._flush_history()
+
+    async def cycle_model(self) -> Model | None:
+        """Switch to the model after the current one in ``available_models`` (wrapping).
+
+        Returns:
+            The new model, or ``None`` when there is only one model (nothing changes).
+        """
+        models = self.available_models
+        if len(models) <= 1:
+            return None
+        current = self._model
+        index = next(
+            (
+                i
+                for i, m in enumerate(models)
+                if (m.provider, m.id) == (current.provider, current.id)
+            ),
+            0,
+        )
+        model = models[(index + 1) % len(models)]
+        await self.set_model(model)
+        return model
+
+    @property
+    def thinking_level(self) -> str:
+        """The thinking level requests are sent with (one of ``THINKING_LEVELS``)."""
+        return self._agent.thinking_level
+
+    @property
+    def available_thinking_levels(self) -> tuple[str, ...]:
+        """The levels the current model supports: ``("off",)`` unless it reasons."""
+        return supported_thinking_levels(self._model)
+
+    def set_thinking_level(self, level: str) -> None:
+        """Set the thinking level, clamped to the model as the reference clamps it.
+
+        A model that does not reason stays at ``"off"``; ``"xhigh"`` becomes ``"high"``.
+        For a model that reasons, the level asked for is also remembered for later
+        model switches. A change is recorded as a ``thinking_level_change`` entry
+        (written by the session file's next flush).
+
+        Raises:
+            ValueError: ``level`` is not one of ``THINKING_LEVELS``.
+        """
+        if level not in THINKING_LEVELS:
+            msg = f"thinking level must be one of {', '.join(THINKING_LEVELS)}, not {level!r}"
+            raise ValueError(msg)
+        if self._model.reasoning:
+            self._preferred_thinking = level
+        self._apply_thinking_level(level)
+
+    def _apply_thinking_level(self, level: str) -> None:
+        effective = clamp_thinking_level(self._model, level)
+        if effective != self._agent.thinking_level:
+            self._agent.thinking_level = effective
+            if self._history_file is not None:
+                self._history_file.append_thinking_level_change_nowait(effective)
+
+    def cycle_thinking_level(self) -> str | None:
+        """Move to the next level the model supports (wrapping to ``"off"``).
+
+        Returns:
+            The new level, or ``None`` when the model does not reason (nothing changes).
+        """
+        if not self._model.reasoning:
+            return None
+        levels = self.available_thinking_levels
+        current = self.thinking_level
+        index = levels.index(current) if current in levels else -1
+        level = levels[(index + 1) % len(levels)]
+        self.set_thinking_level(level)
+        return level
+
+    # -- stats ---------------------------------------------------------------------------
+
+    def stats(self) -> SessionStats:
+        """Counts, token totals, cost and context use of the runtime context
+        (the reference's ``get_session_stats``)."""
+        file = self._history_file
+        return session_stats(
+            self._agent.messages,
+            session_id=self.session_id,
+            session_file=str(file.path) if file is not None else None,
+            context_window=self._model.context_window,
+        )
+
+    def last_assistant_text(self) -> str | None:
+        """The text of the last assistant message in the runtime context, trimmed.
+
+        As the reference: an aborted message with no content is skipped; ``None`` when
+        there is no assistant message or its text is empty.
+        """
+        for message in reversed(self._agent.messages):
+            if not isinstance(message, AssistantMessage):
+                continue
+            if message.stop_reason == "aborted" and not message.content:
+                continue
+            text = "".join(p.text for p in message.content if isinstance(p, TextContent))
+            return text.strip() or None
+        return None
+
+    async def export_html(self, path: str | Path | None = None) -> Path:
+        """Write the whole history as one self-contained HTML page; return its path.
+
+        Args:
+            path: where to write it; by default ``trio-session-<session file name or
+                id>.html`` in the current directory.
+        """
+        file = self._history_file
+        target = (
+            Path(path)
+            if path is not None
+            else default_export_path(self.session_id, file.path if file is not None else None)
+        )
+        page = render_html(
+            self._history,
+            session_id=self.session_id,
+            model=f"{self._model.provider}/{self._model.id}",
+            system_prompt=self._system_prompt,
+        )
+        return await write_html(target, page)
+
+    # -- bash ----------------------------------------------------------------------------
+
+    @property
+    def is_bash_running(self) -> bool:
+        """Whether a ``bash`` command is running."""
+        return self._bash_run is not None
+
+    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
+        """Run a shell command; its output joins the conversation (the reference's ``bash``).
+
+        The result is recorded as a ``BashExecutionMessage`` — no event is emitted — and
+        reaches the model with the next prompt, as user text (left out of the model's
+        context if ``exclude_from_context``). While a prompt runs, the command runs at
+        once but its message is added when the prompt is over, so it never lands between
+        a tool call and its result. ``abort_bash`` stops the command.
+
+        Raises:
+            SessionBusyError: another ``bash`` command is running.
+            SessionClosedError: the session is closed.
+            OSError: the shell could not be started.
+        """
+        if self._closed:
+            msg = "the session is closed"
+            raise SessionClosedError(msg)
+        if self._bash_run is not None:
+            msg = "a bash command is already running; wait for it or abort_bash() first"
+            raise SessionBusyError(msg)
+        file = self._history_file
+        run = self._bash_run = BashRun(command, cwd=file.header.cwd if file is not None else None)
+        try:
+            result = await run.run()
+        finally:
+            self._bash_run = None
+        message = BashExecutionMessage(
+            command=command,
+            output=result.output,
+            exit_code=result.exit_code,
+            cancelled=result.cancelled,
+            truncated=result.truncated,
+            full_output_path=result.full_output_path,
+            exclude_from_context=exclude_from_context,
+        )
+        if self._closed:
+            return result  # closed meanwhile: nothing more is recorded
+        if self._running:
+            self._pending_bash.append(message)
+        else:
+            self._record_bash(message)
+            if self._history_file is not None:
+                await self._flush_history()
+        return result
+
+    def abort_bash(self) -> None:
+        """Stop the running ``bash`` command, if any: its process group is killed and its
+        result is ``cancelled``."""
+        if self._bash_run is not None:
+            self._bash_run.abort()
+
+    def _record_bash(self, message: BashExecutionMessage) -> None:
+        self._agent.messages.append(message)
+        self._history.append(message)
+        if self._history_file is not None:
+            self._history_file.append_message_nowait(message)
+
+    def _flush_pending_bash(self) -> None:
+        """Add the bash results that came in while a prompt ran (the reference's
+        ``_flushPendingBashMessages``)."""
+        pending, self._pending_bash = self._pending_bash, []
+        for message in pending:
+            self._record_bash(message)
 
 
 def _discard(event: SessionEvent) -> None:
@@ -594,6 +876,8 @@ async def open_session(
     extensions: Sequence[Extension | str | Path] = (),
     extension_timeout: float = DEFAULT_HANDLER_TIMEOUT,
     history: str | Path | SessionFile | None = None,
+    models: Sequence[Model] = (),
+    thinking_level: str | None = None,
 ) -> AsyncIterator[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
@@ -609,7 +893,11 @@ async def open_session(
     resumed if it exists (the context is rebuilt without retried errors), created if
     not — or an open ``SessionFile``. A prompt is on disk before its request goes
     out, and a run's messages before its ``agent_end`` (so before any backoff sleep). A
-    resumed file's session id is the session's.
+    resumed file's session id is the session's, and so are the model (if it is among
+    ``models``) and the thinking level it last recorded.
+
+    ``models`` are the models ``set_model`` / ``cycle_model`` switch between (they all
+    use ``provider``); ``thinking_level`` is the starting level (see ``AgentSession``).
 
     Example::
 
@@ -648,6 +936,8 @@ async def open_session(
             session_id=session_id if session_id is not None else uuid.uuid4().hex,
             extensions=runner,
             history_file=history_file,
+            models=models,
+            thinking_level=thinking_level,
         )
         if runner is None:
             try:

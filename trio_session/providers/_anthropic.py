@@ -48,6 +48,7 @@ from .._messages import (
 )
 from ._base import (
     STREAM_CUT_MESSAGE,
+    THINKING_BUDGETS,
     Model,
     ProviderRequest,
     StreamEnd,
@@ -67,6 +68,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 #: ``max_tokens`` is required by the Messages API; this is sent when none is configured.
 DEFAULT_MAX_TOKENS = 8192
+
+#: Output tokens a thinking request keeps for the answer itself (the reference's value).
+_MIN_OUTPUT_TOKENS = 1024
 
 STOP_REASONS: Mapping[str, StopReason] = {
     "end_turn": "stop",
@@ -290,6 +294,22 @@ class MessagesParser:
         return StreamEnd(stop_reason=reason)
 
 
+def thinking_budget(base_max_tokens: int, model_max_tokens: int, level: str) -> tuple[int, int]:
+    """``(max_tokens, budget_tokens)`` for a thinking ``level`` (the reference's
+    ``adjustMaxTokensForThinking``).
+
+    The answer's budget grows by the level's ``THINKING_BUDGETS`` entry, capped at the
+    model's ``max_tokens``; when the cap leaves no room for an answer, thinking gets
+    what is left above 1024 tokens of output (at least 1024, the API's minimum, as
+    the reference sends it).
+    """
+    budget = THINKING_BUDGETS["high" if level == "xhigh" else level]
+    max_tokens = min(base_max_tokens + budget, model_max_tokens)
+    if max_tokens <= budget:
+        budget = max(0, max_tokens - _MIN_OUTPUT_TOKENS)
+    return max_tokens, budget or _MIN_OUTPUT_TOKENS
+
+
 @attrs.define(eq=False)
 class AnthropicProvider(HttpProvider):
     """A provider speaking the Anthropic Messages API, streamed::
@@ -326,6 +346,12 @@ class AnthropicProvider(HttpProvider):
             body["system"] = request.system_prompt
         if request.tools:
             body["tools"] = anthropic_tools(request.tools)
+        if request.model.reasoning and request.thinking_level != "off":
+            max_tokens, budget = thinking_budget(
+                self._max_tokens, request.model.max_tokens, request.thinking_level
+            )
+            body["max_tokens"] = max_tokens
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return body
 
     def _parser(self, sink: StreamSink, secrets: tuple[str, ...]) -> StreamParser:

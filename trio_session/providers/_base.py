@@ -84,6 +84,52 @@ class Model:
         return attrs.evolve(usage, cost=Cost(*parts, total=sum(parts)))
 
 
+# -- thinking levels ----------------------------------------------------------------------
+#
+# The reference's (pi-ai's) reasoning levels. A model that does not reason supports only
+# "off"; one that does supports "off" … "high". "xhigh" exists only for models whose
+# reference entry maps it explicitly (OpenAI codex-max); ``Model`` carries no such map,
+# so it is never offered here and is clamped to "high", as the reference clamps it.
+
+#: Every thinking level, weakest first (the reference's ``EXTENDED_THINKING_LEVELS``).
+THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+#: The level a session starts at when nothing says otherwise (clamped to the model).
+DEFAULT_THINKING_LEVEL = "medium"
+
+#: Anthropic ``budget_tokens`` per level (the reference's defaults; xhigh counts as high).
+THINKING_BUDGETS: Mapping[str, int] = {
+    "minimal": 1024,
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+}
+
+
+def supported_thinking_levels(model: Model) -> tuple[str, ...]:
+    """The levels ``model`` accepts: ``("off",)`` unless it reasons (the reference's
+    ``getSupportedThinkingLevels``)."""
+    if not model.reasoning:
+        return ("off",)
+    return THINKING_LEVELS[:-1]
+
+
+def clamp_thinking_level(model: Model, level: str) -> str:
+    """``level`` if ``model`` supports it, else the nearest supported one above, then below.
+
+    The reference's ``clampThinkingLevel``: a non-reasoning model always gets ``"off"``;
+    ``"xhigh"`` becomes ``"high"``. ``level`` must be one of ``THINKING_LEVELS``.
+    """
+    available = supported_thinking_levels(model)
+    if level in available:
+        return level
+    index = THINKING_LEVELS.index(level)
+    for candidate in (*THINKING_LEVELS[index:], *reversed(THINKING_LEVELS[:index])):
+        if candidate in available:
+            return candidate
+    return available[0]  # pragma: no cover - "off" is always available
+
+
 @attrs.frozen
 class ToolSpec:
     """A tool as the model sees it: name, description, JSON-schema parameters."""
@@ -101,7 +147,8 @@ class ProviderRequest:
 
     ``messages`` never contains assistant messages that ended in ``error`` or
     ``aborted`` (R-20a). ``api_key`` is excluded from ``repr`` so it cannot leak
-    into logs by accident.
+    into logs by accident. ``thinking_level`` is one of ``THINKING_LEVELS``, already
+    clamped to what the model supports (``"off"`` for a model that does not reason).
     """
 
     model: Model
@@ -109,6 +156,7 @@ class ProviderRequest:
     system_prompt: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     api_key: str | None = attrs.field(default=None, repr=False)
+    thinking_level: str = "off"
 
 
 @attrs.frozen

@@ -297,6 +297,8 @@ class OpenAIProvider(HttpProvider):
             body["stream_options"] = {"include_usage": True}
         if request.tools:
             body["tools"] = openai_tools(request.tools)
+        if request.model.reasoning and request.thinking_level != "off":
+            body["reasoning_effort"] = request.thinking_level  # as the reference sends it
         return body
 
     def _parser(self, sink: StreamSink, secrets: tuple[str, ...]) -> StreamParser:

@@ -233,6 +233,69 @@ class RpcClient:
         data: JSONObject = (await self.request("new_session"))["data"]
         return data
 
+    # -- models, thinking, stats, bash and info ---------------------------------
+
+    async def get_available_models(self) -> list[JSONObject]:
+        """The models the session can switch to, as the reference's Model objects."""
+        models: list[JSONObject] = (await self.request("get_available_models"))["data"]["models"]
+        return models
+
+    async def set_model(self, provider: str, model_id: str) -> JSONObject:
+        """Switch to ``provider``/``model_id``; returns its Model object.
+
+        Raises:
+            RpcCommandError: ``"Model not found: provider/id"``.
+        """
+        data: JSONObject = (await self.request("set_model", provider=provider, modelId=model_id))[
+            "data"
+        ]
+        return data
+
+    async def cycle_model(self) -> JSONObject | None:
+        """Switch to the next model: ``{model, thinkingLevel, isScoped}``; ``None`` if only one."""
+        data: JSONObject | None = (await self.request("cycle_model")).get("data")
+        return data
+
+    async def set_thinking_level(self, level: str) -> None:
+        """Set the thinking level (``"off"`` … ``"xhigh"``; clamped to the model)."""
+        await self.request("set_thinking_level", level=level)
+
+    async def cycle_thinking_level(self) -> JSONObject | None:
+        """Move to the next thinking level: ``{"level": …}``; ``None`` without reasoning."""
+        data: JSONObject | None = (await self.request("cycle_thinking_level")).get("data")
+        return data
+
+    async def get_session_stats(self) -> JSONObject:
+        """Message counts, token totals, cost and ``contextUsage``."""
+        data: JSONObject = (await self.request("get_session_stats"))["data"]
+        return data
+
+    async def get_last_assistant_text(self) -> str | None:
+        """The last assistant message's text, trimmed; ``None`` if there is none."""
+        text: str | None = (await self.request("get_last_assistant_text"))["data"].get("text")
+        return text
+
+    async def bash(self, command: str) -> JSONObject:
+        """Run a shell command on the server; ``{output, exitCode?, cancelled, truncated,
+        fullOutputPath?}`` once it is over (``abort_bash`` from another task stops it)."""
+        data: JSONObject = (await self.request("bash", command=command))["data"]
+        return data
+
+    async def abort_bash(self) -> None:
+        """Stop the running bash command, if any."""
+        await self.request("abort_bash")
+
+    async def export_html(self, output_path: str | None = None) -> str:
+        """Export the session as an HTML file; returns its path."""
+        fields = {} if output_path is None else {"outputPath": output_path}
+        path: str = (await self.request("export_html", **fields))["data"]["path"]
+        return path
+
+    async def get_commands(self) -> list[JSONObject]:
+        """Commands that can be invoked with ``/name`` in a prompt."""
+        commands: list[JSONObject] = (await self.request("get_commands"))["data"]["commands"]
+        return commands
+
     # -- events ----------------------------------------------------------------
 
     @contextmanager

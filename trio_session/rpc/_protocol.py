@@ -117,6 +117,106 @@ class NewSession:
     type: Literal["new_session"] = "new_session"
 
 
+# -- models, thinking, stats, bash and info ------------------------------------------------
+
+
+@attrs.frozen
+class GetAvailableModels:
+    """``{"type": "get_available_models"}`` — ``{"models": [Model, …]}``."""
+
+    id: CommandId | None = None
+    type: Literal["get_available_models"] = "get_available_models"
+
+
+@attrs.frozen
+class SetModel:
+    """``{"type": "set_model", "provider": …, "modelId": …}`` — the Model object it chose."""
+
+    provider: str
+    model_id: str
+    id: CommandId | None = None
+    type: Literal["set_model"] = "set_model"
+
+
+@attrs.frozen
+class CycleModel:
+    """``{"type": "cycle_model"}`` — ``{model, thinkingLevel, isScoped}``, or ``null``."""
+
+    id: CommandId | None = None
+    type: Literal["cycle_model"] = "cycle_model"
+
+
+@attrs.frozen
+class SetThinkingLevel:
+    """``{"type": "set_thinking_level", "level": …}`` — clamped to the model."""
+
+    level: str
+    id: CommandId | None = None
+    type: Literal["set_thinking_level"] = "set_thinking_level"
+
+
+@attrs.frozen
+class CycleThinkingLevel:
+    """``{"type": "cycle_thinking_level"}`` — ``{"level": …}``, or ``null`` without reasoning."""
+
+    id: CommandId | None = None
+    type: Literal["cycle_thinking_level"] = "cycle_thinking_level"
+
+
+@attrs.frozen
+class GetSessionStats:
+    """``{"type": "get_session_stats"}`` — counts, tokens, cost, context use."""
+
+    id: CommandId | None = None
+    type: Literal["get_session_stats"] = "get_session_stats"
+
+
+@attrs.frozen
+class GetLastAssistantText:
+    """``{"type": "get_last_assistant_text"}`` — ``{"text": …}`` (``null`` if none)."""
+
+    id: CommandId | None = None
+    type: Literal["get_last_assistant_text"] = "get_last_assistant_text"
+
+
+@attrs.frozen
+class Bash:
+    """``{"type": "bash", "command": …}`` — answered when the command is over."""
+
+    command: str
+    id: CommandId | None = None
+    type: Literal["bash"] = "bash"
+
+
+@attrs.frozen
+class AbortBash:
+    """``{"type": "abort_bash"}`` — stop the running bash command."""
+
+    id: CommandId | None = None
+    type: Literal["abort_bash"] = "abort_bash"
+
+
+@attrs.frozen
+class ExportHtml:
+    """``{"type": "export_html", "outputPath"?: …}`` — ``{"path": …}``."""
+
+    output_path: str | None = None
+    id: CommandId | None = None
+    type: Literal["export_html"] = "export_html"
+
+
+@attrs.frozen
+class GetCommands:
+    """``{"type": "get_commands"}`` — ``{"commands": […]}`` (none are registered yet)."""
+
+    id: CommandId | None = None
+    type: Literal["get_commands"] = "get_commands"
+
+
+#: The thinking levels ``set_thinking_level`` accepts (the reference's).
+THINKING_LEVEL_NAMES: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+
 Command: TypeAlias = (
     Prompt
     | Abort
@@ -127,6 +227,18 @@ Command: TypeAlias = (
     | GetState
     | GetMessages
     | NewSession
+    # -- models, thinking, stats, bash and info --
+    | GetAvailableModels
+    | SetModel
+    | CycleModel
+    | SetThinkingLevel
+    | CycleThinkingLevel
+    | GetSessionStats
+    | GetLastAssistantText
+    | Bash
+    | AbortBash
+    | ExportHtml
+    | GetCommands
 )
 
 
@@ -171,6 +283,17 @@ def _is_bool(value: Any) -> bool:
 _MESSAGE = _Field("message", "message", _is_str, "a string")
 _ENABLED = _Field("enabled", "enabled", _is_bool, "true or false")
 _PARENT = _Field("parentSession", "parent_session", _is_str, "a string", required=False)
+# -- models, thinking, stats, bash and info --
+_PROVIDER = _Field("provider", "provider", _is_str, "a string")
+_MODEL_ID = _Field("modelId", "model_id", _is_str, "a string")
+_LEVEL = _Field(
+    "level",
+    "level",
+    lambda value: value in THINKING_LEVEL_NAMES,
+    "one of " + ", ".join(f'"{name}"' for name in THINKING_LEVEL_NAMES),
+)
+_COMMAND = _Field("command", "command", _is_str, "a string")
+_OUTPUT_PATH = _Field("outputPath", "output_path", _is_str, "a string", required=False)
 
 #: Every command this server runs, by ``type``, with the fields it reads.
 COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
@@ -183,6 +306,18 @@ COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
     "get_state": (GetState, ()),
     "get_messages": (GetMessages, ()),
     "new_session": (NewSession, (_PARENT,)),
+    # -- models, thinking, stats, bash and info --
+    "get_available_models": (GetAvailableModels, ()),
+    "set_model": (SetModel, (_PROVIDER, _MODEL_ID)),
+    "cycle_model": (CycleModel, ()),
+    "set_thinking_level": (SetThinkingLevel, (_LEVEL,)),
+    "cycle_thinking_level": (CycleThinkingLevel, ()),
+    "get_session_stats": (GetSessionStats, ()),
+    "get_last_assistant_text": (GetLastAssistantText, ()),
+    "bash": (Bash, (_COMMAND,)),
+    "abort_bash": (AbortBash, ()),
+    "export_html": (ExportHtml, (_OUTPUT_PATH,)),
+    "get_commands": (GetCommands, ()),
 }
 
 #: Commands of the reference's protocol that this server does not implement; they get
@@ -349,6 +484,8 @@ class Response:
         id: the command's ``id``, echoed when it had one.
         data: the result, for commands that return one (``get_state`` …).
         error: why it failed, when ``success`` is false.
+        null_data: send ``"data": null`` (the reference's answer to ``cycle_model``
+            and ``cycle_thinking_level`` when nothing changed).
     """
 
     command: str
@@ -356,6 +493,7 @@ class Response:
     id: CommandId | None = None
     data: Mapping[str, Any] | None = None
     error: str | None = None
+    null_data: bool = False
 
     @classmethod
     def ok(cls, command: Command, data: Mapping[str, Any] | None = None) -> Response:
@@ -385,6 +523,8 @@ def response_to_json(response: Response) -> dict[str, Any]:
     out["success"] = response.success
     if response.data is not None:
         out["data"] = response.data
+    elif response.null_data:
+        out["data"] = None
     if response.error is not None:
         out["error"] = response.error
     return out

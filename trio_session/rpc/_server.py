@@ -41,16 +41,26 @@ from typing import Any, Final, TypeAlias, assert_never
 import attrs
 import trio
 
-from .._codec import event_to_json, message_to_json, to_json
+from .._codec import event_to_json, message_to_json, model_to_json
+from .._errors import SessionBusyError, SessionClosedError
 from .._events import AutoCompactionEnd, AutoCompactionStart, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._session import AgentSession
-from ._protocol import (
+from ._protocol import (  # -- models, thinking, stats, bash and info --
     MAX_LINE_BYTES,
     Abort,
+    AbortBash,
     AbortRetry,
+    Bash,
     Command,
+    CycleModel,
+    CycleThinkingLevel,
+    ExportHtml,
+    GetAvailableModels,
+    GetCommands,
+    GetLastAssistantText,
     GetMessages,
+    GetSessionStats,
     GetState,
     LineSplitter,
     NewSession,
@@ -61,12 +71,49 @@ from ._protocol import (
     RetryNow,
     SetAutoCompaction,
     SetAutoRetry,
+    SetModel,
+    SetThinkingLevel,
     encode_line,
     parse_command,
     response_to_json,
 )
 
 logger = logging.getLogger("trio_session.rpc")
+
+# -- models, thinking, stats, bash and info --
+_SessionCommand: TypeAlias = (
+    GetAvailableModels
+    | SetModel
+    | CycleModel
+    | SetThinkingLevel
+    | CycleThinkingLevel
+    | GetSessionStats
+    | GetLastAssistantText
+    | Bash
+    | AbortBash
+    | ExportHtml
+    | GetCommands
+)
+_SESSION_COMMANDS: Final = (
+    GetAvailableModels,
+    SetModel,
+    CycleModel,
+    SetThinkingLevel,
+    CycleThinkingLevel,
+    GetSessionStats,
+    GetLastAssistantText,
+    Bash,
+    AbortBash,
+    ExportHtml,
+    GetCommands,
+)
+BASH_BUSY: Final = 'a bash command is already running; wait for its response or send "abort_bash"'
+
+
+def _null(command: Command) -> Response:
+    """A success answer whose ``data`` is ``null`` (the reference's "nothing to cycle")."""
+    return Response(command=command.type, success=True, id=command.id, null_data=True)
+
 
 SessionFactory: TypeAlias = Callable[[], AbstractAsyncContextManager[AgentSession]]
 """Opens a session: ``lambda: open_session(provider, settings=store)``."""
@@ -352,6 +399,7 @@ class RpcServer:
     _started: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
     _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _bash_busy: bool = attrs.field(default=False, init=False)  # -- bash --
 
     def __attrs_post_init__(self) -> None:
         self._outbox = _Outbox(self.output_high_water, self.merge_updates_after)
@@ -402,6 +450,7 @@ class RpcServer:
             try:
                 await self._read_commands()
             finally:
+                self._host.session.abort_bash()  # -- bash --: its task ends with the server
                 await self._abort_run()
                 await self._host.close()
                 self._outbox.close()
@@ -497,14 +546,15 @@ class RpcServer:
         except Exception as exc:  # the session failed us; say so and keep serving
             logger.exception("rpc command %s failed", parsed.type)
             response = Response.failed(parsed, f"{type(exc).__name__}: {exc}")
-        self._send(response)
+        if response is not None:  # None: a task answers it later (bash)
+            self._send(response)
 
     def _send(self, response: Response) -> None:
         self._outbox.put(encode_line(response_to_json(response)))
 
     # -- commands ------------------------------------------------------------------
 
-    async def _handle(self, command: Command) -> Response:
+    async def _handle(self, command: Command) -> Response | None:
         session = self.session
         if isinstance(command, Prompt):
             return self._prompt(command)
@@ -530,6 +580,8 @@ class RpcServer:
             )
         if isinstance(command, NewSession):
             return await self._new_session(command)
+        if isinstance(command, _SESSION_COMMANDS):
+            return await self._session_command(command)
         assert_never(command)
 
     def state(self) -> dict[str, Any]:
@@ -537,14 +589,13 @@ class RpcServer:
 
         ``isStreaming`` is true from a ``prompt`` until its run is completely over —
         backoff sleeps and compaction included — unlike the reference, where it
-        drops between attempts. ``thinkingLevel`` is always ``"off"`` and
-        ``pendingMessageCount`` always 0: this server does not control reasoning
-        or queue messages.
+        drops between attempts. ``pendingMessageCount`` is always 0: this server
+        does not queue messages.
         """
         session = self.session
         return {
-            "model": to_json(session.model),
-            "thinkingLevel": "off",
+            "model": model_to_json(session.model),
+            "thinkingLevel": session.thinking_level,
             "isStreaming": self._run is not None or session.is_running,
             "isCompacting": self._compacting,
             "sessionId": session.session_id,
@@ -596,6 +647,99 @@ class RpcServer:
         self._host = await self._nursery.start(self._hold, self._sessions)
         await old.close()
         return Response.ok(command, {"cancelled": False})
+
+    # -- models, thinking, stats, bash and info ------------------------------------------
+
+    async def _session_command(self, command: _SessionCommand) -> Response | None:
+        """The reference's model, thinking, stats, bash and info commands, its shapes."""
+        session = self.session
+        if isinstance(command, GetAvailableModels):
+            return Response.ok(
+                command, {"models": [model_to_json(m) for m in session.available_models]}
+            )
+        if isinstance(command, SetModel):
+            found = next(
+                (
+                    m
+                    for m in session.available_models
+                    if m.provider == command.provider and m.id == command.model_id
+                ),
+                None,
+            )
+            if found is None:
+                return Response.failed(
+                    command, f"Model not found: {command.provider}/{command.model_id}"
+                )
+            await session.set_model(found)
+            return Response.ok(command, model_to_json(found))
+        if isinstance(command, CycleModel):
+            model = await session.cycle_model()
+            if model is None:
+                return _null(command)
+            data = {
+                "model": model_to_json(model),
+                "thinkingLevel": session.thinking_level,
+                "isScoped": False,
+            }
+            return Response.ok(command, data)
+        if isinstance(command, SetThinkingLevel):
+            session.set_thinking_level(command.level)
+            return Response.ok(command)
+        if isinstance(command, CycleThinkingLevel):
+            level = session.cycle_thinking_level()
+            return _null(command) if level is None else Response.ok(command, {"level": level})
+        if isinstance(command, GetSessionStats):
+            return Response.ok(command, session.stats().to_json())
+        if isinstance(command, GetLastAssistantText):
+            return Response.ok(command, {"text": session.last_assistant_text()})
+        if isinstance(command, Bash):
+            if self._bash_busy or session.is_bash_running:
+                return Response.failed(command, BASH_BUSY)
+            assert self._nursery is not None
+            self._bash_busy = True
+            # Started, not start_soon: when this returns, the session has the run, so an
+            # abort_bash on the very next line finds it.
+            await self._nursery.start(self._bash_task, session, command)
+            return None  # answered by the task when the command is over
+        if isinstance(command, AbortBash):
+            session.abort_bash()
+            return Response.ok(command)
+        if isinstance(command, ExportHtml):
+            path = await session.export_html(command.output_path)
+            return Response.ok(command, {"path": str(path)})
+        if isinstance(command, GetCommands):
+            return Response.ok(command, {"commands": []})
+        assert_never(command)
+
+    async def _bash_task(
+        self, session: AgentSession, command: Bash, *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Run one ``bash`` command while other commands (``abort_bash``) are read."""
+        try:
+            running = session.bash(command.command)
+            # The parent resumes only once this task blocks, and session.bash registers
+            # its run before its first checkpoint.
+            task_status.started()
+            result = await running
+        except (SessionBusyError, SessionClosedError) as exc:
+            self._send(Response.failed(command, str(exc)))
+            return
+        except OSError as exc:
+            self._send(Response.failed(command, f"cannot run the command: {exc}"))
+            return
+        finally:
+            self._bash_busy = False
+        data: dict[str, Any] = {
+            "output": result.output,
+            "exitCode": result.exit_code,
+            "cancelled": result.cancelled,
+            "truncated": result.truncated,
+        }
+        if result.exit_code is None:
+            del data["exitCode"]  # the reference's undefined: left out of its JSON
+        if result.full_output_path is not None:
+            data["fullOutputPath"] = result.full_output_path
+        self._send(Response.ok(command, data))
 
 
 async def serve_rpc(

@@ -1,0 +1,229 @@
+"""pi's model, thinking, stats, bash and info RPC commands: raw lines, in memory and real."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from trio_session import FauxProvider, FauxReply, Model, Usage, open_session
+from trio_session.rpc import RpcServer, encode_line
+from trio_session.rpc._client import default_command
+
+from .rpc_helpers import JSON, RawLines, write_json
+
+PLAIN = Model(id="plain", provider="faux", base_url="http://127.0.0.1:9/v1")
+THINKER = Model(id="thinker", provider="faux", reasoning=True, context_window=1000)
+
+PLAIN_JSON = {
+    "id": "plain",
+    "name": "plain",
+    "api": "",
+    "provider": "faux",
+    "baseUrl": "http://127.0.0.1:9/v1",
+    "reasoning": False,
+    "input": ["text"],
+    "contextWindow": 128000,
+    "maxTokens": 16384,
+    "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0},
+}
+THINKER_JSON = {
+    **PLAIN_JSON,
+    "id": "thinker",
+    "name": "thinker",
+    "baseUrl": "",
+    "reasoning": True,
+    "contextWindow": 1000,
+}
+
+
+@asynccontextmanager
+async def served(
+    script: list[FauxReply], models: list[Model], history: Path | None = None
+) -> AsyncIterator[RawLines]:
+    """An RpcServer over an in-memory stream, serving a faux session with ``models``."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    provider = FauxProvider(script)
+
+    def sessions() -> Any:
+        return open_session(provider, models[0], models=models, history=history)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(RpcServer(sessions, server_end).serve)
+        yield RawLines(client_end, client_end)
+        await client_end.send_eof()
+
+
+async def ask(raw: RawLines, command: JSON) -> JSON:
+    """Send one command line; return the next line (its response)."""
+    await raw.send(command)
+    return await raw.read()
+
+
+def ok(command: str, data: Any = ..., id: int = 1) -> JSON:
+    """A success response as pi writes it (``data`` left out when not given)."""
+    out: JSON = {"id": id, "type": "response", "command": command, "success": True}
+    if data is not ...:
+        out["data"] = data
+    return out
+
+
+async def test_models_over_rpc() -> None:
+    """get_available_models, set_model (and pi's not-found error), cycle_model, get_state."""
+    async with served([], [PLAIN, THINKER]) as raw:
+        response = await ask(raw, {"id": 1, "type": "get_available_models"})
+        assert response == ok("get_available_models", {"models": [PLAIN_JSON, THINKER_JSON]})
+        response = await ask(raw, {"id": 1, "type": "set_model", "provider": "x", "modelId": "y"})
+        assert response == {
+            "id": 1,
+            "type": "response",
+            "command": "set_model",
+            "success": False,
+            "error": "Model not found: x/y",
+        }
+        response = await ask(
+            raw, {"id": 1, "type": "set_model", "provider": "faux", "modelId": "thinker"}
+        )
+        assert response == ok("set_model", THINKER_JSON)
+        state = (await ask(raw, {"id": 1, "type": "get_state"}))["data"]
+        assert (state["model"], state["thinkingLevel"]) == (THINKER_JSON, "medium")
+        response = await ask(raw, {"id": 1, "type": "cycle_model"})
+        assert response == ok(
+            "cycle_model", {"model": PLAIN_JSON, "thinkingLevel": "off", "isScoped": False}
+        )
+
+
+async def test_nothing_to_cycle_is_data_null() -> None:
+    """One model, or no reasoning: pi answers success with ``"data": null``."""
+    async with served([], [PLAIN]) as raw:
+        await raw.send({"id": 1, "type": "cycle_model"})
+        assert await raw.read_raw() == (
+            b'{"id":1,"type":"response","command":"cycle_model","success":true,"data":null}'
+        )
+        assert await ask(raw, {"id": 2, "type": "cycle_thinking_level"}) == ok(
+            "cycle_thinking_level", None, id=2
+        )
+
+
+async def test_thinking_over_rpc() -> None:
+    """set_thinking_level answers without data; cycle_thinking_level gives the new level;
+    a level pi does not have is refused, naming the choices."""
+    async with served([], [THINKER]) as raw:
+        assert await ask(raw, {"id": 1, "type": "set_thinking_level", "level": "xhigh"}) == ok(
+            "set_thinking_level"
+        )
+        assert (await ask(raw, {"id": 1, "type": "get_state"}))["data"]["thinkingLevel"] == "high"
+        response = await ask(raw, {"id": 1, "type": "cycle_thinking_level"})
+        assert response == ok("cycle_thinking_level", {"level": "off"})
+        response = await ask(raw, {"id": 1, "type": "set_thinking_level", "level": "max"})
+        assert response == {
+            "id": 1,
+            "type": "response",
+            "command": "set_thinking_level",
+            "success": False,
+            "error": 'set_thinking_level.level must be one of "off", "minimal", "low", '
+            '"medium", "high", "xhigh", not "max"',
+        }
+
+
+async def test_stats_text_export_and_commands(tmp_path: Path) -> None:
+    """get_last_assistant_text, get_session_stats, export_html and get_commands, pi's shapes."""
+    script = [FauxReply(text=" Hello there ", usage=Usage(input=90, output=10))]
+    async with served(script, [THINKER], history=tmp_path / "s.jsonl") as raw:
+        response = await ask(raw, {"id": 1, "type": "get_last_assistant_text"})
+        assert response == ok("get_last_assistant_text", {"text": None})
+        await raw.send({"id": 1, "type": "prompt", "message": "hi"})
+        while (await raw.read()).get("type") != "agent_end":
+            pass
+        response = await ask(raw, {"id": 1, "type": "get_last_assistant_text"})
+        assert response == ok("get_last_assistant_text", {"text": "Hello there"})
+        stats = (await ask(raw, {"id": 1, "type": "get_session_stats"}))["data"]
+        assert stats["sessionFile"] == str(tmp_path / "s.jsonl")
+        assert (stats["userMessages"], stats["assistantMessages"], stats["totalMessages"]) == (
+            1,
+            1,
+            2,
+        )
+        assert stats["tokens"] == {
+            "input": 90,
+            "output": 10,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "total": 100,
+        }
+        assert stats["contextUsage"] == {"tokens": 100, "contextWindow": 1000, "percent": 10.0}
+        target = tmp_path / "out.html"
+        response = await ask(raw, {"id": 1, "type": "export_html", "outputPath": str(target)})
+        assert response == ok("export_html", {"path": str(target)})
+        assert "Hello there" in await trio.Path(target).read_text()
+        assert await ask(raw, {"id": 1, "type": "get_commands"}) == ok(
+            "get_commands", {"commands": []}
+        )
+
+
+async def test_bash_and_abort_bash_in_memory() -> None:
+    """bash is answered when the command is over, so abort_bash is read (and answered) first."""
+    async with served([], [PLAIN]) as raw:
+        assert await ask(raw, {"id": 1, "type": "bash", "command": "echo hi; exit 2"}) == ok(
+            "bash", {"output": "hi\n", "exitCode": 2, "cancelled": False, "truncated": False}
+        )
+        await raw.send({"id": 2, "type": "bash", "command": "sleep 60"})
+        await raw.send({"id": 3, "type": "bash", "command": "true"})
+        assert await raw.read() == {
+            "id": 3,
+            "type": "response",
+            "command": "bash",
+            "success": False,
+            "error": "a bash command is already running; "
+            'wait for its response or send "abort_bash"',
+        }
+        assert await ask(raw, {"id": 4, "type": "abort_bash"}) == ok("abort_bash", id=4)
+        assert await raw.read() == ok(
+            "bash", {"output": "", "cancelled": True, "truncated": False}, id=2
+        )
+        messages = (await ask(raw, {"id": 5, "type": "get_messages"}))["data"]["messages"]
+        assert [(m["role"], m["command"]) for m in messages] == [
+            ("bashExecution", "echo hi; exit 2"),
+            ("bashExecution", "sleep 60"),
+        ]
+
+
+async def test_bash_and_abort_bash_in_the_real_process(tmp_path: Path) -> None:
+    """The ``trio-session rpc`` process runs bash, and abort_bash stops it."""
+    script = write_json(tmp_path / "script.json", [])
+    process = await trio.lowlevel.open_process(
+        default_command("--faux", str(script)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        with trio.fail_after(60):
+            raw = RawLines(process.stdin, process.stdout)
+            await raw.send({"id": 1, "type": "bash", "command": "pwd"})
+            assert await raw.read() == ok(
+                "bash",
+                {"output": f"{tmp_path}\n", "exitCode": 0, "cancelled": False, "truncated": False},
+            )
+            # Both lines in one write: abort_bash must find the run bash just started.
+            await raw.send(
+                encode_line({"id": 2, "type": "bash", "command": "sleep 60"})
+                + encode_line({"id": 3, "type": "abort_bash"})
+            )
+            assert await raw.read() == ok("abort_bash", id=3)
+            assert await raw.read() == ok(
+                "bash", {"output": "", "cancelled": True, "truncated": False}, id=2
+            )
+            await process.stdin.aclose()
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
