@@ -117,7 +117,7 @@ async def test_two_503s_wire_format(autojump_clock: trio.testing.MockClock) -> N
     script = [{"error": ERR_503}, {"text": "Hi"}]
     async with in_memory(script, {"retry": {"baseDelayMs": 10}}) as s:
         await s.raw.send({"id": "req_1", "type": "prompt", "message": "hi"})
-        lines = [await s.raw.read() for _ in range(18)]
+        lines = [await s.raw.read() for _ in range(20)]
     assert lines[0] == {"id": "req_1", "type": "response", "command": "prompt", "success": True}
     assert lines[8]["type"] == "agent_end"
     assert lines[8]["willRetry"] is True
@@ -129,9 +129,14 @@ async def test_two_503s_wire_format(autojump_clock: trio.testing.MockClock) -> N
         "delayMs": 10,
         "errorMessage": ERR_503,
     }
-    assert lines[14]["message"]["content"] == [{"type": "text", "text": "Hi"}]
-    assert lines[15] == {"type": "auto_retry_end", "success": True, "attempt": 1}
-    assert (lines[17]["type"], lines[17]["willRetry"]) == ("agent_end", False)
+    assert [line["assistantMessageEvent"]["type"] for line in lines[13:16]] == [
+        "text_start",
+        "text_delta",
+        "text_end",
+    ]
+    assert lines[16]["message"]["content"] == [{"type": "text", "text": "Hi"}]
+    assert lines[17] == {"type": "auto_retry_end", "success": True, "attempt": 1}
+    assert (lines[19]["type"], lines[19]["willRetry"]) == ("agent_end", False)
 
 
 async def test_events_are_written_as_they_happen(autojump_clock: trio.testing.MockClock) -> None:
@@ -141,7 +146,7 @@ async def test_events_are_written_as_they_happen(autojump_clock: trio.testing.Mo
         await s.raw.send({"type": "prompt", "message": "hi"})
         seen: list[tuple[float, str]] = []
         while (obj := await s.raw.read())["type"] != "agent_end":
-            if obj["type"] == "message_update":
+            if obj["type"] == "message_update" and obj["delta"]:
                 seen.append((trio.current_time(), obj["delta"]))
     assert seen == [(1.0, "a"), (1.5, "b"), (2.0, "c")]
 
@@ -233,7 +238,7 @@ async def test_get_messages_is_the_runtime_context(autojump_clock: trio.testing.
         ("user", None),
         ("assistant", "stop"),
     ]
-    assert messages[0]["content"] == "hi"
+    assert messages[0]["content"] == [{"type": "text", "text": "hi"}]  # pi's content array
     assert state["messageCount"] == 2
 
 
@@ -257,7 +262,7 @@ async def test_abort_while_streaming(autojump_clock: trio.testing.MockClock) -> 
     """R-32, R-42: abort ends a streaming request (aborted) and is answered after its end."""
     async with in_memory([{"text": "partial", "hang": True}]) as s:
         await s.raw.send({"type": "prompt", "message": "hi"})
-        while (await s.raw.read())["type"] != "message_update":
+        while (await s.raw.read()).get("delta") != "partial":
             pass
         await trio.sleep(3)
         await s.raw.send({"id": "x", "type": "abort"})
@@ -660,7 +665,11 @@ async def test_a_lagging_client_gets_merged_updates_and_every_other_line(
                 await s.raw.send({"id": 3, "type": "get_state"})  # a fence: then all is read
     objs = [json.loads(line) for line in lines]
     assert sum(len(line) + 1 for line in lines) < 3 * 1024 * 1024  # unmerged: 50 MB
-    updates = [o for o in objs if o["type"] == "message_update"]
+    updates = [
+        o
+        for o in objs
+        if o["type"] == "message_update" and o["assistantMessageEvent"]["type"] == "text_delta"
+    ]
     assert len(updates) < 1000
     assert "".join(u["delta"] for u in updates) == text
     seen = ""
@@ -764,8 +773,10 @@ async def test_reply_chunks_through_client(autojump_clock: trio.testing.MockCloc
     assert seen == [
         *RUN_START,
         "message_start assistant",
+        "message_update text_start",
         "message_update 'Hel'",
         "message_update 'lo!'",
+        "message_update text_end",
         "message_end assistant stop",
         "turn_end",
         "agent_end willRetry=false",

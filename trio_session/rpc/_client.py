@@ -267,7 +267,7 @@ class RpcClient:
         only after the whole logical prompt — retries, backoff sleeps, compaction —
         is over). Between questions the client waits for the run's end to show
         in the events: an ``agent_end`` with ``willRetry: false``, a failed
-        ``auto_retry_end``, or an ``auto_compaction_end`` with ``willRetry: false``.
+        ``auto_retry_end``, or a ``compaction_end`` with ``willRetry: false``.
 
         Raises:
             RpcConnectionError: the server went away first.
@@ -325,13 +325,13 @@ class RpcClient:
     def _track(self, data: JSONObject) -> None:
         """Notice when a run's end shows in the events (for ``wait_for_idle``)."""
         kind = data.get("type")
-        if kind in ("agent_start", "auto_retry_start", "auto_compaction_start"):
+        if kind in ("agent_start", "auto_retry_start", "compaction_start"):
             self._run_over = False
             return
         over = (
             (kind == "agent_end" and not data.get("willRetry"))
             or (kind == "auto_retry_end" and not data.get("success"))
-            or (kind == "auto_compaction_end" and not data.get("willRetry"))
+            or (kind == "compaction_end" and not data.get("willRetry"))
             or (kind == "response" and data.get("command") == "prompt")  # a failed run
         )
         if over:

@@ -42,7 +42,7 @@ import attrs
 import trio
 
 from .._codec import event_to_json, message_to_json, to_json
-from .._events import AutoCompactionEnd, AutoCompactionStart, SessionEvent
+from .._events import CompactionEnd, CompactionStart, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._session import AgentSession
 from ._protocol import (
@@ -93,12 +93,12 @@ def merge_updates(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[
     """One ``message_update`` that says what ``earlier`` then ``later`` say; None if none can.
 
     Two updates merge when both are ``message_update`` objects whose
-    ``assistantMessageEvent`` is a delta (``text_delta``, ``thinking_delta``,
-    ``toolcall_delta`` …) of the same type and ``contentIndex``, with the same fields.
-    The result is ``later`` with both deltas concatenated (``delta`` and
-    ``assistantMessageEvent.delta``), so its ``message`` (and ``partial``, if any) is the
-    latest: a reader that appends deltas, or that shows the partial message, ends up
-    where it would have after reading both.
+    ``assistantMessageEvent`` is a ``text_delta`` of the same ``contentIndex``, with the
+    same fields. The result is ``later`` with both deltas concatenated (``delta`` and
+    ``assistantMessageEvent.delta``), so its ``message`` and ``partial`` are the latest:
+    a reader that appends deltas, or that shows the partial message, ends up where it
+    would have after reading both. Every other update (``text_start``, ``text_end``,
+    thinking and tool-call events) stays a line of its own.
     """
     if not _mergeable(earlier, later):
         return None
@@ -131,8 +131,7 @@ def _is_delta_update(data: Mapping[str, Any], event: object) -> bool:
         data.get("type") == "message_update"
         and isinstance(data.get("delta", ""), str)
         and isinstance(event, Mapping)
-        and isinstance(event.get("type"), str)
-        and event["type"].endswith("_delta")
+        and event.get("type") == "text_delta"
         and isinstance(event.get("delta"), str)
     )
 
@@ -157,7 +156,8 @@ class _Update:
     Only the latest update is kept whole, with the deltas of all of them; the line is
     encoded when it is written. ``size`` is what the queue counts for it: exact until
     a merge, then grown by an estimate (each merged delta lengthens the line about
-    three times over: ``delta``, ``assistantMessageEvent.delta`` and the message text).
+    four times over: ``delta``, ``assistantMessageEvent.delta``, and the text of both
+    ``message`` and ``assistantMessageEvent.partial``).
     """
 
     data: Mapping[str, Any]
@@ -189,7 +189,7 @@ class _Update:
         self.data, self.line = later, None
         self.deltas.append(delta)
         self.event_deltas.append(event_delta)
-        grown = _utf8_size(delta) + 2 * _utf8_size(event_delta)
+        grown = _utf8_size(delta) + 3 * _utf8_size(event_delta)
         self.size += grown
         return grown
 
@@ -439,9 +439,9 @@ class RpcServer:
             gone.set()
 
     def _on_event(self, event: SessionEvent) -> None:
-        if isinstance(event, AutoCompactionStart):
+        if isinstance(event, CompactionStart):
             self._compacting = True
-        elif isinstance(event, AutoCompactionEnd):
+        elif isinstance(event, CompactionEnd):
             self._compacting = False
         data = event_to_json(event)
         if data.get("type") == "message_update":
