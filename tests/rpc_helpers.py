@@ -192,8 +192,8 @@ def _abort_retry(base: int) -> list[Summary]:
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, LONG_DELAY_MS),
+        retry_end(False, 1, "Retry cancelled"),  # before the answer, as the reference writes it
         "response abort_retry ok",
-        retry_end(False, 1, "Retry cancelled"),
     ]
 
 

@@ -56,6 +56,8 @@ def test_every_command_is_parsed() -> None:
     assert sorted(COMMANDS) == [
         "abort",
         "abort_retry",
+        "compact",
+        "follow_up",
         "get_messages",
         "get_state",
         "new_session",
@@ -63,6 +65,9 @@ def test_every_command_is_parsed() -> None:
         "retry_now",
         "set_auto_compaction",
         "set_auto_retry",
+        "set_follow_up_mode",
+        "set_steering_mode",
+        "steer",
     ]
 
 

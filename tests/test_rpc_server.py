@@ -184,6 +184,8 @@ async def test_get_state_when_idle(autojump_clock: trio.testing.MockClock) -> No
             "autoCompactionEnabled": True,
             "messageCount": 0,
             "pendingMessageCount": 0,
+            "steeringMode": "one-at-a-time",
+            "followUpMode": "one-at-a-time",
             "autoRetryEnabled": True,
             "isRetrying": False,
             "retryAttempt": 0,
@@ -463,12 +465,13 @@ BAD_LINES = [
         id="unknown-command",
     ),
     pytest.param(
-        b'{"type": "compact"}',
+        b'{"type": "export_html"}',
         {
-            "command": "compact",
-            "error": "Unsupported command: compact (this server implements abort, abort_retry, "
-            "get_messages, get_state, new_session, prompt, retry_now, set_auto_compaction, "
-            "set_auto_retry)",
+            "command": "export_html",
+            "error": "Unsupported command: export_html (this server implements abort, "
+            "abort_retry, compact, follow_up, get_messages, get_state, new_session, prompt, "
+            "retry_now, set_auto_compaction, set_auto_retry, set_follow_up_mode, "
+            "set_steering_mode, steer)",
         },
         id="unsupported-command",
     ),
@@ -498,7 +501,8 @@ BAD_LINES = [
         b'{"type": "prompt", "message": "x", "images": [{"type": "image"}]}',
         {
             "command": "prompt",
-            "error": "prompt.images is not supported: this server sends text only",
+            "error": 'prompt.images must be a list of {"type": "image", "data": base64, '
+            '"mimeType": str}, not [{"type": "image"}]',
         },
         id="images",
     ),

@@ -31,6 +31,7 @@ from ._classify import CLASSIFIERS, Classifier
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, EventStreamLagged, SessionBusyError, SessionClosedError
 from ._events import (
+    AutoRetryEnd,
     CompactionEnd,
     CompactionReason,
     CompactionResult,
@@ -163,6 +164,9 @@ class AgentSession:
     _compacted: bool = attrs.field(default=False, init=False)
     _write_failed: bool = attrs.field(default=False, init=False)
     _compacting: bool = attrs.field(default=False, init=False)
+    _retry_ended: trio.lowlevel.ParkingLot = attrs.field(
+        factory=trio.lowlevel.ParkingLot, init=False
+    )
 
     def __attrs_post_init__(self) -> None:
         self._idle.set()
@@ -305,6 +309,8 @@ class AgentSession:
                 self._streams.remove(stream)
         if self._extensions is not None:
             self._extensions.deliver(event)
+        if isinstance(event, AutoRetryEnd):
+            self._retry_ended.unpark_all()
 
     def _on_agent_event(self, event: SessionEvent) -> None:
         self._emit(event)
@@ -400,6 +406,12 @@ class AgentSession:
         """
         if self._chain is not None:
             self._chain.cancel()
+
+    async def wait_for_retry_end(self) -> None:
+        """Return once no retry chain is alive: after ``abort_retry``, once its
+        ``auto_retry_end`` has been emitted."""
+        while self.is_retrying:
+            await self._retry_ended.park()
 
     def retry_now(self) -> bool:
         """Skip the rest of the current backoff sleep (R-34a).

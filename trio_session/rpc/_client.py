@@ -191,10 +191,26 @@ class RpcClient:
             raise RpcCommandError(command, str(response.get("error", "")), response)
         return response
 
-    async def prompt(self, message: str) -> None:
+    async def prompt(
+        self,
+        message: str,
+        *,
+        images: Sequence[Mapping[str, str]] = (),
+        streaming_behavior: str | None = None,
+    ) -> None:
         """Start a prompt; returns once the server accepted it. Events follow;
-        ``wait_for_idle`` waits for the end."""
-        await self.request("prompt", message=message)
+        ``wait_for_idle`` waits for the end.
+
+        ``images`` are ``{"type": "image", "data": base64, "mimeType": …}`` objects.
+        ``streaming_behavior`` (``"steer"`` or ``"followUp"``) queues the message if
+        a prompt is running; without it that is an error (``RpcCommandError``).
+        """
+        fields: dict[str, Any] = {"message": message}
+        if images:
+            fields["images"] = [dict(image) for image in images]
+        if streaming_behavior is not None:
+            fields["streamingBehavior"] = streaming_behavior
+        await self.request("prompt", **fields)
 
     async def abort(self) -> None:
         """Cancel any retry, then the run; returns when the server is idle (R-32)."""
@@ -231,6 +247,38 @@ class RpcClient:
     async def new_session(self) -> JSONObject:
         """Abort any run and start a fresh session; returns ``{"cancelled": false}``."""
         data: JSONObject = (await self.request("new_session"))["data"]
+        return data
+
+    # -- queues and compaction --
+
+    async def steer(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
+        """Queue a steering message (delivered after the current turn)."""
+        fields: dict[str, Any] = {"message": message}
+        if images:
+            fields["images"] = [dict(image) for image in images]
+        await self.request("steer", **fields)
+
+    async def follow_up(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
+        """Queue a follow-up message (delivered when the run would stop)."""
+        fields: dict[str, Any] = {"message": message}
+        if images:
+            fields["images"] = [dict(image) for image in images]
+        await self.request("follow_up", **fields)
+
+    async def set_steering_mode(self, mode: str) -> None:
+        """``"all"`` or ``"one-at-a-time"``."""
+        await self.request("set_steering_mode", mode=mode)
+
+    async def set_follow_up_mode(self, mode: str) -> None:
+        """``"all"`` or ``"one-at-a-time"``."""
+        await self.request("set_follow_up_mode", mode=mode)
+
+    async def compact(self, custom_instructions: str | None = None) -> JSONObject:
+        """Compact now; returns ``{summary, firstKeptEntryId?, tokensBefore, …}``."""
+        fields: dict[str, Any] = {}
+        if custom_instructions is not None:
+            fields["customInstructions"] = custom_instructions
+        data: JSONObject = (await self.request("compact", **fields))["data"]
         return data
 
     # -- events ----------------------------------------------------------------

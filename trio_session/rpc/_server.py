@@ -42,6 +42,7 @@ import attrs
 import trio
 
 from .._codec import event_to_json, message_to_json, to_json
+from .._errors import CompactionError
 from .._events import CompactionEnd, CompactionStart, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._session import AgentSession
@@ -50,6 +51,8 @@ from ._protocol import (
     Abort,
     AbortRetry,
     Command,
+    Compact,
+    FollowUp,
     GetMessages,
     GetState,
     LineSplitter,
@@ -61,6 +64,9 @@ from ._protocol import (
     RetryNow,
     SetAutoCompaction,
     SetAutoRetry,
+    SetFollowUpMode,
+    SetSteeringMode,
+    Steer,
     encode_line,
     parse_command,
     response_to_json,
@@ -81,8 +87,8 @@ MERGE_UPDATES_AFTER: Final = 1024 * 1024
 WRITE_BATCH: Final = 256 * 1024
 
 BUSY: Final = (
-    "the session is already processing a prompt; wait for it to end "
-    '(an "agent_end" with "willRetry": false) or send "abort" first'
+    "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') "
+    "to queue the message."
 )
 NO_FACTORY: Final = (
     "new_session needs a session factory; this server was given one session to serve"
@@ -513,6 +519,7 @@ class RpcServer:
             return Response.ok(command)
         if isinstance(command, AbortRetry):
             session.abort_retry()
+            await session.wait_for_retry_end()  # auto_retry_end goes out before the answer
             return Response.ok(command)
         if isinstance(command, RetryNow):
             return Response.ok(command, {"skipped": session.retry_now()})
@@ -530,6 +537,34 @@ class RpcServer:
             )
         if isinstance(command, NewSession):
             return await self._new_session(command)
+        return await self._handle_queues(session, command)
+
+    # -- queues and compaction --
+
+    async def _handle_queues(
+        self,
+        session: AgentSession,
+        command: Steer | FollowUp | SetSteeringMode | SetFollowUpMode | Compact,
+    ) -> Response:
+        if isinstance(command, Steer):
+            session.steer(command.message, command.images)
+            return Response.ok(command)
+        if isinstance(command, FollowUp):
+            session.follow_up(command.message, command.images)
+            return Response.ok(command)
+        if isinstance(command, SetSteeringMode):
+            session.set_steering_mode(command.mode)
+            return Response.ok(command)
+        if isinstance(command, SetFollowUpMode):
+            session.set_follow_up_mode(command.mode)
+            return Response.ok(command)
+        if isinstance(command, Compact):
+            await self._abort_run()  # as the reference: a running prompt is aborted first
+            try:
+                result = await session.compact(command.custom_instructions)
+            except CompactionError as exc:
+                return Response.failed(command, str(exc))
+            return Response.ok(command, to_json(result))
         assert_never(command)
 
     def state(self) -> dict[str, Any]:
@@ -537,20 +572,22 @@ class RpcServer:
 
         ``isStreaming`` is true from a ``prompt`` until its run is completely over —
         backoff sleeps and compaction included — unlike the reference, where it
-        drops between attempts. ``thinkingLevel`` is always ``"off"`` and
-        ``pendingMessageCount`` always 0: this server does not control reasoning
-        or queue messages.
+        drops between attempts. ``thinkingLevel`` is always ``"off"``: this server
+        does not control reasoning. ``pendingMessageCount``, ``steeringMode`` and
+        ``followUpMode`` are the session's queues.
         """
         session = self.session
         return {
             "model": to_json(session.model),
             "thinkingLevel": "off",
             "isStreaming": self._run is not None or session.is_running,
-            "isCompacting": self._compacting,
+            "isCompacting": self._compacting or session.is_compacting,
             "sessionId": session.session_id,
             "autoCompactionEnabled": session.auto_compaction_enabled,
             "messageCount": len(session.messages),
-            "pendingMessageCount": 0,
+            "pendingMessageCount": session.pending_message_count,
+            "steeringMode": session.steering_mode,
+            "followUpMode": session.follow_up_mode,
             "autoRetryEnabled": session.auto_retry_enabled,
             "isRetrying": session.is_retrying,
             "retryAttempt": session.retry_attempt,
@@ -558,7 +595,13 @@ class RpcServer:
 
     def _prompt(self, command: Prompt) -> Response:
         if self._run is not None or self.session.is_running:
-            return Response.failed(command, BUSY)
+            if command.streaming_behavior == "followUp":
+                self.session.follow_up(command.message, command.images)
+            elif command.streaming_behavior == "steer":
+                self.session.steer(command.message, command.images)
+            else:
+                return Response.failed(command, BUSY)
+            return Response.ok(command)
         run = self._run = _Run(self.session)
         assert self._nursery is not None
         self._nursery.start_soon(self._prompt_task, command, run)
@@ -567,7 +610,7 @@ class RpcServer:
     async def _prompt_task(self, command: Prompt, run: _Run) -> None:
         try:
             with run.scope:
-                await run.session.prompt(command.message)
+                await run.session.prompt(command.message, images=command.images)
         except Exception as exc:  # not a model error (those are messages): a bug
             logger.exception("rpc prompt failed")
             self._send(Response.failed(command, f"the prompt failed: {type(exc).__name__}: {exc}"))
