@@ -125,7 +125,7 @@ class ChatApp:
             message = event.message
             if isinstance(message, UserMessage):
                 self._note = None
-                self.screen.print(f"you: {message.content}")
+                self.screen.print(f"you: {message.text}")
             elif isinstance(message, AssistantMessage):
                 if self._streaming and self._streaming != "assistant: ":
                     self.screen.print(self._streaming)
