@@ -51,10 +51,13 @@ def summarize(obj: JSON) -> Summary:
             text += f" {message['stopReason']}"
         return text
     if kind == "message_update":
-        return f"message_update {obj['delta']!r}"
+        event = obj["assistantMessageEvent"]["type"]
+        if event == "text_delta":
+            return f"message_update {obj['delta']!r}"
+        return f"message_update {event}"
     if kind == "agent_end":
         return f"agent_end willRetry={str(obj['willRetry']).lower()}"
-    if isinstance(kind, str) and kind.startswith(("auto_retry", "auto_compaction")):
+    if isinstance(kind, str) and kind.startswith(("auto_retry", "compaction")):
         return obj
     return str(kind)
 
@@ -108,7 +111,13 @@ def failed_attempt(will_retry: bool) -> list[Summary]:
 
 def answer(text: str) -> list[Summary]:
     """One request streamed as a single chunk, up to its message_end."""
-    return ["message_start assistant", f"message_update {text!r}", "message_end assistant stop"]
+    return [
+        "message_start assistant",
+        "message_update text_start",
+        f"message_update {text!r}",
+        "message_update text_end",
+        "message_end assistant stop",
+    ]
 
 
 @attrs.frozen
@@ -183,8 +192,8 @@ def _abort_retry(base: int) -> list[Summary]:
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, LONG_DELAY_MS),
+        retry_end(False, 1, "Retry cancelled"),  # before the answer, as the reference writes it
         "response abort_retry ok",
-        retry_end(False, 1, "Retry cancelled"),
     ]
 
 
@@ -213,8 +222,8 @@ def _overflow(base: int) -> list[Summary]:
         "response prompt ok",
         *RUN_START,
         *failed_attempt(True),
-        {"type": "auto_compaction_start", "reason": "overflow"},
-        {"type": "auto_compaction_end", "aborted": False, "willRetry": False},
+        {"type": "compaction_start", "reason": "overflow"},
+        {"type": "compaction_end", "reason": "overflow", "aborted": False, "willRetry": False},
     ]
 
 
@@ -302,8 +311,8 @@ SCENARIOS = [
         "context_overflow",
         [{"error": ERR_OVERFLOW}, {"text": "never sent"}],
         _overflow,
-        is_type("auto_compaction_end"),
-        times={"auto_compaction_start": [0.0], "auto_compaction_end": [0.0]},
+        is_type("compaction_end"),
+        times={"compaction_start": [0.0], "compaction_end": [0.0]},
     ),
     Scenario(
         "bad_request_400",

@@ -14,18 +14,19 @@ from trio_session import (
     AgentEnd,
     AgentStart,
     AssistantMessage,
-    AutoCompactionEnd,
-    AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
     CodecError,
+    CompactionEnd,
     CompactionResult,
+    CompactionStart,
     ExtensionError,
     HistoryWriteFailed,
     Message,
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    QueueUpdate,
     SessionEvent,
     TextContent,
     ToolCall,
@@ -117,9 +118,10 @@ EVENTS: list[SessionEvent] = [
     ),
     AutoRetryEnd(success=True, attempt=2),
     AutoRetryEnd(success=False, attempt=3, final_error="Retry cancelled"),
-    AutoCompactionStart(reason="overflow"),
-    AutoCompactionStart(reason="threshold"),
-    AutoCompactionEnd(
+    CompactionStart(reason="overflow"),
+    CompactionStart(reason="threshold"),
+    CompactionEnd(
+        reason="overflow",
         result=CompactionResult(
             summary="Earlier: read README.md.",
             tokens_before=213462,
@@ -129,6 +131,7 @@ EVENTS: list[SessionEvent] = [
         aborted=False,
         will_retry=True,
     ),
+    QueueUpdate(steering=("focus on tests",), follow_up=()),
     ExtensionError(extension="notify", event="auto_retry_end", error="ValueError: bad"),
     HistoryWriteFailed(path="/s/a.jsonl", error="cannot write session file /s/a.jsonl: EFBIG"),
 ]
@@ -157,14 +160,22 @@ def test_event_round_trip(event: SessionEvent) -> None:
 
 def test_compaction_end_without_result_round_trips() -> None:
     """R-43: an aborted compaction (no result) survives event_to_json → event_from_json."""
-    event = AutoCompactionEnd(result=None, aborted=True, will_retry=False)
+    event = CompactionEnd(reason="overflow", result=None, aborted=True, will_retry=False)
     assert event_from_json(through_text(event_to_json(event))) == event
 
 
 def test_compaction_end_with_null_result_decodes() -> None:
     """An explicit ``"result": null`` decodes to ``result=None``."""
-    data = {"type": "auto_compaction_end", "result": None, "aborted": True, "willRetry": False}
-    assert event_from_json(data) == AutoCompactionEnd(result=None, aborted=True, will_retry=False)
+    data = {
+        "type": "compaction_end",
+        "reason": "overflow",
+        "result": None,
+        "aborted": True,
+        "willRetry": False,
+    }
+    assert event_from_json(data) == CompactionEnd(
+        reason="overflow", result=None, aborted=True, will_retry=False
+    )
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: f"{m.role}-{m.timestamp}")
@@ -220,20 +231,52 @@ def test_agent_end_has_will_retry(will_retry: bool) -> None:
 
 def test_auto_compaction_shapes() -> None:
     """R-43: compaction start has reason; its end has result, aborted, willRetry."""
-    assert event_to_json(AutoCompactionStart("overflow")) == {
-        "type": "auto_compaction_start",
+    assert event_to_json(CompactionStart("overflow")) == {
+        "type": "compaction_start",
         "reason": "overflow",
     }
-    end = AutoCompactionEnd(
+    end = CompactionEnd(
+        reason="overflow",
         result=CompactionResult("s", tokens_before=100, tokens_after=40, messages_removed=3),
         aborted=False,
         will_retry=True,
     )
     assert event_to_json(end) == {
-        "type": "auto_compaction_end",
+        "type": "compaction_end",
+        "reason": "overflow",
         "result": {"summary": "s", "tokensBefore": 100, "tokensAfter": 40, "messagesRemoved": 3},
         "aborted": False,
         "willRetry": True,
+    }
+
+
+def test_compaction_end_in_the_reference_shape() -> None:
+    """pi 0.73.1 compaction_end: reason, result (firstKeptEntryId, details), errorMessage."""
+    result = CompactionResult("s", 100, 40, 3, first_kept_entry_id="a1b2", details={"k": 1})
+    assert event_to_json(CompactionEnd("manual", result, False, False))["result"] == {
+        "summary": "s",
+        "tokensBefore": 100,
+        "tokensAfter": 40,
+        "messagesRemoved": 3,
+        "firstKeptEntryId": "a1b2",
+        "details": {"k": 1},
+    }
+    failed = CompactionEnd("manual", None, False, False, error_message="Compaction failed: x")
+    assert event_to_json(failed) == {
+        "type": "compaction_end",
+        "reason": "manual",
+        "aborted": False,
+        "willRetry": False,
+        "errorMessage": "Compaction failed: x",
+    }
+
+
+def test_queue_update_shape() -> None:
+    """pi's queue_update: {"type", "steering": [...], "followUp": [...]}."""
+    assert event_to_json(QueueUpdate(steering=("a", "b"), follow_up=("c",))) == {
+        "type": "queue_update",
+        "steering": ["a", "b"],
+        "followUp": ["c"],
     }
 
 
@@ -352,7 +395,7 @@ def test_discriminator_key_is_first(event: SessionEvent) -> None:
 ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
     "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', "
-    "'auto_retry_start', 'auto_retry_end', 'auto_compaction_start', 'auto_compaction_end', "
+    "'auto_retry_start', 'auto_retry_end', 'compaction_start', 'compaction_end', 'queue_update', "
     "'extension_error', 'history_write_failed'"
 )
 ROLES = (
@@ -472,7 +515,8 @@ ROLES = (
         ),
         pytest.param(
             {
-                "type": "auto_compaction_end",
+                "type": "compaction_end",
+                "reason": "overflow",
                 "result": {"summary": "s"},
                 "aborted": False,
                 "willRetry": False,
@@ -481,8 +525,8 @@ ROLES = (
             id="partial-compaction-result",
         ),
         pytest.param(
-            {"type": "auto_compaction_start", "reason": "manual"},
-            "event.reason must be one of 'overflow', 'threshold', not 'manual'",
+            {"type": "compaction_start", "reason": "sideways"},
+            "event.reason must be one of 'manual', 'threshold', 'overflow', not 'sideways'",
             id="bad-compaction-reason",
         ),
     ],

@@ -11,11 +11,11 @@ from trio_session import (
     AgentEnd,
     Ask,
     AssistantMessage,
-    AutoCompactionEnd,
-    AutoCompactionStart,
     Compaction,
+    CompactionEnd,
     CompactionResult,
     CompactionSettings,
+    CompactionStart,
     DropOldestCompactor,
     FauxProvider,
     FauxReply,
@@ -46,12 +46,12 @@ async def test_r50_overflow_compacts_and_continues_once(
         assert [m.text for m in session.messages] == ["q3", "a3"]
     assert rec.types[rec.types.index("agent_end") :][:4] == [
         "agent_end",
-        "auto_compaction_start",
-        "auto_compaction_end",
+        "compaction_start",
+        "compaction_end",
         "agent_start",
     ]
-    assert rec.of(AutoCompactionStart) == [AutoCompactionStart(reason="overflow")]
-    (end,) = rec.of(AutoCompactionEnd)
+    assert rec.of(CompactionStart) == [CompactionStart(reason="overflow")]
+    (end,) = rec.of(CompactionEnd)
     assert (end.aborted, end.will_retry) == (False, True)
     assert end.result is not None
     assert end.result.messages_removed == 4
@@ -88,7 +88,7 @@ async def test_r50_second_overflow_ends_without_a_loop(
         rec = EventRecorder.attach(session)
         reply = await session.prompt("q2")
     assert reply.error_message == ERR_OVERFLOW
-    assert rec.types.count("auto_compaction_start") == 1
+    assert rec.types.count("compaction_start") == 1
     assert [e.will_retry for e in rec.of(AgentEnd)] == [True, False]
     assert provider.remaining == 1
 
@@ -99,8 +99,8 @@ async def test_r50_nothing_to_drop(autojump_clock: trio.testing.MockClock) -> No
     async with open_session(provider, MODEL, compactor=DropOldestCompactor()) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("huge")
-    assert rec.of(AutoCompactionEnd) == [
-        AutoCompactionEnd(result=None, aborted=False, will_retry=False)
+    assert rec.of(CompactionEnd) == [
+        CompactionEnd(reason="overflow", result=None, aborted=False, will_retry=False)
     ]
     assert provider.remaining == 1
 
@@ -131,10 +131,10 @@ async def test_r50_abort_during_compaction_is_structural(
             await trio.sleep(5)
             await session.abort()
         assert_idle(session)
-    assert rec.of(AutoCompactionEnd) == [
-        AutoCompactionEnd(result=None, aborted=True, will_retry=False)
+    assert rec.of(CompactionEnd) == [
+        CompactionEnd(reason="overflow", result=None, aborted=True, will_retry=False)
     ]
-    assert rec.times_of("auto_compaction_end") == [5.0]
+    assert rec.times_of("compaction_end") == [5.0]
 
 
 async def test_r50_replaceable_compactor(autojump_clock: trio.testing.MockClock) -> None:
@@ -198,14 +198,15 @@ async def test_silent_overflow_with_faux_usage(autojump_clock: trio.testing.Mock
         rec = EventRecorder.attach(session)
         await session.prompt("q1")
         await session.prompt("q2")
-    assert rec.of(AutoCompactionStart) == []  # 999 ≤ 1000: no overflow
+    assert rec.of(CompactionStart) == []  # 999 ≤ 1000: no overflow
 
 
 async def test_r50_default_compactor_summarises_older_turns(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R-50: the default asks the model for a summary and sends it with the recent turn."""
-    from trio_session._compaction import SUMMARY_PREFIX, SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT
+    from trio_session._compaction import SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT
+    from trio_session._messages import CompactionSummaryMessage
 
     provider = FauxProvider(
         [ok("a1"), ok("a2"), err(ERR_OVERFLOW), ok("We talked about q1 and q2."), ok("a3")]
@@ -219,11 +220,11 @@ async def test_r50_default_compactor_summarises_older_turns(
     summary_request = provider.requests[3]
     assert [m.text for m in summary_request.messages] == ["q1", "a1", "q2", "a2", SUMMARY_REQUEST]
     assert summary_request.system_prompt == SUMMARY_SYSTEM_PROMPT
-    assert [m.text for m in provider.requests[4].messages] == [
-        f"{SUMMARY_PREFIX}\n\nWe talked about q1 and q2.",
-        "q3",
-    ]
-    (end,) = rec.of(AutoCompactionEnd)
+    # the summary reaches the model as the reference sends a compaction summary
+    summary_text = CompactionSummaryMessage("We talked about q1 and q2.").text
+    assert [m.text for m in provider.requests[4].messages] == [summary_text, "q3"]
+    assert isinstance(session.messages[0], CompactionSummaryMessage)
+    (end,) = rec.of(CompactionEnd)
     assert end.result is not None
     assert (end.result.summary, end.result.messages_removed) == ("We talked about q1 and q2.", 4)
     assert not any(t == "message_update" for t in rec.types[:4])  # the summary is not streamed
@@ -241,6 +242,6 @@ async def test_r50_summary_failure_falls_back_to_dropping(
         reply = await session.prompt("q3")
     assert reply.text == "a3"
     assert [m.text for m in provider.requests[4].messages] == ["q3"]
-    (end,) = rec.of(AutoCompactionEnd)
+    (end,) = rec.of(CompactionEnd)
     assert end.result is not None
     assert end.result.summary.startswith("Dropped the 2 oldest turn(s)")

@@ -12,8 +12,8 @@ import trio
 import trio.testing
 
 from trio_session import (
-    AutoCompactionEnd,
     AutoRetryStart,
+    CompactionEnd,
     OpenAIProvider,
     SqliteCredentialStore,
     event_to_json,
@@ -126,7 +126,7 @@ async def test_r50_overflow_recovers_over_http(
         reply = await session.prompt("second question")
     assert reply.text == "second answer"
     assert not any(t.startswith("auto_retry") for t in rec.types)
-    (end,) = rec.of(AutoCompactionEnd)
+    (end,) = rec.of(CompactionEnd)
     assert (end.aborted, end.will_retry) == (False, True)
     bodies = server.bodies
     overflowing = [m["content"] for m in bodies[1]["messages"]]
@@ -135,7 +135,7 @@ async def test_r50_overflow_recovers_over_http(
     assert summary_request[0] == {"role": "system", "content": summary_request[0]["content"]}
     resent = [m["content"] for m in bodies[3]["messages"]]
     assert len(resent) == 2
-    assert resent[0].endswith("We discussed the first question.")
+    assert resent[0].endswith("We discussed the first question.\n</summary>")
     assert resent[1] == "second question"
     assert len(json.dumps(bodies[3])) < len(json.dumps(bodies[1]))
 

@@ -22,7 +22,7 @@ import trio.testing
 from trio_session import (
     AgentSession,
     AssistantMessage,
-    AutoCompactionEnd,
+    CompactionEnd,
     CompactionResult,
     FauxProvider,
     FauxReply,
@@ -751,7 +751,7 @@ def persist(session: AgentSession, history: SessionFile) -> Callable[[], None]:
     def on_event(event: SessionEvent) -> None:
         if isinstance(event, MessageEnd):
             history.append_message_nowait(event.message)
-        elif isinstance(event, AutoCompactionEnd) and event.result is not None:
+        elif isinstance(event, CompactionEnd) and event.result is not None:
             kept = session.messages[0] if session.messages else None
             first = history.entry_id_of(kept) if kept is not None else None
             history.append_compaction_nowait(event.result, first_kept_entry_id=first)

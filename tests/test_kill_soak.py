@@ -548,7 +548,7 @@ def check_round(slot: Slot, plan: Plan, watch: Watch, server: ScriptedServer, st
     wire = [as_wire(m) for m in loaded.messages]
 
     # Nothing in the file that this round did not produce, nothing twice.
-    users = [m.content for m in new if isinstance(m, UserMessage)]
+    users = [m.text for m in new if isinstance(m, UserMessage)]
     assert users == list(plan.prompts[: len(users)]), "user messages are not the prompts"
     assert not new or isinstance(new[0], UserMessage), "a reply before its prompt"
     texts = [r.text for r in plan.replies if r.status == 200]
@@ -653,5 +653,5 @@ async def test_a_flush_cancelled_before_its_write_leaves_its_entries_staged(
     assert scope.cancelled_caught
     file.close()  # writes what is still staged
     loaded = load_session(path)
-    users = [m.content for m in loaded.messages if isinstance(m, UserMessage)]
+    users = [m.text for m in loaded.messages if isinstance(m, UserMessage)]
     assert (users, loaded.warnings) == (["kept"], ())

@@ -18,9 +18,9 @@ import trio.testing
 
 from trio_session import (
     AssistantMessage,
-    AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    CompactionStart,
     FauxProvider,
     FauxReply,
     Provider,
@@ -179,6 +179,6 @@ async def test_anthropic_overflow_goes_to_compaction(
     async with AnthropicProvider(base_url=server.url, api_key="sk-ant-test") as provider:
         events, reply, _ = await prompt_once(provider)
     assert events.of(AutoRetryStart) == []
-    assert events.of(AutoCompactionStart)[:1] == [AutoCompactionStart(reason="overflow")]
+    assert events.of(CompactionStart)[:1] == [CompactionStart(reason="overflow")]
     assert server.requests[0].path == "/v1/messages"
     assert reply.stop_reason == "error"

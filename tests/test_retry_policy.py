@@ -11,9 +11,9 @@ import trio.testing
 from trio_session import (
     AgentEnd,
     AssistantMessage,
-    AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    CompactionStart,
     DropOldestCompactor,
     FauxProvider,
     FauxReply,
@@ -57,7 +57,9 @@ TWO_503_THEN_OK = [
     "agent_start",
     "turn_start",
     "message_start",  # assistant: Hello
-    "message_update",
+    "message_update",  # text_start
+    "message_update",  # text_delta
+    "message_update",  # text_end
     "message_end",
     "auto_retry_end",
     "turn_end",
@@ -87,7 +89,7 @@ async def test_r1_retry_first_and_compaction_skipped(
     """R-1: a retryable error starts a chain and the compaction check is skipped."""
     _, rec, reply, _ = await run([err(), ok()])
     assert rec.types.count("auto_retry_start") == 1
-    assert not rec.of(AutoCompactionStart)
+    assert not rec.of(CompactionStart)
     assert reply.text == "Hello"
 
 
@@ -100,7 +102,7 @@ async def test_r2_overflow_is_never_retried(autojump_clock: trio.testing.MockClo
         await session.prompt("one")
         await session.prompt("two")
     assert not rec.of(AutoRetryStart)
-    assert rec.types.count("auto_compaction_start") == 1
+    assert rec.types.count("compaction_start") == 1
 
 
 @pytest.mark.parametrize(
@@ -170,7 +172,7 @@ async def test_r7_silent_overflow_compacts_without_continuing(
         reply = await session.prompt("two")
         assert reply.text == "b"
         assert [m.text for m in session.messages] == ["two", "b"]
-    assert rec.types[-2:] == ["auto_compaction_start", "auto_compaction_end"]
+    assert rec.types[-2:] == ["compaction_start", "compaction_end"]
     assert rec.of(AgentEnd)[-1].will_retry is False
     assert len(provider.requests) == 2
 
@@ -428,7 +430,7 @@ async def test_r25_reattempt_overflow_goes_to_compaction(
         await session.prompt("one")
         reply = await session.prompt("two")
     i = rec.types.index("auto_retry_end")
-    assert rec.types[i : i + 2] == ["auto_retry_end", "auto_compaction_start"]
+    assert rec.types[i : i + 2] == ["auto_retry_end", "compaction_start"]
     assert rec.of(AutoRetryEnd) == [AutoRetryEnd(False, 1, ERR_OVERFLOW)]
     assert reply.text == "compacted"
 
@@ -539,12 +541,23 @@ async def test_r36_second_prompt_is_refused(autojump_clock: trio.testing.MockClo
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.prompt, "first")
             await trio.sleep(1)
-            with pytest.raises(
-                SessionBusyError,
-                match=r"^the session is already processing a prompt; await it or abort\(\) first$",
-            ):
+            with pytest.raises(SessionBusyError, match=r"^the session is already processing"):
                 await session.prompt("second")
         assert [m.text for m in session.messages] == ["first", "Hello"]
+
+
+async def test_busy_error_points_at_the_queues(autojump_clock: trio.testing.MockClock) -> None:
+    """R-36, issue 12: the refusal says how to queue instead (steer / follow_up)."""
+    provider = FauxProvider([err(), ok()])
+    async with open_session(provider) as session, trio.open_nursery() as nursery:
+        nursery.start_soon(session.prompt, "first")
+        await trio.sleep(1)  # in the backoff sleep: still busy (R-35)
+        assert session.is_retrying
+        with pytest.raises(SessionBusyError) as caught:
+            await session.prompt("second")
+    assert "steer()" in str(caught.value)
+    assert "follow_up()" in str(caught.value)
+    assert "streamingBehavior" in str(caught.value)
 
 
 async def test_r37_programmatic_toggle(autojump_clock: trio.testing.MockClock) -> None:

@@ -64,6 +64,8 @@ def test_every_command_is_parsed() -> None:
         "get_available_models",
         "get_commands",
         "get_last_assistant_text",
+        "compact",
+        "follow_up",
         "get_messages",
         "get_session_stats",
         "get_state",
@@ -74,6 +76,9 @@ def test_every_command_is_parsed() -> None:
         "set_auto_retry",
         "set_model",
         "set_thinking_level",
+        "set_follow_up_mode",
+        "set_steering_mode",
+        "steer",
     ]
 
 

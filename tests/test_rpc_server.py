@@ -22,6 +22,7 @@ from trio_session.rpc import (
     connect_rpc,
     serve_rpc,
 )
+from trio_session.rpc._protocol import COMMANDS
 from trio_session.rpc._server import BUSY, NO_FACTORY, merge_updates
 
 from .rpc_helpers import (
@@ -41,6 +42,9 @@ from .rpc_helpers import (
     summarize,
     times_of,
 )
+
+#: What an unsupported command's error lists.
+IMPLEMENTED = ", ".join(sorted(COMMANDS))
 
 BASE = 2000
 
@@ -117,7 +121,7 @@ async def test_two_503s_wire_format(autojump_clock: trio.testing.MockClock) -> N
     script = [{"error": ERR_503}, {"text": "Hi"}]
     async with in_memory(script, {"retry": {"baseDelayMs": 10}}) as s:
         await s.raw.send({"id": "req_1", "type": "prompt", "message": "hi"})
-        lines = [await s.raw.read() for _ in range(18)]
+        lines = [await s.raw.read() for _ in range(20)]
     assert lines[0] == {"id": "req_1", "type": "response", "command": "prompt", "success": True}
     assert lines[8]["type"] == "agent_end"
     assert lines[8]["willRetry"] is True
@@ -129,9 +133,14 @@ async def test_two_503s_wire_format(autojump_clock: trio.testing.MockClock) -> N
         "delayMs": 10,
         "errorMessage": ERR_503,
     }
-    assert lines[14]["message"]["content"] == [{"type": "text", "text": "Hi"}]
-    assert lines[15] == {"type": "auto_retry_end", "success": True, "attempt": 1}
-    assert (lines[17]["type"], lines[17]["willRetry"]) == ("agent_end", False)
+    assert [line["assistantMessageEvent"]["type"] for line in lines[13:16]] == [
+        "text_start",
+        "text_delta",
+        "text_end",
+    ]
+    assert lines[16]["message"]["content"] == [{"type": "text", "text": "Hi"}]
+    assert lines[17] == {"type": "auto_retry_end", "success": True, "attempt": 1}
+    assert (lines[19]["type"], lines[19]["willRetry"]) == ("agent_end", False)
 
 
 async def test_events_are_written_as_they_happen(autojump_clock: trio.testing.MockClock) -> None:
@@ -141,7 +150,7 @@ async def test_events_are_written_as_they_happen(autojump_clock: trio.testing.Mo
         await s.raw.send({"type": "prompt", "message": "hi"})
         seen: list[tuple[float, str]] = []
         while (obj := await s.raw.read())["type"] != "agent_end":
-            if obj["type"] == "message_update":
+            if obj["type"] == "message_update" and obj["delta"]:
                 seen.append((trio.current_time(), obj["delta"]))
     assert seen == [(1.0, "a"), (1.5, "b"), (2.0, "c")]
 
@@ -180,6 +189,8 @@ async def test_get_state_when_idle(autojump_clock: trio.testing.MockClock) -> No
             "autoCompactionEnabled": True,
             "messageCount": 0,
             "pendingMessageCount": 0,
+            "steeringMode": "one-at-a-time",
+            "followUpMode": "one-at-a-time",
             "autoRetryEnabled": True,
             "isRetrying": False,
             "retryAttempt": 0,
@@ -234,7 +245,7 @@ async def test_get_messages_is_the_runtime_context(autojump_clock: trio.testing.
         ("user", None),
         ("assistant", "stop"),
     ]
-    assert messages[0]["content"] == "hi"
+    assert messages[0]["content"] == [{"type": "text", "text": "hi"}]  # pi's content array
     assert state["messageCount"] == 2
 
 
@@ -258,7 +269,7 @@ async def test_abort_while_streaming(autojump_clock: trio.testing.MockClock) -> 
     """R-32, R-42: abort ends a streaming request (aborted) and is answered after its end."""
     async with in_memory([{"text": "partial", "hang": True}]) as s:
         await s.raw.send({"type": "prompt", "message": "hi"})
-        while (await s.raw.read())["type"] != "message_update":
+        while (await s.raw.read()).get("delta") != "partial":
             pass
         await trio.sleep(3)
         await s.raw.send({"id": "x", "type": "abort"})
@@ -459,14 +470,10 @@ BAD_LINES = [
         id="unknown-command",
     ),
     pytest.param(
-        b'{"type": "compact"}',
+        b'{"type": "get_tree"}',
         {
-            "command": "compact",
-            "error": "Unsupported command: compact (this server implements abort, abort_bash, "
-            "abort_retry, bash, cycle_model, cycle_thinking_level, export_html, "
-            "get_available_models, get_commands, get_last_assistant_text, get_messages, "
-            "get_session_stats, get_state, new_session, prompt, retry_now, "
-            "set_auto_compaction, set_auto_retry, set_model, set_thinking_level)",
+            "command": "get_tree",
+            "error": f"Unsupported command: get_tree (this server implements {IMPLEMENTED})",
         },
         id="unsupported-command",
     ),
@@ -496,7 +503,8 @@ BAD_LINES = [
         b'{"type": "prompt", "message": "x", "images": [{"type": "image"}]}',
         {
             "command": "prompt",
-            "error": "prompt.images is not supported: this server sends text only",
+            "error": 'prompt.images must be a list of {"type": "image", "data": base64, '
+            '"mimeType": str}, not [{"type": "image"}]',
         },
         id="images",
     ),
@@ -663,7 +671,11 @@ async def test_a_lagging_client_gets_merged_updates_and_every_other_line(
                 await s.raw.send({"id": 3, "type": "get_state"})  # a fence: then all is read
     objs = [json.loads(line) for line in lines]
     assert sum(len(line) + 1 for line in lines) < 3 * 1024 * 1024  # unmerged: 50 MB
-    updates = [o for o in objs if o["type"] == "message_update"]
+    updates = [
+        o
+        for o in objs
+        if o["type"] == "message_update" and o["assistantMessageEvent"]["type"] == "text_delta"
+    ]
     assert len(updates) < 1000
     assert "".join(u["delta"] for u in updates) == text
     seen = ""
@@ -767,8 +779,10 @@ async def test_reply_chunks_through_client(autojump_clock: trio.testing.MockCloc
     assert seen == [
         *RUN_START,
         "message_start assistant",
+        "message_update text_start",
         "message_update 'Hel'",
         "message_update 'lo!'",
+        "message_update text_end",
         "message_end assistant stop",
         "turn_end",
         "agent_end willRetry=false",

@@ -8,10 +8,10 @@ from trio_session import (
     AgentEnd,
     AgentStart,
     AssistantMessage,
-    AutoCompactionEnd,
-    AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
     MessageEnd,
     UserMessage,
 )
@@ -175,7 +175,7 @@ def test_busy_follows_will_retry(ui: EventController) -> None:
 
 def test_compaction_loader(ui: EventController) -> None:
     """R-50: compaction shows its own loader line until it ends."""
-    ui.handle(AutoCompactionStart(reason="overflow"), now=0)
+    ui.handle(CompactionStart(reason="overflow"), now=0)
     assert ui.loader_text(0) == "Compacting the conversation…"
-    ui.handle(AutoCompactionEnd(result=None, aborted=False, will_retry=False), now=1)
+    ui.handle(CompactionEnd(reason="overflow", result=None, aborted=False, will_retry=False), now=1)
     assert ui.loader_text(1) is None

@@ -33,6 +33,7 @@ from ._compaction import Compactor as Compactor
 from ._compaction import DropOldestCompactor as DropOldestCompactor
 from ._compaction import SummarizingCompactor as SummarizingCompactor
 from ._errors import CodecError as CodecError
+from ._errors import CompactionError as CompactionError
 from ._errors import EventStreamLagged as EventStreamLagged
 from ._errors import SessionBusyError as SessionBusyError
 from ._errors import SessionClosedError as SessionClosedError
@@ -44,12 +45,15 @@ from ._events import AutoCompactionEnd as AutoCompactionEnd
 from ._events import AutoCompactionStart as AutoCompactionStart
 from ._events import AutoRetryEnd as AutoRetryEnd
 from ._events import AutoRetryStart as AutoRetryStart
+from ._events import CompactionEnd as CompactionEnd
 from ._events import CompactionResult as CompactionResult
+from ._events import CompactionStart as CompactionStart
 from ._events import ExtensionError as ExtensionError
 from ._events import HistoryWriteFailed as HistoryWriteFailed
 from ._events import MessageEnd as MessageEnd
 from ._events import MessageStart as MessageStart
 from ._events import MessageUpdate as MessageUpdate
+from ._events import QueueUpdate as QueueUpdate
 from ._events import SessionEvent as SessionEvent
 from ._events import ToolExecutionEnd as ToolExecutionEnd
 from ._events import ToolExecutionStart as ToolExecutionStart
@@ -141,8 +145,11 @@ __all__ = [
     "Classifier",
     "CodecError",
     "Compaction",
+    "CompactionEnd",
+    "CompactionError",
     "CompactionResult",
     "CompactionSettings",
+    "CompactionStart",
     "Compactor",
     "ContextUsage",
     "CredentialStore",
@@ -173,6 +180,7 @@ __all__ = [
     "Provider",
     "ProviderRequest",
     "ProviderRetrySettings",
+    "QueueUpdate",
     "RetrySettings",
     "RpcClient",
     "RpcCommandError",

@@ -16,8 +16,9 @@ session passes ``will_continue``, asked just before ``agent_end`` to fill in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -27,6 +28,7 @@ from ._events import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    QueueUpdate,
     SessionEvent,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -37,6 +39,7 @@ from ._messages import (
     AssistantMessage,
     Message,
     TextContent,
+    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -74,41 +77,120 @@ class Tool:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
 
+def _last_assistant(messages: Sequence[Message]) -> AssistantMessage | None:
+    return next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+
+
 def request_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
     """The context as sent to a model: without failed assistant messages (R-20a), and
     with the reference's extended messages turned into user text (``to_llm``)."""
     return to_llm(m for m in messages if not (isinstance(m, AssistantMessage) and m.failed))
 
 
+Part = TextContent | ThinkingContent | ToolCall
+
+
 @attrs.define(eq=False)
 class _Builder:
-    """Collects a streaming answer; every text delta becomes a ``message_update``."""
+    """Collects a streaming answer and tells it as the reference's stream events.
+
+    Content parts are kept in the order they arrive. Each change is a
+    ``message_update`` whose ``assistant_message_event`` is shaped as pi-ai's
+    (``text_start`` / ``text_delta`` / ``text_end``, ``thinking_*``,
+    ``toolcall_start`` / ``toolcall_delta`` / ``toolcall_end``, each with its
+    ``contentIndex`` and the ``partial`` message so far). ``message_start`` is
+    sent when the answer begins to arrive — or, for a request that failed
+    before anything came, with the finished (error) message, as the reference does.
+    """
 
     _emit: Emit
     _provider: str
     _model: Model
-    _text: list[str] = attrs.field(factory=list, init=False)
-    _calls: list[ToolCall] = attrs.field(factory=list, init=False)
+    _parts: list[Part] = attrs.field(factory=list, init=False)
+    _open: bool = attrs.field(default=False, init=False)  # the last part is still growing
     _usage: Usage = attrs.field(factory=Usage, init=False)
+    started: bool = attrs.field(default=False, init=False)
+
+    def _start(self) -> None:
+        if not self.started:
+            self.started = True
+            self._emit(MessageStart(message=self.snapshot()))
+
+    def _update(self, event: dict[str, Any], delta: str = "") -> None:
+        message = self.snapshot()
+        event["partial"] = message
+        self._emit(MessageUpdate(message=message, delta=delta, assistant_message_event=event))
+
+    def _close_part(self) -> None:
+        """Send the ``*_end`` of the part that was growing, if one was."""
+        if not self._open:
+            return
+        self._open = False
+        index = len(self._parts) - 1
+        part = self._parts[index]
+        if isinstance(part, TextContent):
+            self._update({"type": "text_end", "contentIndex": index, "content": part.text})
+        elif isinstance(part, ThinkingContent):
+            self._update({"type": "thinking_end", "contentIndex": index, "content": part.thinking})
+
+    def _grow(self, kind: type[TextContent] | type[ThinkingContent], delta: str) -> None:
+        self._start()
+        last = self._parts[-1] if self._parts else None
+        name = "text" if kind is TextContent else "thinking"
+        if not (self._open and isinstance(last, kind)):
+            self._close_part()
+            self._parts.append(TextContent("") if kind is TextContent else ThinkingContent(""))
+            self._open = True
+            self._update({"type": f"{name}_start", "contentIndex": len(self._parts) - 1})
+        index = len(self._parts) - 1
+        part = self._parts[index]
+        if isinstance(part, TextContent):
+            self._parts[index] = TextContent(part.text + delta)
+        elif isinstance(part, ThinkingContent):
+            self._parts[index] = attrs.evolve(part, thinking=part.thinking + delta)
+        shown = delta if kind is TextContent else ""
+        self._update({"type": f"{name}_delta", "contentIndex": index, "delta": delta}, shown)
 
     def text(self, delta: str) -> None:
-        if not delta:
-            return
-        self._text.append(delta)
-        self._emit(MessageUpdate(message=self.snapshot(), delta=delta))
+        if delta:
+            self._grow(TextContent, delta)
+
+    def thinking(self, delta: str) -> None:
+        """Append streamed reasoning (a ``thinking`` part)."""
+        if delta:
+            self._grow(ThinkingContent, delta)
 
     def tool_call(self, call: ToolCall) -> None:
-        self._calls.append(call)
+        self._start()
+        self._close_part()
+        self._parts.append(call)
+        index = len(self._parts) - 1
+        self._update({"type": "toolcall_start", "contentIndex": index})
+        arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
+        self._update({"type": "toolcall_delta", "contentIndex": index, "delta": arguments})
+        self._update({"type": "toolcall_end", "contentIndex": index, "toolCall": call})
 
     def usage(self, usage: Usage) -> None:
         self._usage = usage
 
+    def finish(self, end: StreamEnd) -> AssistantMessage:
+        """The final message, with ``message_start`` sent first if it was not.
+
+        A successful answer closes its growing part (``text_end`` …); an error or an
+        abort does not, as the reference's providers do not.
+        """
+        if self.started and end.stop_reason not in ("error", "aborted"):
+            self._close_part()
+        message = self.snapshot(end)
+        if not self.started:
+            self.started = True
+            self._emit(MessageStart(message=message))
+        return message
+
     def snapshot(self, end: StreamEnd | None = None) -> AssistantMessage:
         end = end or StreamEnd()
-        text = "".join(self._text)
-        content = ((TextContent(text),) if text else ()) + tuple(self._calls)
         return AssistantMessage(
-            content=content,
+            content=tuple(self._parts),
             stop_reason=end.stop_reason,
             error_message=end.error_message,
             usage=self._model.priced(self._usage),
@@ -116,6 +198,36 @@ class _Builder:
             model=self._model.id,
             api=self._model.api,
         )
+
+
+# -- queues --------------------------------------------------------------------
+
+QueueMode = Literal["all", "one-at-a-time"]
+QUEUE_MODES: tuple[QueueMode, ...] = ("all", "one-at-a-time")
+
+
+@attrs.define(eq=False)
+class MessageQueue:
+    """Messages waiting to be delivered into a run (the reference's pending-message queue).
+
+    ``mode`` says how many a delivery takes: ``"all"`` of them, or
+    ``"one-at-a-time"`` (the oldest).
+    """
+
+    mode: QueueMode = "one-at-a-time"
+    messages: list[UserMessage] = attrs.field(factory=list)
+
+    def drain(self) -> list[UserMessage]:
+        """Take what one delivery takes, oldest first."""
+        if self.mode == "all":
+            taken, self.messages = self.messages, []
+            return taken
+        return [self.messages.pop(0)] if self.messages else []
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The queued messages' texts, oldest first."""
+        return tuple(m.text for m in self.messages)
 
 
 @attrs.define(eq=False)
@@ -135,6 +247,9 @@ class Agent:
             and the exception propagates.
         messages: the initial runtime context.
         thinking_level: sent with every turn's request (already clamped to ``model``).
+        steering: messages to deliver after a turn, before the next request (and at
+            the start of a run, after its prompt).
+        follow_ups: messages to deliver when a run would otherwise stop.
     """
 
     provider: Provider
@@ -146,6 +261,8 @@ class Agent:
     checkpoint: Checkpoint | None = None
     messages: list[Message] = attrs.field(factory=list)
     thinking_level: str = "off"
+    steering: MessageQueue = attrs.field(factory=MessageQueue)
+    follow_ups: MessageQueue = attrs.field(factory=MessageQueue)
     _running: bool = attrs.field(default=False, init=False)
 
     async def prompt(
@@ -183,7 +300,7 @@ class Agent:
             end = await self.provider.stream(request, builder)
         except Exception as exc:
             end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
-        return builder.snapshot(end)
+        return builder.finish(end)
 
     def request(self, api_key: str | None) -> ProviderRequest:
         """The request the next turn would send."""
@@ -195,6 +312,22 @@ class Agent:
             api_key=api_key,
             thinking_level=self.thinking_level,
         )
+
+    def queue_update(self) -> QueueUpdate:
+        """The ``queue_update`` event for the queues as they are now."""
+        return QueueUpdate(steering=self.steering.texts, follow_up=self.follow_ups.texts)
+
+    def _deliver(self, queue: MessageQueue, produced: list[Message]) -> bool:
+        """Take what ``queue`` gives and add it to the turn; whether it gave anything.
+
+        Taking and adding happen with no checkpoint between, so a queued message is
+        either still queued or in the conversation: a cancellation never loses one.
+        """
+        taken = queue.drain()
+        for message in taken:
+            self.emit(self.queue_update())  # it left the queue: just before its message_start
+            self._add(message, produced)
+        return bool(taken)
 
     async def _run(
         self,
@@ -209,36 +342,51 @@ class Agent:
         turn_open = False
         last: AssistantMessage | None = None
         results: list[ToolResultMessage] = []
+        # The reference's loop: steering is looked at when a run starts (after its
+        # prompt) and after every turn; follow-ups when the run would otherwise stop.
+        source = self.steering
+        turn_from = 0
         self.emit(AgentStart())
         try:
             while True:
-                if not new and self.checkpoint is not None:
-                    await self.checkpoint()  # between turns: before the next request
+                if last is not None:
+                    if self.checkpoint is not None:
+                        await self.checkpoint()  # before the next request, or agent_end
+                    if last.failed:
+                        break  # an error or abort ends the run; queued messages wait
+                    if last.stop_reason == "toolUse" or self.steering.messages:
+                        source = self.steering
+                    elif self.follow_ups.messages:
+                        source = self.follow_ups
+                    else:
+                        break
+                elif not new and self.checkpoint is not None:
+                    await self.checkpoint()  # a continuation: the last run's messages first
                 self.emit(TurnStart())
                 turn_open = True
-                last, results = None, []
+                last, results, turn_from = None, [], len(produced)
                 for message in new:  # the prompt's messages open the first turn
                     self._add(message, produced)
                 new = ()
+                if self._deliver(source, produced) and self.checkpoint is not None:
+                    await self.checkpoint()  # delivered messages are on disk before the request
                 last = await self._stream_turn(produced)
                 if last.stop_reason == "toolUse":
                     await self._run_tools(last, produced, results)
                 turn_open = False
                 self.emit(TurnEnd(message=last, tool_results=tuple(results)))
-                if last.stop_reason != "toolUse":
-                    break
-            if self.checkpoint is not None:
-                await self.checkpoint()  # what the run produced is durable before agent_end
         except BaseException:
             # Cancelled (or a bug): close what was opened, then let it propagate.
             if turn_open:
                 if last is None:  # cancelled mid-stream: _stream_turn added it aborted
-                    last = next(m for m in reversed(produced) if isinstance(m, AssistantMessage))
-                self.emit(TurnEnd(message=last, tool_results=tuple(results)))
+                    last = _last_assistant(produced[turn_from:])
+                if last is not None:
+                    self.emit(TurnEnd(message=last, tool_results=tuple(results)))
             self.emit(AgentEnd(messages=tuple(produced), will_retry=False))
             raise
         finally:
             self._running = False
+        assert last is not None
         will_retry = will_continue(last) if will_continue is not None else False
         self.emit(AgentEnd(messages=tuple(produced), will_retry=will_retry))
         return last
@@ -251,7 +399,6 @@ class Agent:
 
     async def _stream_turn(self, produced: list[Message]) -> AssistantMessage:
         builder = _Builder(self.emit, self.provider.name, self.model)
-        self.emit(MessageStart(message=builder.snapshot()))
         try:
             api_key = await self.key_source() if self.key_source is not None else None
             try:
@@ -259,12 +406,12 @@ class Agent:
             except Exception as exc:  # a provider must not raise; if it does, it's an error
                 end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
         except BaseException:
-            aborted = builder.snapshot(StreamEnd(stop_reason="aborted"))
+            aborted = builder.finish(StreamEnd(stop_reason="aborted"))
             self.messages.append(aborted)
             produced.append(aborted)
             self.emit(MessageEnd(message=aborted))
             raise
-        message = builder.snapshot(end)
+        message = builder.finish(end)
         self.messages.append(message)
         produced.append(message)
         self.emit(MessageEnd(message=message))

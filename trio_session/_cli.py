@@ -31,10 +31,10 @@ from ._commands import (
 )
 from ._errors import TrioSessionError
 from ._events import (
-    AutoCompactionEnd,
-    AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
     HistoryWriteFailed,
     MessageEnd,
     MessageUpdate,
@@ -83,14 +83,15 @@ class _Printer:
 
     def event(self, event: SessionEvent) -> None:
         if isinstance(event, MessageUpdate):
-            if not self.streaming:
-                self.write("assistant: ")
-                self.streaming = True
-            self.write(event.delta)
+            if event.delta:  # the text deltas; other parts (tool calls) are not shown
+                if not self.streaming:
+                    self.write("assistant: ")
+                    self.streaming = True
+                self.write(event.delta)
         elif isinstance(event, MessageEnd):
             message = event.message
             if isinstance(message, UserMessage):
-                self.write(f"you: {message.content}\n")
+                self.write(f"you: {message.text}\n")
             elif isinstance(message, AssistantMessage):
                 if self.streaming:
                     self.write("\n")
@@ -112,9 +113,9 @@ class _Printer:
                 self.write(
                     f"  ✗ retry failed after {event.attempt} attempts: {event.final_error}\n"
                 )
-        elif isinstance(event, AutoCompactionStart):
+        elif isinstance(event, CompactionStart):
             self.write(f"  ⇣ compacting the context ({event.reason})\n")
-        elif isinstance(event, AutoCompactionEnd):
+        elif isinstance(event, CompactionEnd):
             done = "done" if event.result is not None else "nothing to compact"
             self.write(f"  ⇣ compaction {'aborted' if event.aborted else done}\n")
         elif isinstance(event, HistoryWriteFailed):
@@ -156,7 +157,7 @@ async def _countdown(printer: _Printer, event: AutoRetryStart, scope: trio.Cance
 def _echo(request: ProviderRequest) -> FauxReply:
     """The demo's answer once its script is played: say what was heard."""
     users = [m for m in request.messages if isinstance(m, UserMessage)]
-    heard = users[-1].content if users else ""
+    heard = users[-1].text if users else ""
     return FauxReply(text=f"(demo) You said: {heard}", delay=0.2)
 
 

@@ -1,9 +1,10 @@
 """The overflow path: make the runtime context fit again (R-2, R-50).
 
 When a run ends in a context-overflow error, the session removes the error from
-the runtime context, emits ``auto_compaction_start {reason: "overflow"}``, asks
-its ``Compactor`` for a smaller context, emits ``auto_compaction_end`` and —
-if the context shrank — continues the run once. The compaction algorithm is
+the runtime context, emits ``compaction_start {reason: "overflow"}``, asks
+its ``Compactor`` for a smaller context, emits ``compaction_end`` and —
+if the context shrank — continues the run once. ``AgentSession.compact`` runs
+the same compactor on demand (``reason: "manual"``). The compaction algorithm is
 replaceable. The default, ``SummarizingCompactor``, asks the session's model
 to summarise the older turns and keeps the recent ones verbatim; when that request
 fails (or overflows too) it falls back to ``DropOldestCompactor``.
@@ -17,7 +18,7 @@ from typing import Protocol
 import attrs
 
 from ._events import CompactionResult
-from ._messages import AssistantMessage, Message, UserMessage
+from ._messages import AssistantMessage, CompactionSummaryMessage, Message, UserMessage
 from ._settings import CompactionSettings
 from .providers._base import Model
 
@@ -150,8 +151,9 @@ class SummarizingCompactor:
     """The default compactor: summarise the older turns, keep the recent ones.
 
     The older turns (all but the last ``compaction.keepRecentTurns``) are sent to the
-    model with a request to summarise them; the new context is one user message
-    holding the summary, then the recent turns verbatim. If the summary request
+    model with a request to summarise them; the new context is a
+    ``CompactionSummaryMessage`` holding the summary (the model is sent it with the
+    reference's wording), then the recent turns verbatim. If the summary request
     fails — an error, an overflow of its own, an empty answer — the ``fallback``
     (``DropOldestCompactor``) decides instead.
     """
@@ -165,24 +167,31 @@ class SummarizingCompactor:
         model: Model,
         settings: CompactionSettings,
         ask: Ask,
+        custom_instructions: str | None = None,
     ) -> Compaction | None:
-        """Summarise the older turns; fall back to dropping them."""
+        """Summarise the older turns; fall back to dropping them.
+
+        ``custom_instructions`` (from ``AgentSession.compact``) are added to the
+        summary request.
+        """
         turns = split_turns(messages)
         keep = settings.keep_recent_turns
         if len(turns) <= keep:
             return None
         older = _flatten(turns[:-keep])
         recent = _flatten(turns[-keep:])
-        reply = await ask(
-            [*older, UserMessage(SUMMARY_REQUEST)], system_prompt=SUMMARY_SYSTEM_PROMPT
-        )
+        request = SUMMARY_REQUEST
+        if custom_instructions:
+            request += f"\n\nAdditional focus: {custom_instructions}"
+        reply = await ask([*older, UserMessage(request)], system_prompt=SUMMARY_SYSTEM_PROMPT)
         summary = reply.text.strip()
         if reply.stop_reason != "stop" or not summary:
             return await self.fallback.compact(messages, model=model, settings=settings)
-        kept: list[Message] = [UserMessage(f"{SUMMARY_PREFIX}\n\n{summary}"), *recent]
+        before = estimate_tokens(messages)
+        kept: list[Message] = [CompactionSummaryMessage(summary, tokens_before=before), *recent]
         result = CompactionResult(
             summary=summary,
-            tokens_before=estimate_tokens(messages),
+            tokens_before=before,
             tokens_after=estimate_tokens(kept),
             messages_removed=len(older),
         )

@@ -10,6 +10,7 @@ are for misuse and bad input::
     ├── SettingsError           a bad settings value or file, naming file and key (R-38)
     ├── CodecError              JSON that does not decode into a message or event
     ├── EventStreamLagged       an event-stream subscriber fell behind and was dropped
+    ├── CompactionError         a manual compaction that could not be done
     ├── ExtensionLoadError      an extension file or entry point could not be loaded
     ├── HistoryError            a session file that cannot be read or written
     ├── CredentialStoreError    a credential store file that cannot be used
@@ -50,6 +51,14 @@ class SettingsError(TrioSessionError, ValueError):
 
 class CodecError(TrioSessionError, ValueError):
     """JSON data is not a valid message or event; the message names the bad path."""
+
+
+class CompactionError(TrioSessionError):
+    """``AgentSession.compact`` could not compact: nothing to compact, cancelled, or failed.
+
+    The message is the reference's (``"Nothing to compact (session too small)"``,
+    ``"Compaction cancelled"``); the context is unchanged.
+    """
 
 
 class EventStreamLagged(TrioSessionError):

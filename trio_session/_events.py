@@ -39,16 +39,20 @@ class MessageStart:
 
 
 def _text_delta(update: MessageUpdate) -> Mapping[str, Any]:
-    return {"type": "text_delta", "delta": update.delta}
+    return {"type": "text_delta", "contentIndex": 0, "delta": update.delta}
 
 
 @attrs.frozen
 class MessageUpdate:
-    """The streaming assistant message grew by ``delta``.
+    """The streaming assistant message changed.
 
-    ``assistant_message_event`` repeats the delta in the reference's shape
-    (``{"type": "text_delta", "delta": …}``) so its clients read streamed text as
-    they always have.
+    ``assistant_message_event`` is the reference's stream event, as its clients
+    read it: ``{"type": "text_start" | "text_delta" | "text_end" | "thinking_*" |
+    "toolcall_start" | "toolcall_delta" | "toolcall_end", "contentIndex": i,
+    "partial": <the message so far>}``, with ``delta`` on the ``*_delta`` kinds,
+    ``content`` on ``text_end`` / ``thinking_end`` and ``toolCall`` on
+    ``toolcall_end``. ``delta`` repeats the text a ``text_delta`` added (empty
+    for the other kinds), for our own consumers that only append text.
     """
 
     message: AssistantMessage
@@ -103,7 +107,7 @@ class AgentEnd:
 
     ``will_retry`` (R-45a) is true when the session is about to continue this
     logical run — a retry chain or an overflow compaction follows, and an
-    ``auto_retry_*`` or ``auto_compaction_end`` event settles it. Consumers that
+    ``auto_retry_*`` or ``compaction_end`` event settles it. Consumers that
     show "idle" or notify the user should wait for an ``agent_end`` with
     ``will_retry`` false.
     """
@@ -139,30 +143,84 @@ class AutoRetryEnd:
 
 @attrs.frozen
 class CompactionResult:
-    """What a compaction did to the runtime context."""
+    """What a compaction did to the runtime context.
+
+    On the wire (``compaction_end.result``, the ``compact`` command's data) it has
+    the reference's fields — ``summary``, ``tokensBefore``, ``firstKeptEntryId``,
+    ``details`` — and two of ours, ``tokensAfter`` and ``messagesRemoved``.
+
+    Attributes:
+        summary: the summary that now stands for the removed messages.
+        tokens_before: the estimated size of the context before.
+        tokens_after: the estimated size after.
+        messages_removed: how many messages left the context.
+        first_kept_entry_id: the session-file entry of the first message kept
+            (``None`` without a session file, or when none was kept).
+        details: compactor-specific data (the reference's ``details``).
+    """
 
     summary: str
     tokens_before: int
     tokens_after: int
     messages_removed: int
+    first_kept_entry_id: str | None = None
+    details: Mapping[str, Any] | None = None
+
+
+CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
 
 
 @attrs.frozen
-class AutoCompactionStart:
-    """Compaction began; ``reason`` is ``"overflow"`` for a context-overflow error (R-50)."""
+class CompactionStart:
+    """Compaction began (the reference's ``compaction_start``).
 
-    reason: Literal["overflow", "threshold"]
-    type: Literal["auto_compaction_start"] = "auto_compaction_start"
+    ``reason`` is ``"overflow"`` after a context-overflow error (R-50),
+    ``"threshold"`` when the context grew past its limit, ``"manual"`` for
+    ``AgentSession.compact``.
+    """
+
+    reason: CompactionReason
+    type: Literal["compaction_start"] = "compaction_start"
 
 
 @attrs.frozen
-class AutoCompactionEnd:
-    """Compaction ended; ``will_retry`` says whether the run continues once more."""
+class CompactionEnd:
+    """Compaction ended (the reference's ``compaction_end``).
 
+    ``result`` is ``None`` when nothing was compacted; ``aborted`` when it was
+    cancelled; ``will_retry`` says whether the run continues once more;
+    ``error_message`` says why it failed, when it did.
+    """
+
+    reason: CompactionReason
     result: CompactionResult | None
     aborted: bool
     will_retry: bool
-    type: Literal["auto_compaction_end"] = "auto_compaction_end"
+    error_message: str | None = None
+    type: Literal["compaction_end"] = "compaction_end"
+
+
+#: The earlier names of ``CompactionStart`` / ``CompactionEnd`` (the events were
+#: ``auto_compaction_start`` / ``auto_compaction_end`` before 0.73.1's names).
+AutoCompactionStart = CompactionStart
+AutoCompactionEnd = CompactionEnd
+
+
+# -- queues --------------------------------------------------------------------
+
+
+@attrs.frozen
+class QueueUpdate:
+    """The steering or follow-up queue changed (the reference's ``queue_update``).
+
+    Sent when a message is queued (``steer``, ``follow_up``), when one leaves the
+    queue to be delivered (just before its ``message_start``), and on
+    ``clear_queue``. Each tuple holds the texts still waiting, oldest first.
+    """
+
+    steering: tuple[str, ...] = ()
+    follow_up: tuple[str, ...] = ()
+    type: Literal["queue_update"] = "queue_update"
 
 
 @attrs.frozen
@@ -217,8 +275,9 @@ SessionEvent: TypeAlias = (
     AgentEvent
     | AutoRetryStart
     | AutoRetryEnd
-    | AutoCompactionStart
-    | AutoCompactionEnd
+    | CompactionStart
+    | CompactionEnd
+    | QueueUpdate
     | ExtensionError
     | HistoryWriteFailed
 )
@@ -235,8 +294,9 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AgentEnd,
     AutoRetryStart,
     AutoRetryEnd,
-    AutoCompactionStart,
-    AutoCompactionEnd,
+    CompactionStart,
+    CompactionEnd,
+    QueueUpdate,
     ExtensionError,
     HistoryWriteFailed,
 )

@@ -15,6 +15,7 @@ Nothing is reset "in a catch block": leaving a scope is the reset.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -25,14 +26,17 @@ from typing import Any
 import attrs
 import trio
 
-from ._agent import Agent, Tool
+from ._agent import QUEUE_MODES, Agent, MessageQueue, QueueMode, Tool
 from ._bash import BashResult, BashRun
 from ._classify import CLASSIFIERS, Classifier
 from ._compaction import Compactor, SummarizingCompactor
-from ._errors import EventStreamLagged, SessionBusyError, SessionClosedError
+from ._errors import CompactionError, EventStreamLagged, SessionBusyError, SessionClosedError
 from ._events import (
-    AutoCompactionEnd,
-    AutoCompactionStart,
+    AutoRetryEnd,
+    CompactionEnd,
+    CompactionReason,
+    CompactionResult,
+    CompactionStart,
     HistoryWriteFailed,
     MessageEnd,
     SessionEvent,
@@ -45,7 +49,14 @@ from ._extensions import (
     load_extension_file,
 )
 from ._groups import unwrapped as _unwrapped
-from ._messages import AssistantMessage, BashExecutionMessage, Message, TextContent, UserMessage
+from ._messages import (
+    AssistantMessage,
+    BashExecutionMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    UserMessage,
+)
 from ._retry import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
 from ._stats import SessionStats, session_stats
@@ -71,6 +82,13 @@ from .store._session_file import SessionFile, open_history
 logger = logging.getLogger("trio_session")
 
 Subscriber = Callable[[SessionEvent], None]
+
+#: What ``prompt()`` says while another prompt (or a compaction) runs.
+BUSY = (
+    "the session is already processing a prompt; queue the message with steer() or "
+    'follow_up() (over RPC: streamingBehavior "steer" or "followUp"), '
+    "or await the prompt or abort() first"
+)
 
 #: Events an ``AgentSession.events`` stream buffers before it is dropped.
 DEFAULT_EVENT_BUFFER = 4096
@@ -182,6 +200,10 @@ class AgentSession:
     _next: Next = attrs.field(default=Next.DONE, init=False)
     _compacted: bool = attrs.field(default=False, init=False)
     _write_failed: bool = attrs.field(default=False, init=False)
+    _compacting: bool = attrs.field(default=False, init=False)
+    _retry_ended: trio.lowlevel.ParkingLot = attrs.field(
+        factory=trio.lowlevel.ParkingLot, init=False
+    )
 
     def __attrs_post_init__(self) -> None:
         self._idle.set()
@@ -325,6 +347,8 @@ class AgentSession:
                 self._streams.remove(stream)
         if self._extensions is not None:
             self._extensions.deliver(event)
+        if isinstance(event, AutoRetryEnd):
+            self._retry_ended.unpark_all()
 
     def _on_agent_event(self, event: SessionEvent) -> None:
         self._emit(event)
@@ -341,8 +365,13 @@ class AgentSession:
 
     # -- prompting -----------------------------------------------------------
 
-    async def prompt(self, text: str) -> AssistantMessage:
+    async def prompt(self, text: str, *, images: Sequence[ImageContent] = ()) -> AssistantMessage:
         """Send a user message and run until the logical prompt is over.
+
+        The message is ``UserMessage.of(text, images)``: a text part, then the
+        images, as the reference sends it. Messages queued with ``steer`` join it
+        in the first turn, before the request; queued follow-ups come when the
+        run would otherwise stop.
 
         That includes every retry re-attempt and any overflow compaction: the
         retry chain is a child of this call's nursery, so this returns only when
@@ -357,7 +386,8 @@ class AgentSession:
         each such code point becomes U+FFFD, with a warning logged.
 
         Raises:
-            SessionBusyError: another prompt is running (R-36).
+            SessionBusyError: another prompt is running (R-36), retries included,
+                or a manual ``compact``; queue with ``steer`` or ``follow_up`` instead.
             SessionClosedError: the session's ``open_session`` block has exited.
             HistoryError: the session file could not be written. The prompt ended
                 there (no request goes out with a context that is not on disk), a
@@ -368,8 +398,7 @@ class AgentSession:
             msg = "the session is closed"
             raise SessionClosedError(msg)
         if self._running:
-            msg = "the session is already processing a prompt; await it or abort() first"
-            raise SessionBusyError(msg)
+            raise SessionBusyError(BUSY)
         text, replaced = valid_text(text)
         if replaced:
             logger.warning(
@@ -382,7 +411,7 @@ class AgentSession:
         self._write_failed = False
         try:
             with trio.CancelScope() as self._run_scope, _unwrapped():
-                user = UserMessage(text)
+                user = UserMessage.of(text, tuple(images))
                 if self._history_file is not None:
                     await self._stage_prompt(self._history_file, user)
                 last = await self._agent.prompt(user, will_continue=self._decide)
@@ -416,6 +445,12 @@ class AgentSession:
         """
         if self._chain is not None:
             self._chain.cancel()
+
+    async def wait_for_retry_end(self) -> None:
+        """Return once no retry chain is alive: after ``abort_retry``, once its
+        ``auto_retry_end`` has been emitted."""
+        while self.is_retrying:
+            await self._retry_ended.park()
 
     def retry_now(self) -> bool:
         """Skip the rest of the current backoff sleep (R-34a).
@@ -517,29 +552,64 @@ class AgentSession:
         if resume:
             self.drop_from_context(message)
             self._compacted = True
-        self._emit(AutoCompactionStart(reason="overflow"))
+        result = await self._run_compaction("overflow", will_retry=resume)
+        if result is None or not resume:
+            return message
+        return await self._agent.continue_(will_continue=self._decide)
+
+    async def _run_compaction(
+        self,
+        reason: CompactionReason,
+        *,
+        will_retry: bool = False,
+        custom_instructions: str | None = None,
+    ) -> CompactionResult | None:
+        """Compact the runtime context between ``compaction_start`` and ``compaction_end``.
+
+        The summary (if the compactor made one) enters the context as a
+        ``CompactionSummaryMessage``; the session file gets a compaction entry whose
+        ``firstKeptEntryId`` is the first message kept. Returns ``None`` when the
+        compactor found nothing to remove; a failure is raised after its
+        ``compaction_end``.
+        """
+        self._compacting = True
+        self._emit(CompactionStart(reason=reason))
         try:
             compaction = await self._compactor.compact(
                 self.messages,
                 model=self._model,
                 settings=self._settings.current.compaction,
                 ask=self._agent.complete,
+                **_instructions(self._compactor, custom_instructions),
             )
-        except BaseException:
-            self._emit(AutoCompactionEnd(result=None, aborted=True, will_retry=False))
+        except trio.Cancelled:
+            self._emit(CompactionEnd(reason, result=None, aborted=True, will_retry=False))
             raise
+        except BaseException as exc:
+            error = (
+                f"Compaction failed: {exc}"
+                if reason == "manual"
+                else f"Context overflow recovery failed: {exc}"
+            )
+            self._emit(CompactionEnd(reason, None, False, False, error_message=error))
+            raise
+        finally:
+            self._compacting = False
         if compaction is None:
-            self._emit(AutoCompactionEnd(result=None, aborted=False, will_retry=False))
-            return message
+            failed = f"Compaction failed: {NOTHING_TO_COMPACT}" if reason == "manual" else None
+            self._emit(CompactionEnd(reason, None, False, False, error_message=failed))
+            return None
         self._agent.messages[:] = compaction.messages
+        result = compaction.result
         if self._history_file is not None:
-            first = compaction.messages[0] if compaction.messages else None
-            kept = self._history_file.entry_id_of(first) if first is not None else None
-            self._history_file.append_compaction_nowait(compaction.result, first_kept_entry_id=kept)
-        self._emit(AutoCompactionEnd(result=compaction.result, aborted=False, will_retry=resume))
-        if not resume:
-            return message
-        return await self._agent.continue_(will_continue=self._decide)
+            file = self._history_file
+            kept = next(
+                (i for m in compaction.messages if (i := file.entry_id_of(m)) is not None), None
+            )
+            result = attrs.evolve(result, first_kept_entry_id=kept)
+            file.append_compaction_nowait(result, first_kept_entry_id=kept)
+        self._emit(CompactionEnd(reason, result=result, aborted=False, will_retry=will_retry))
+        return result
 
     # -- RetryHost ----------------------------------------------------------------
 
@@ -856,9 +926,173 @@ class AgentSession:
         for message in pending:
             self._record_bash(message)
 
+    # -- queues ---------------------------------------------------------------------
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """How many steering messages a delivery takes: ``"one-at-a-time"`` (the
+        default) or ``"all"``."""
+        return self._agent.steering.mode
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """How many follow-ups a delivery takes: ``"one-at-a-time"`` (the default) or
+        ``"all"``."""
+        return self._agent.follow_ups.mode
+
+    def set_steering_mode(self, mode: str) -> None:
+        """Set ``steering_mode``.
+
+        Raises:
+            ValueError: ``mode`` is not ``"all"`` or ``"one-at-a-time"``.
+        """
+        self._agent.steering.mode = _queue_mode(mode)
+
+    def set_follow_up_mode(self, mode: str) -> None:
+        """Set ``follow_up_mode`` (``ValueError`` for anything but the two modes)."""
+        self._agent.follow_ups.mode = _queue_mode(mode)
+
+    @property
+    def steering_messages(self) -> tuple[str, ...]:
+        """The texts of the queued steering messages, oldest first."""
+        return self._agent.steering.texts
+
+    @property
+    def follow_up_messages(self) -> tuple[str, ...]:
+        """The texts of the queued follow-up messages, oldest first."""
+        return self._agent.follow_ups.texts
+
+    @property
+    def pending_message_count(self) -> int:
+        """Queued messages, steering and follow-up together."""
+        return len(self._agent.steering.messages) + len(self._agent.follow_ups.messages)
+
+    def steer(self, text: str, images: Sequence[ImageContent] = ()) -> None:
+        """Queue a message for the running prompt: it is delivered after the current
+        turn (its tool calls included), before the next request.
+
+        During a retry's backoff sleep it is delivered before the re-attempt's
+        request, which then sends it. When nothing runs — or the prompt ends first
+        (an error, ``abort``, ``abort_retry``) — it stays queued and goes with the
+        next prompt; ``clear_queue`` takes it back. Emits ``queue_update``.
+        """
+        self._queue(self._agent.steering, text, images)
+
+    def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> None:
+        """Queue a message for when the running prompt would otherwise stop.
+
+        A prompt in a retry chain delivers it once the chain has succeeded. A
+        prompt that ends in an error or is aborted leaves it queued, for the next
+        prompt; ``clear_queue`` takes it back. Emits ``queue_update``.
+        """
+        self._queue(self._agent.follow_ups, text, images)
+
+    def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Take every queued message back: ``(steering texts, follow-up texts)``.
+
+        Emits ``queue_update`` (with both queues empty).
+        """
+        taken = (self.steering_messages, self.follow_up_messages)
+        self._agent.steering.messages.clear()
+        self._agent.follow_ups.messages.clear()
+        self._emit(self._agent.queue_update())
+        return taken
+
+    def _queue(self, queue: MessageQueue, text: str, images: Sequence[ImageContent]) -> None:
+        if self._closed:
+            msg = "the session is closed"
+            raise SessionClosedError(msg)
+        text, replaced = valid_text(text)
+        if replaced:
+            logger.warning("queued text held %d lone surrogate code point(s); replaced", replaced)
+        queue.messages.append(UserMessage.of(text, tuple(images)))
+        self._emit(self._agent.queue_update())
+
+    # -- manual compaction ------------------------------------------------------------
+
+    @property
+    def is_compacting(self) -> bool:
+        """Whether a compaction (manual or on overflow) is running."""
+        return self._compacting
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
+        """Compact the runtime context now, as the reference's ``compact`` does.
+
+        A running prompt is aborted first (as the reference does). Emits
+        ``compaction_start {reason: "manual"}`` and ``compaction_end``; the
+        compaction is recorded in the session file. ``custom_instructions`` go to
+        compactors whose ``compact`` takes a ``custom_instructions`` argument
+        (``SummarizingCompactor`` adds them to its summary request). ``abort()``
+        cancels it.
+
+        Raises:
+            CompactionError: nothing to compact, or it was cancelled by ``abort()``;
+                the context is unchanged.
+            SessionClosedError: the session's block has exited.
+        """
+        if self._closed:
+            msg = "the session is closed"
+            raise SessionClosedError(msg)
+        if self._running:
+            await self.abort()
+        if self._running:  # another task started a prompt meanwhile
+            raise SessionBusyError(BUSY)
+        self._running = True
+        self._idle = trio.Event()
+        self._write_failed = False
+        result: CompactionResult | None = None
+        try:
+            with trio.CancelScope() as self._run_scope:
+                result = await self._run_compaction(
+                    "manual", custom_instructions=custom_instructions
+                )
+                if result is None:
+                    raise CompactionError(NOTHING_TO_COMPACT)
+        finally:
+            try:
+                if self._history_file is not None and not self._write_failed:
+                    with trio.CancelScope(shield=True):
+                        await self._flush_history()
+            finally:
+                self._running = False
+                self._run_scope = None
+                self._idle.set()
+        if result is None:  # abort() cancelled it
+            msg = "Compaction cancelled"
+            raise CompactionError(msg)
+        return result
+
+
+def _queue_mode(mode: str) -> QueueMode:
+    for known in QUEUE_MODES:
+        if mode == known:
+            return known
+    msg = f'unknown queue mode {mode!r}: expected "all" or "one-at-a-time"'
+    raise ValueError(msg)
+
 
 def _discard(event: SessionEvent) -> None:
     """Where a closed session's agent sends its (no longer expected) events."""
+
+
+#: Why a manual ``compact`` did nothing (the reference's words).
+NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
+
+
+def _instructions(compactor: Compactor, custom_instructions: str | None) -> dict[str, Any]:
+    """``custom_instructions`` as a keyword, for compactors whose ``compact`` takes it."""
+    if custom_instructions is None:
+        return {}
+    try:
+        parameters = inspect.signature(compactor.compact).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return {}
+    if "custom_instructions" not in parameters:
+        logger.warning(
+            "compactor %r takes no custom_instructions; compacting without them", compactor
+        )
+        return {}
+    return {"custom_instructions": custom_instructions}
 
 
 @asynccontextmanager

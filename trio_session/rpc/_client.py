@@ -191,10 +191,26 @@ class RpcClient:
             raise RpcCommandError(command, str(response.get("error", "")), response)
         return response
 
-    async def prompt(self, message: str) -> None:
+    async def prompt(
+        self,
+        message: str,
+        *,
+        images: Sequence[Mapping[str, str]] = (),
+        streaming_behavior: str | None = None,
+    ) -> None:
         """Start a prompt; returns once the server accepted it. Events follow;
-        ``wait_for_idle`` waits for the end."""
-        await self.request("prompt", message=message)
+        ``wait_for_idle`` waits for the end.
+
+        ``images`` are ``{"type": "image", "data": base64, "mimeType": …}`` objects.
+        ``streaming_behavior`` (``"steer"`` or ``"followUp"``) queues the message if
+        a prompt is running; without it that is an error (``RpcCommandError``).
+        """
+        fields: dict[str, Any] = {"message": message}
+        if images:
+            fields["images"] = [dict(image) for image in images]
+        if streaming_behavior is not None:
+            fields["streamingBehavior"] = streaming_behavior
+        await self.request("prompt", **fields)
 
     async def abort(self) -> None:
         """Cancel any retry, then the run; returns when the server is idle (R-32)."""
@@ -296,6 +312,38 @@ class RpcClient:
         commands: list[JSONObject] = (await self.request("get_commands"))["data"]["commands"]
         return commands
 
+    # -- queues and compaction --
+
+    async def steer(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
+        """Queue a steering message (delivered after the current turn)."""
+        fields: dict[str, Any] = {"message": message}
+        if images:
+            fields["images"] = [dict(image) for image in images]
+        await self.request("steer", **fields)
+
+    async def follow_up(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
+        """Queue a follow-up message (delivered when the run would stop)."""
+        fields: dict[str, Any] = {"message": message}
+        if images:
+            fields["images"] = [dict(image) for image in images]
+        await self.request("follow_up", **fields)
+
+    async def set_steering_mode(self, mode: str) -> None:
+        """``"all"`` or ``"one-at-a-time"``."""
+        await self.request("set_steering_mode", mode=mode)
+
+    async def set_follow_up_mode(self, mode: str) -> None:
+        """``"all"`` or ``"one-at-a-time"``."""
+        await self.request("set_follow_up_mode", mode=mode)
+
+    async def compact(self, custom_instructions: str | None = None) -> JSONObject:
+        """Compact now; returns ``{summary, firstKeptEntryId?, tokensBefore, …}``."""
+        fields: dict[str, Any] = {}
+        if custom_instructions is not None:
+            fields["customInstructions"] = custom_instructions
+        data: JSONObject = (await self.request("compact", **fields))["data"]
+        return data
+
     # -- events ----------------------------------------------------------------
 
     @contextmanager
@@ -330,7 +378,7 @@ class RpcClient:
         only after the whole logical prompt — retries, backoff sleeps, compaction —
         is over). Between questions the client waits for the run's end to show
         in the events: an ``agent_end`` with ``willRetry: false``, a failed
-        ``auto_retry_end``, or an ``auto_compaction_end`` with ``willRetry: false``.
+        ``auto_retry_end``, or a ``compaction_end`` with ``willRetry: false``.
 
         Raises:
             RpcConnectionError: the server went away first.
@@ -388,13 +436,13 @@ class RpcClient:
     def _track(self, data: JSONObject) -> None:
         """Notice when a run's end shows in the events (for ``wait_for_idle``)."""
         kind = data.get("type")
-        if kind in ("agent_start", "auto_retry_start", "auto_compaction_start"):
+        if kind in ("agent_start", "auto_retry_start", "compaction_start"):
             self._run_over = False
             return
         over = (
             (kind == "agent_end" and not data.get("willRetry"))
             or (kind == "auto_retry_end" and not data.get("success"))
-            or (kind == "auto_compaction_end" and not data.get("willRetry"))
+            or (kind == "compaction_end" and not data.get("willRetry"))
             or (kind == "response" and data.get("command") == "prompt")  # a failed run
         )
         if over:

@@ -26,6 +26,8 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
+from .._messages import ImageContent
+
 #: Longest command line the server reads (bytes, without the newline). A longer line
 #: gets one error response and is skipped up to its newline, never buffered (R-42).
 MAX_LINE_BYTES: Final = 1024 * 1024
@@ -39,9 +41,16 @@ CommandId: TypeAlias = str | int
 
 @attrs.frozen
 class Prompt:
-    """``{"type": "prompt", "message": …}`` — start a prompt; answered at once, events follow."""
+    """``{"type": "prompt", "message": …, "images"?: […], "streamingBehavior"?: …}``.
+
+    Starts a prompt; answered at once, events follow. While a prompt runs (its
+    retries and backoff sleeps included), ``streamingBehavior`` ``"steer"`` or
+    ``"followUp"`` queues the message instead; without it the answer is an error.
+    """
 
     message: str
+    images: tuple[ImageContent, ...] = ()
+    streaming_behavior: Literal["steer", "followUp"] | None = None
     id: CommandId | None = None
     type: Literal["prompt"] = "prompt"
 
@@ -215,6 +224,54 @@ class GetCommands:
 
 #: The thinking levels ``set_thinking_level`` accepts (the reference's).
 THINKING_LEVEL_NAMES: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+# -- queues and compaction -------------------------------------------------------
+
+
+@attrs.frozen
+class Steer:
+    """``{"type": "steer", "message": …, "images"?: […]}`` — queue a steering message."""
+
+    message: str
+    images: tuple[ImageContent, ...] = ()
+    id: CommandId | None = None
+    type: Literal["steer"] = "steer"
+
+
+@attrs.frozen
+class FollowUp:
+    """``{"type": "follow_up", "message": …, "images"?: […]}`` — queue a follow-up."""
+
+    message: str
+    images: tuple[ImageContent, ...] = ()
+    id: CommandId | None = None
+    type: Literal["follow_up"] = "follow_up"
+
+
+@attrs.frozen
+class SetSteeringMode:
+    """``{"type": "set_steering_mode", "mode": "all" | "one-at-a-time"}``."""
+
+    mode: str
+    id: CommandId | None = None
+    type: Literal["set_steering_mode"] = "set_steering_mode"
+
+
+@attrs.frozen
+class SetFollowUpMode:
+    """``{"type": "set_follow_up_mode", "mode": "all" | "one-at-a-time"}``."""
+
+    mode: str
+    id: CommandId | None = None
+    type: Literal["set_follow_up_mode"] = "set_follow_up_mode"
+
+
+@attrs.frozen
+class Compact:
+    """``{"type": "compact", "customInstructions"?: str}`` — compact now (aborts a run first)."""
+
+    custom_instructions: str | None = None
+    id: CommandId | None = None
+    type: Literal["compact"] = "compact"
 
 
 Command: TypeAlias = (
@@ -239,6 +296,11 @@ Command: TypeAlias = (
     | AbortBash
     | ExportHtml
     | GetCommands
+    | Steer
+    | FollowUp
+    | SetSteeringMode
+    | SetFollowUpMode
+    | Compact
 )
 
 
@@ -295,9 +357,47 @@ _LEVEL = _Field(
 _COMMAND = _Field("command", "command", _is_str, "a string")
 _OUTPUT_PATH = _Field("outputPath", "output_path", _is_str, "a string", required=False)
 
+
+def _is_images(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, dict)
+        and item.get("type") == "image"
+        and isinstance(item.get("data"), str)
+        and isinstance(item.get("mimeType"), str)
+        for item in value
+    )
+
+
+def _is_behavior(value: Any) -> bool:
+    return value in ("steer", "followUp")
+
+
+def _is_mode(value: Any) -> bool:
+    return value in ("all", "one-at-a-time")
+
+
+_IMAGES = _Field(
+    "images",
+    "images",
+    _is_images,
+    'a list of {"type": "image", "data": base64, "mimeType": str}',
+    required=False,
+)
+_BEHAVIOR = _Field(
+    "streamingBehavior",
+    "streaming_behavior",
+    _is_behavior,
+    '"steer" or "followUp"',
+    required=False,
+)
+_MODE = _Field("mode", "mode", _is_mode, '"all" or "one-at-a-time"')
+_INSTRUCTIONS = _Field(
+    "customInstructions", "custom_instructions", _is_str, "a string", required=False
+)
+
 #: Every command this server runs, by ``type``, with the fields it reads.
 COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
-    "prompt": (Prompt, (_MESSAGE,)),
+    "prompt": (Prompt, (_MESSAGE, _IMAGES, _BEHAVIOR)),
     "abort": (Abort, ()),
     "abort_retry": (AbortRetry, ()),
     "retry_now": (RetryNow, ()),
@@ -318,14 +418,18 @@ COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
     "abort_bash": (AbortBash, ()),
     "export_html": (ExportHtml, (_OUTPUT_PATH,)),
     "get_commands": (GetCommands, ()),
+    # -- queues and compaction --
+    "steer": (Steer, (_MESSAGE, _IMAGES)),
+    "follow_up": (FollowUp, (_MESSAGE, _IMAGES)),
+    "set_steering_mode": (SetSteeringMode, (_MODE,)),
+    "set_follow_up_mode": (SetFollowUpMode, (_MODE,)),
+    "compact": (Compact, (_INSTRUCTIONS,)),
 }
 
 #: Commands of the reference's protocol that this server does not implement; they get
 #: a clearer error than an unknown command.
 UNSUPPORTED_COMMANDS: Final = frozenset(
     {
-        "steer",
-        "follow_up",
         "queue_message",
         "reset",
         "set_model",
@@ -333,10 +437,7 @@ UNSUPPORTED_COMMANDS: Final = frozenset(
         "get_available_models",
         "set_thinking_level",
         "cycle_thinking_level",
-        "set_steering_mode",
-        "set_follow_up_mode",
         "set_queue_mode",
-        "compact",
         "bash",
         "abort_bash",
         "get_session_stats",
@@ -466,12 +567,13 @@ def command_from_json(data: Any) -> Parsed:
         if not field.check(value):
             error = f"{kind}.{field.key} must be {field.expected}, not {describe(value)}"
             return Rejected(kind, error, command_id)
-        kwargs[field.name] = value
-    if kind == "prompt" and data.get("images"):
-        error = "prompt.images is not supported: this server sends text only"
-        return Rejected(kind, error, command_id)
+        kwargs[field.name] = _images(value) if field is _IMAGES else value
     parsed: Command = cls(id=command_id, **kwargs)
     return parsed
+
+
+def _images(value: list[dict[str, str]]) -> tuple[ImageContent, ...]:
+    return tuple(ImageContent(data=item["data"], mime_type=item["mimeType"]) for item in value)
 
 
 @attrs.frozen

@@ -41,9 +41,9 @@ from typing import Any, Final, TypeAlias, assert_never
 import attrs
 import trio
 
-from .._codec import event_to_json, message_to_json, model_to_json
-from .._errors import SessionBusyError, SessionClosedError
-from .._events import AutoCompactionEnd, AutoCompactionStart, SessionEvent
+from .._codec import event_to_json, message_to_json, model_to_json, to_json
+from .._errors import CompactionError, SessionBusyError, SessionClosedError
+from .._events import CompactionEnd, CompactionStart, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._session import AgentSession
 from ._protocol import (  # -- models, thinking, stats, bash and info --
@@ -53,9 +53,11 @@ from ._protocol import (  # -- models, thinking, stats, bash and info --
     AbortRetry,
     Bash,
     Command,
+    Compact,
     CycleModel,
     CycleThinkingLevel,
     ExportHtml,
+    FollowUp,
     GetAvailableModels,
     GetCommands,
     GetLastAssistantText,
@@ -71,8 +73,11 @@ from ._protocol import (  # -- models, thinking, stats, bash and info --
     RetryNow,
     SetAutoCompaction,
     SetAutoRetry,
+    SetFollowUpMode,
     SetModel,
+    SetSteeringMode,
     SetThinkingLevel,
+    Steer,
     encode_line,
     parse_command,
     response_to_json,
@@ -128,8 +133,8 @@ MERGE_UPDATES_AFTER: Final = 1024 * 1024
 WRITE_BATCH: Final = 256 * 1024
 
 BUSY: Final = (
-    "the session is already processing a prompt; wait for it to end "
-    '(an "agent_end" with "willRetry": false) or send "abort" first'
+    "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') "
+    "to queue the message."
 )
 NO_FACTORY: Final = (
     "new_session needs a session factory; this server was given one session to serve"
@@ -140,12 +145,12 @@ def merge_updates(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[
     """One ``message_update`` that says what ``earlier`` then ``later`` say; None if none can.
 
     Two updates merge when both are ``message_update`` objects whose
-    ``assistantMessageEvent`` is a delta (``text_delta``, ``thinking_delta``,
-    ``toolcall_delta`` …) of the same type and ``contentIndex``, with the same fields.
-    The result is ``later`` with both deltas concatenated (``delta`` and
-    ``assistantMessageEvent.delta``), so its ``message`` (and ``partial``, if any) is the
-    latest: a reader that appends deltas, or that shows the partial message, ends up
-    where it would have after reading both.
+    ``assistantMessageEvent`` is a ``text_delta`` of the same ``contentIndex``, with the
+    same fields. The result is ``later`` with both deltas concatenated (``delta`` and
+    ``assistantMessageEvent.delta``), so its ``message`` and ``partial`` are the latest:
+    a reader that appends deltas, or that shows the partial message, ends up where it
+    would have after reading both. Every other update (``text_start``, ``text_end``,
+    thinking and tool-call events) stays a line of its own.
     """
     if not _mergeable(earlier, later):
         return None
@@ -178,8 +183,7 @@ def _is_delta_update(data: Mapping[str, Any], event: object) -> bool:
         data.get("type") == "message_update"
         and isinstance(data.get("delta", ""), str)
         and isinstance(event, Mapping)
-        and isinstance(event.get("type"), str)
-        and event["type"].endswith("_delta")
+        and event.get("type") == "text_delta"
         and isinstance(event.get("delta"), str)
     )
 
@@ -204,7 +208,8 @@ class _Update:
     Only the latest update is kept whole, with the deltas of all of them; the line is
     encoded when it is written. ``size`` is what the queue counts for it: exact until
     a merge, then grown by an estimate (each merged delta lengthens the line about
-    three times over: ``delta``, ``assistantMessageEvent.delta`` and the message text).
+    four times over: ``delta``, ``assistantMessageEvent.delta``, and the text of both
+    ``message`` and ``assistantMessageEvent.partial``).
     """
 
     data: Mapping[str, Any]
@@ -236,7 +241,7 @@ class _Update:
         self.data, self.line = later, None
         self.deltas.append(delta)
         self.event_deltas.append(event_delta)
-        grown = _utf8_size(delta) + 2 * _utf8_size(event_delta)
+        grown = _utf8_size(delta) + 3 * _utf8_size(event_delta)
         self.size += grown
         return grown
 
@@ -488,9 +493,9 @@ class RpcServer:
             gone.set()
 
     def _on_event(self, event: SessionEvent) -> None:
-        if isinstance(event, AutoCompactionStart):
+        if isinstance(event, CompactionStart):
             self._compacting = True
-        elif isinstance(event, AutoCompactionEnd):
+        elif isinstance(event, CompactionEnd):
             self._compacting = False
         data = event_to_json(event)
         if data.get("type") == "message_update":
@@ -563,6 +568,7 @@ class RpcServer:
             return Response.ok(command)
         if isinstance(command, AbortRetry):
             session.abort_retry()
+            await session.wait_for_retry_end()  # auto_retry_end goes out before the answer
             return Response.ok(command)
         if isinstance(command, RetryNow):
             return Response.ok(command, {"skipped": session.retry_now()})
@@ -582,6 +588,34 @@ class RpcServer:
             return await self._new_session(command)
         if isinstance(command, _SESSION_COMMANDS):
             return await self._session_command(command)
+        return await self._handle_queues(session, command)
+
+    # -- queues and compaction --
+
+    async def _handle_queues(
+        self,
+        session: AgentSession,
+        command: Steer | FollowUp | SetSteeringMode | SetFollowUpMode | Compact,
+    ) -> Response:
+        if isinstance(command, Steer):
+            session.steer(command.message, command.images)
+            return Response.ok(command)
+        if isinstance(command, FollowUp):
+            session.follow_up(command.message, command.images)
+            return Response.ok(command)
+        if isinstance(command, SetSteeringMode):
+            session.set_steering_mode(command.mode)
+            return Response.ok(command)
+        if isinstance(command, SetFollowUpMode):
+            session.set_follow_up_mode(command.mode)
+            return Response.ok(command)
+        if isinstance(command, Compact):
+            await self._abort_run()  # as the reference: a running prompt is aborted first
+            try:
+                result = await session.compact(command.custom_instructions)
+            except CompactionError as exc:
+                return Response.failed(command, str(exc))
+            return Response.ok(command, to_json(result))
         assert_never(command)
 
     def state(self) -> dict[str, Any]:
@@ -589,19 +623,21 @@ class RpcServer:
 
         ``isStreaming`` is true from a ``prompt`` until its run is completely over —
         backoff sleeps and compaction included — unlike the reference, where it
-        drops between attempts. ``pendingMessageCount`` is always 0: this server
-        does not queue messages.
+        drops between attempts. ``pendingMessageCount``, ``steeringMode`` and
+        ``followUpMode`` are the session's queues.
         """
         session = self.session
         return {
             "model": model_to_json(session.model),
             "thinkingLevel": session.thinking_level,
             "isStreaming": self._run is not None or session.is_running,
-            "isCompacting": self._compacting,
+            "isCompacting": self._compacting or session.is_compacting,
             "sessionId": session.session_id,
             "autoCompactionEnabled": session.auto_compaction_enabled,
             "messageCount": len(session.messages),
-            "pendingMessageCount": 0,
+            "pendingMessageCount": session.pending_message_count,
+            "steeringMode": session.steering_mode,
+            "followUpMode": session.follow_up_mode,
             "autoRetryEnabled": session.auto_retry_enabled,
             "isRetrying": session.is_retrying,
             "retryAttempt": session.retry_attempt,
@@ -609,7 +645,13 @@ class RpcServer:
 
     def _prompt(self, command: Prompt) -> Response:
         if self._run is not None or self.session.is_running:
-            return Response.failed(command, BUSY)
+            if command.streaming_behavior == "followUp":
+                self.session.follow_up(command.message, command.images)
+            elif command.streaming_behavior == "steer":
+                self.session.steer(command.message, command.images)
+            else:
+                return Response.failed(command, BUSY)
+            return Response.ok(command)
         run = self._run = _Run(self.session)
         assert self._nursery is not None
         self._nursery.start_soon(self._prompt_task, command, run)
@@ -618,7 +660,7 @@ class RpcServer:
     async def _prompt_task(self, command: Prompt, run: _Run) -> None:
         try:
             with run.scope:
-                await run.session.prompt(command.message)
+                await run.session.prompt(command.message, images=command.images)
         except Exception as exc:  # not a model error (those are messages): a bug
             logger.exception("rpc prompt failed")
             self._send(Response.failed(command, f"the prompt failed: {type(exc).__name__}: {exc}"))

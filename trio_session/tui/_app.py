@@ -22,10 +22,10 @@ import trio
 
 from .._errors import SessionBusyError
 from .._events import (
-    AutoCompactionEnd,
-    AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -125,7 +125,7 @@ class ChatApp:
             message = event.message
             if isinstance(message, UserMessage):
                 self._note = None
-                self.screen.print(f"you: {message.content}")
+                self.screen.print(f"you: {message.text}")
             elif isinstance(message, AssistantMessage):
                 if self._streaming and self._streaming != "assistant: ":
                     self.screen.print(self._streaming)
@@ -138,9 +138,9 @@ class ChatApp:
         elif isinstance(event, AutoRetryEnd):
             if event.success:
                 self.screen.print(f"  ✓ retry {event.attempt} succeeded")
-        elif isinstance(event, AutoCompactionStart):
+        elif isinstance(event, CompactionStart):
             self.screen.print("  ⇣ the conversation is too long: compacting")
-        elif isinstance(event, AutoCompactionEnd) and event.result is not None:
+        elif isinstance(event, CompactionEnd) and event.result is not None:
             self.screen.print(f"  ⇣ {event.result.summary.splitlines()[0][:120]}")
         status = self._controller.status
         if status != self._shown_status:

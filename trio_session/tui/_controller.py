@@ -24,10 +24,10 @@ import attrs
 from .._events import (
     AgentEnd,
     AgentStart,
-    AutoCompactionEnd,
-    AutoCompactionStart,
     AutoRetryEnd,
     AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
     MessageEnd,
     SessionEvent,
 )
@@ -111,9 +111,9 @@ class EventController:
             self._retry = None
             if not event.success:
                 self.status = f"Retry failed after {event.attempt} attempts: {event.final_error}"
-        elif isinstance(event, AutoCompactionStart):
+        elif isinstance(event, CompactionStart):
             self._compacting = True
-        elif isinstance(event, AutoCompactionEnd):
+        elif isinstance(event, CompactionEnd):
             self._compacting = False
         elif isinstance(event, MessageEnd) and isinstance(event.message, UserMessage):
             self._retries_this_prompt = 0
