@@ -511,3 +511,65 @@ async def test_rpc_with_pi_agent_dir_end_to_end(tmp_path: Path, nursery: trio.Nu
     moot = f"{MOOT_PROVIDER_RETRIES} (in {directory / 'settings.json'})"
     assert client.stderr == f"trio-session: warning: {moot}\n"
     assert AUTH_SECRET not in json.dumps([end, state, stdout_state])
+
+
+async def run_trio_session(
+    tmp_path: Path, *args: str, stdin: bytes = b"", **environ: str
+) -> tuple[int, str, str]:
+    """``python -m trio_session ARGS`` in ``tmp_path``: exit status, stdout, stderr."""
+    done = await trio.run_process(
+        [sys.executable, "-m", "trio_session", *args],
+        stdin=stdin,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={**os.environ, **environ},
+        cwd=tmp_path,
+    )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_the_environment_variable_names_the_agent_dir(tmp_path: Path) -> None:
+    """Without --agent-dir, $PI_CODING_AGENT_DIR is read: set_auto_retry lands in its settings."""
+    directory = tmp_path / "agent"
+    script = write(tmp_path / "script.json", "[]")
+    command = b'{"id": "1", "type": "set_auto_retry", "enabled": false}\n'
+    status, out, err = await run_trio_session(
+        tmp_path, "rpc", "--faux", str(script), stdin=command, PI_CODING_AGENT_DIR=str(directory)
+    )
+    assert (status, err) == (0, "")
+    assert json.loads(out)["success"] is True
+    assert json.loads((directory / "settings.json").read_text()) == {"retry": {"enabled": False}}
+
+
+async def test_a_model_of_an_api_we_do_not_speak_stops_the_command(tmp_path: Path) -> None:
+    """--model local/gemma (google-generative-ai): exit 2, one line naming the api."""
+    directory = agent_dir(tmp_path)
+    status, out, err = await run_trio_session(
+        tmp_path, "rpc", "--agent-dir", str(directory), "--model", "local/gemma"
+    )
+    assert (status, out) == (2, "")
+    assert err == (
+        "trio-session: model local/gemma uses the api 'google-generative-ai', which "
+        "trio-session does not speak (it speaks openai-completions and anthropic-messages)\n"
+    )
+
+
+async def test_unknown_keys_warn_and_the_command_runs(tmp_path: Path) -> None:
+    """An unknown key in a --settings file: a warning on stderr, and rpc serves as usual."""
+    settings = write(tmp_path / "s.json", '{"retry": {"maxRetry": 1}, "myTool": true}')
+    script = write(tmp_path / "script.json", "[]")
+    command = b'{"id": "1", "type": "get_state"}\n'
+    status, out, err = await run_trio_session(
+        tmp_path, "rpc", "--faux", str(script), "--settings", str(settings), stdin=command
+    )
+    assert status == 0
+    assert json.loads(out)["success"] is True
+    assert err.splitlines() == [
+        "trio-session: warning: retry.maxRetry is not a known setting (known retry keys: "
+        "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
+        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+        f"provider.maxRetries) (in {settings}); ignored",
+        "trio-session: warning: myTool is not a known setting (known groups: retry.*, "
+        f"compaction.*) (in {settings}); ignored",
+    ]
