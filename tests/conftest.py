@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pytest
 import trio
 from hypothesis import settings
 
@@ -83,3 +84,19 @@ def assert_idle(session: AgentSession) -> None:
     assert not session.is_retrying
     assert session.retry_attempt == 0
     assert session_tasks() == []
+
+
+@pytest.fixture(autouse=True)
+def _private_config_dirs(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test reads or writes the user's own files: the XDG directories point into a
+    temporary directory (child processes inherit it), and pi's agent directory is unset.
+
+    ``set_auto_retry`` writes the global settings file even when no file set the key,
+    so without this a test could change the real ``~/.config/trio-session``.
+    """
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)

@@ -50,6 +50,15 @@ def rpc_args(tmp_path: Path, script: list[JSON], settings: JSON | None = None) -
     return args
 
 
+def own_config(directory: Path) -> dict[str, str]:
+    """An environment whose global settings file is the process's own.
+
+    ``set_auto_retry`` writes the global settings file, and processes started later
+    read it: side-by-side scenarios must not share one.
+    """
+    return {**os.environ, "XDG_CONFIG_HOME": str(directory / "config")}
+
+
 @asynccontextmanager
 async def raw_process(
     args: list[str], **options: Any
@@ -95,7 +104,7 @@ async def test_scenarios_by_raw_lines(tmp_path: Path) -> None:
         directory = tmp_path / scenario.name
         directory.mkdir()
         args = rpc_args(directory, scenario.script, scenario.settings(BASE))
-        async with raw_process(args) as (process, raw):
+        async with raw_process(args, env=own_config(directory)) as (process, raw):
             transcript = await run_raw(scenario, raw)
             await raw.send_stream.aclose()
             assert await raw.rest() == []
@@ -118,7 +127,7 @@ async def test_scenarios_through_client(tmp_path: Path) -> None:
         directory = tmp_path / scenario.name
         directory.mkdir()
         args = rpc_args(directory, scenario.script, scenario.settings(BASE))
-        async with open_rpc_client(args=args) as client:
+        async with open_rpc_client(args=args, env=own_config(directory)) as client:
             events, responses = await run_with_client(scenario, client)
         assert client.process is not None
         assert client.process.returncode == 0
@@ -413,10 +422,14 @@ def test_bad_faux_script_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_rpc_unknown_provider_is_a_usage_error() -> None:
-    """rpc with an unknown --provider is a usage error, exit 2."""
+    """rpc with an unknown --provider is a usage error, exit 2 (any name is a provider's
+    with --agent-dir, so the check is ours, not argparse's)."""
     result = run_cli("rpc", "--provider", "bogus")
-    assert result.returncode == 2
-    assert "argument --provider: invalid choice: 'bogus'" in result.stderr
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "trio-session: unknown provider 'bogus'; choose openai, anthropic or faux "
+        "(or a provider of pi's models.json, with --agent-dir)\n"
+    )
 
 
 def test_rpc_with_no_input_exits_cleanly(tmp_path: Path) -> None:

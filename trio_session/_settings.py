@@ -43,6 +43,10 @@ from ._errors import SettingsError
 
 Jitter: TypeAlias = Literal["none", "full", "equal"]
 ClassifierName: TypeAlias = Literal["reference", "strict"]
+#: How queued steering and follow-up messages are delivered (pi's ``steeringMode``).
+QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
+#: pi's thinking levels (``defaultThinkingLevel``).
+ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 PROGRAMMATIC = "<programmatic>"
 
 
@@ -63,11 +67,15 @@ class ProviderRetrySettings:
             from sending the request to the last byte of the answer.
         idle_timeout_ms: ``retry.provider.idleTimeoutMs`` — longest silence while
             reading an answer before the attempt fails.
+        max_retries: ``retry.provider.maxRetries`` — pi's retries inside its provider
+            SDKs. Accepted and kept, but moot: trio_session's providers never retry on
+            their own (R-28a), so a file that sets it gets a warning.
     """
 
     max_retry_delay_ms: int = 60_000
     timeout_ms: int = 600_000
     idle_timeout_ms: int = 120_000
+    max_retries: int | None = None
 
 
 @attrs.frozen
@@ -104,18 +112,46 @@ class CompactionSettings:
         enabled: ``compaction.enabled`` — recover from context overflow (R-50).
         keep_recent_turns: ``compaction.keepRecentTurns`` — turns the default
             compactor always keeps verbatim.
+        reserve_tokens: ``compaction.reserveTokens`` (pi's key) — tokens kept free
+            in the context window for the model's answer.
+        keep_recent_tokens: ``compaction.keepRecentTokens`` (pi's key) — about how
+            many tokens of the most recent messages are kept, not summarised.
     """
 
     enabled: bool = True
     keep_recent_turns: int = 1
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
 
 
 @attrs.frozen
 class Settings:
-    """Effective settings: every group, every key resolved."""
+    """Effective settings: every group, every key resolved.
+
+    The top-level keys are pi's (its docs/settings.md), read from any settings file:
+
+    Attributes:
+        steering_mode: ``steeringMode`` — steering messages go ``"one-at-a-time"``
+            (one per turn) or ``"all"`` at once.
+        follow_up_mode: ``followUpMode`` — the same for follow-up messages.
+        default_thinking_level: ``defaultThinkingLevel`` — ``"off"`` … ``"xhigh"``,
+            or ``None``: unset.
+        default_provider: ``defaultProvider`` — the provider used when the command
+            line names none.
+        default_model: ``defaultModel`` — the model id used when the command line
+            names none.
+        session_dir: ``sessionDir`` — where pi keeps session files, as written
+            (``~`` not expanded); ``None``: unset.
+    """
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    steering_mode: QueueMode = "one-at-a-time"
+    follow_up_mode: QueueMode = "one-at-a-time"
+    default_thinking_level: ThinkingLevel | None = None
+    default_provider: str | None = None
+    default_model: str | None = None
+    session_dir: str | None = None
 
 
 # -- the schema ----------------------------------------------------------------------
@@ -141,9 +177,19 @@ def _integer(low: int, high: int, *, null: bool = False) -> _Rule:
     return _Rule(check, description)
 
 
-def _one_of(*choices: str) -> _Rule:
+def _one_of(*choices: str, null: bool = False) -> _Rule:
     listed = ", ".join(f'"{c}"' for c in choices)
-    return _Rule(lambda v: v in choices, f"one of {listed}")
+    return _Rule(
+        lambda v: (v is None and null) or (isinstance(v, str) and v in choices),
+        f"one of {listed}" + (", or null" if null else ""),
+    )
+
+
+def _text(*, null: bool = False) -> _Rule:
+    return _Rule(
+        lambda v: (v is None and null) or (isinstance(v, str) and bool(v.strip())),
+        "a non-empty string" + (", or null" if null else ""),
+    )
 
 
 _BOOL = _Rule(_is_bool, "true or false")
@@ -157,7 +203,10 @@ RANGES: Mapping[str, tuple[int, int]] = {
     "retry.provider.maxRetryDelayMs": (0, 86_400_000),
     "retry.provider.timeoutMs": (1_000, 86_400_000),
     "retry.provider.idleTimeoutMs": (1_000, 3_600_000),
+    "retry.provider.maxRetries": (0, 100),
     "compaction.keepRecentTurns": (1, 1_000),
+    "compaction.reserveTokens": (0, 10_000_000),
+    "compaction.keepRecentTokens": (0, 10_000_000),
 }
 
 
@@ -177,12 +226,66 @@ _SCHEMA: dict[str, _Rule] = {
     "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
     "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),
     "retry.provider.idleTimeoutMs": _ranged("retry.provider.idleTimeoutMs"),
+    "retry.provider.maxRetries": _ranged("retry.provider.maxRetries", null=True),
     "compaction.enabled": _BOOL,
     "compaction.keepRecentTurns": _ranged("compaction.keepRecentTurns"),
+    "compaction.reserveTokens": _ranged("compaction.reserveTokens"),
+    "compaction.keepRecentTokens": _ranged("compaction.keepRecentTokens"),
+    # pi's top-level keys that trio_session uses
+    "steeringMode": _one_of("all", "one-at-a-time"),
+    "followUpMode": _one_of("all", "one-at-a-time"),
+    "defaultThinkingLevel": _one_of("off", "minimal", "low", "medium", "high", "xhigh", null=True),
+    "defaultProvider": _text(null=True),
+    "defaultModel": _text(null=True),
+    "sessionDir": _text(null=True),
 }
 _GROUPS = ("retry", "compaction")
 #: Groups inside a group: their keys are nested one level deeper in a file.
 _SUBGROUPS = frozenset({"retry.provider"})
+
+#: pi's other settings (its docs/settings.md and settings-manager.js, 0.73.1): accepted
+#: in any file and kept there, never used, never checked — they are pi's to judge.
+#: ``queueMode`` and ``websockets`` are pi's legacy spellings of ``steeringMode`` and
+#: ``transport``.
+PI_ONLY_KEYS: frozenset[str] = frozenset(
+    {
+        "hideThinkingBlock",
+        "thinkingBudgets",
+        "theme",
+        "quietStartup",
+        "collapseChangelog",
+        "enableInstallTelemetry",
+        "doubleEscapeAction",
+        "treeFilterMode",
+        "editorPaddingX",
+        "autocompleteMaxVisible",
+        "showHardwareCursor",
+        "warnings",
+        "branchSummary",
+        "transport",
+        "terminal",
+        "images",
+        "shellPath",
+        "shellCommandPrefix",
+        "npmCommand",
+        "enabledModels",
+        "markdown",
+        "packages",
+        "extensions",
+        "skills",
+        "prompts",
+        "themes",
+        "enableSkillCommands",
+        "lastChangelogVersion",
+        "queueMode",
+        "websockets",
+    }
+)
+#: ``retry.provider.maxRetries`` set in a file: said once per file, as a warning.
+MOOT_PROVIDER_RETRIES = (
+    "retry.provider.maxRetries has no effect in trio-session: its providers never "
+    "retry on their own, the session's retry policy (retry.maxRetries) does"
+)
 
 #: How a value is shown in a message: short, whatever its size or depth.
 _SHOWN = reprlib.Repr()
@@ -209,22 +312,27 @@ def _cut(number: str) -> str:
     return f"{number[:12]}… ({digits} digits)"
 
 
+def _unknown_message(key: str, source: str) -> str:
+    group, _, name = key.partition(".")
+    shown = key if len(key) <= 80 else key[:80] + "…"
+    if group not in _GROUPS or not name:
+        known = ", ".join(f"{g}.*" for g in _GROUPS)
+        return f"{shown} is not a known setting (known groups: {known}) (in {source})"
+    known = ", ".join(k.partition(".")[2] for k in _SCHEMA if k.startswith(f"{group}."))
+    return f"{shown} is not a known setting (known {group} keys: {known}) (in {source})"
+
+
 def validate_value(key: str, value: Any, *, source: str = PROGRAMMATIC) -> Any:
-    """Check one dotted key (``"retry.maxRetries"``) and its value; return the value.
+    """Check one dotted key (``"retry.maxRetries"``, ``"steeringMode"``) and its value.
+
+    Returns the value.
 
     Raises:
         SettingsError: unknown key, or a value of the wrong type or out of its range.
     """
-    group, _, name = key.partition(".")
-    if group not in _GROUPS or not name:
-        known = ", ".join(f"{g}.*" for g in _GROUPS)
-        msg = f"{key} is not a known setting (known groups: {known}) (in {source})"
-        raise SettingsError(msg, key=key, source=source)
-    if key not in _SCHEMA:
-        known = ", ".join(k.partition(".")[2] for k in _SCHEMA if k.startswith(f"{group}."))
-        msg = f"{key} is not a known setting (known {group} keys: {known}) (in {source})"
-        raise SettingsError(msg, key=key, source=source)
-    rule = _SCHEMA[key]
+    rule = _SCHEMA.get(key)
+    if rule is None:
+        raise SettingsError(_unknown_message(key, source), key=key, source=source)
     if not rule.check(value):
         msg = f"{key} must be {rule.description}, not {_shown(value)} (in {source})"
         raise SettingsError(msg, key=key, source=source)
@@ -239,32 +347,64 @@ class SettingsLayer:
         source: the file path, or ``"<programmatic>"``.
         values: dotted keys to validated values.
         path: the file the layer was read from, if any.
+        warnings: what was kept but not used: keys no one knows, moot keys.
     """
 
     source: str
     values: Mapping[str, Any] = attrs.field(factory=dict)
     path: Path | None = None
+    warnings: tuple[str, ...] = ()
 
     @classmethod
-    def from_mapping(cls, data: Any, *, source: str = PROGRAMMATIC) -> SettingsLayer:
-        """Validate nested groups (``{"retry": {"maxRetries": 5}}``) into a layer."""
+    def from_mapping(
+        cls, data: Any, *, source: str = PROGRAMMATIC, strict: bool = False, pi: bool = False
+    ) -> SettingsLayer:
+        """Validate nested groups (``{"retry": {"maxRetries": 5}}``) into a layer.
+
+        Keys trio_session uses are checked: a wrong type or range is a
+        ``SettingsError`` naming the key and ``source``. pi's other keys
+        (``PI_ONLY_KEYS``) are accepted silently. A key no one knows is a warning
+        in ``warnings`` — or, with ``strict`` (a program's own mapping), an error.
+
+        With ``pi`` (a file of pi's agent directory or a project's ``.pi``), pi's
+        legacy spellings mean what pi makes of them: ``retry.maxDelayMs`` is
+        ``retry.provider.maxRetryDelayMs`` (unless that is set) and ``queueMode``
+        is ``steeringMode``.
+        """
         if not isinstance(data, Mapping):
             msg = f"settings must be a JSON object, not {type(data).__name__} (in {source})"
             raise SettingsError(msg, source=source)
+        if pi:
+            data = _migrate_pi(data)
+        if "queueMode" in data and "steeringMode" not in data:
+            data = {**data, "steeringMode": data["queueMode"]}
         values: dict[str, Any] = {}
-        for group, body in data.items():
-            if group in _GROUPS:  # another tool's group is not ours to judge
-                _flatten(group, body, source, values)
-        return cls(source=source, values=values)
+        unknown: list[str] = []
+        for key, body in data.items():
+            if key in _GROUPS:
+                _flatten(key, body, source, values, unknown)
+            elif key in _SCHEMA:
+                values[key] = validate_value(key, body, source=source)
+            elif key not in PI_ONLY_KEYS:
+                unknown.append(str(key))
+        if strict and unknown:
+            key = unknown[0]
+            raise SettingsError(_unknown_message(key, source), key=key, source=source)
+        warnings = [f"{_unknown_message(key, source)}; ignored" for key in unknown]
+        if values.get("retry.provider.maxRetries") is not None:
+            warnings.append(f"{MOOT_PROVIDER_RETRIES} (in {source})")
+        return cls(source=source, values=values, warnings=tuple(warnings))
 
     @classmethod
-    def from_file(cls, path: str | Path) -> SettingsLayer:
+    def from_file(cls, path: str | Path, *, pi: bool = False) -> SettingsLayer:
         """Read and validate a JSON settings file. A missing file is an empty layer.
+
+        ``pi``: the file is one of pi's (see ``from_mapping``).
 
         Raises:
             SettingsError: the file is not a regular file, is larger than
                 ``MAX_SETTINGS_FILE_BYTES``, cannot be read or parsed, or holds a
-                bad value.
+                bad value of a key trio_session uses.
         """
         path = Path(path)
         source = str(path)
@@ -272,12 +412,12 @@ class SettingsLayer:
         if text is None:
             return cls(source=source, path=path)
         data = _parse_json(text, source) if text.strip() else {}
-        layer = cls.from_mapping(data, source=source)
+        layer = cls.from_mapping(data, source=source, pi=pi)
         return attrs.evolve(layer, path=path)
 
-    def nested(self) -> dict[str, dict[str, Any]]:
+    def nested(self) -> dict[str, Any]:
         """The layer as nested groups, ready to write as JSON."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, Any] = {}
         for key, value in self.values.items():
             *groups, name = key.split(".")
             body = out
@@ -287,8 +427,25 @@ class SettingsLayer:
         return out
 
 
-def _flatten(prefix: str, body: Any, source: str, values: dict[str, Any]) -> None:
-    """Validate the group ``prefix`` of a file into ``values``, key by dotted key."""
+def _migrate_pi(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """pi's ``migrateSettings`` for ``retry.maxDelayMs`` (settings-manager.js, 0.73.1)."""
+    retry = data.get("retry")
+    if not isinstance(retry, Mapping) or "maxDelayMs" not in retry:
+        return data
+    retry = dict(retry)
+    legacy = retry.pop("maxDelayMs")
+    provider = retry.get("provider")
+    provider = dict(provider) if isinstance(provider, Mapping) else {}
+    if isinstance(legacy, (int, float)) and provider.get("maxRetryDelayMs") is None:
+        retry["provider"] = {**provider, "maxRetryDelayMs": legacy}
+    return {**data, "retry": retry}
+
+
+def _flatten(
+    prefix: str, body: Any, source: str, values: dict[str, Any], unknown: list[str]
+) -> None:
+    """Validate the group ``prefix`` of a file into ``values``, key by dotted key;
+    the keys no one knows go to ``unknown``."""
     if not isinstance(body, Mapping):
         kind = type(body).__name__
         msg = f"{prefix} must be a JSON object, not {kind} (in {source})"
@@ -296,14 +453,16 @@ def _flatten(prefix: str, body: Any, source: str, values: dict[str, Any]) -> Non
     for name, value in body.items():
         key = f"{prefix}.{name}"
         if key in _SUBGROUPS:
-            _flatten(key, value, source, values)
-        else:
+            _flatten(key, value, source, values, unknown)
+        elif key in _SCHEMA:
             values[key] = validate_value(key, value, source=source)
+        else:
+            unknown.append(key)
 
 
 def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     """Fold layers over the defaults; later layers win key by key."""
-    merged: dict[str, dict[str, Any]] = {group: {} for group in (*_GROUPS, *_SUBGROUPS)}
+    merged: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS, *_SUBGROUPS)}
     for layer in layers:
         for key, value in layer.values.items():
             group, _, name = key.rpartition(".")
@@ -312,6 +471,7 @@ def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     return Settings(
         retry=RetrySettings(**merged["retry"], provider=provider),
         compaction=CompactionSettings(**merged["compaction"]),
+        **merged[""],
     )
 
 
@@ -332,9 +492,15 @@ class SettingsStore:
     The session reads ``current`` each time it needs a value (R-11), so a
     change made while a prompt runs applies from the next decision on.
     Programmatic changes (``set_auto_retry_enabled``) go into the top layer.
+
+    Args:
+        layers: the file layers, lowest first.
+        global_path: the global settings file, where ``set_and_persist`` writes a
+            key that no file sets yet (it need not exist).
     """
 
     _layers: list[SettingsLayer] = attrs.field(factory=list, alias="layers")
+    _global_path: Path | None = attrs.field(default=None, alias="global_path", kw_only=True)
     _overrides: dict[str, Any] = attrs.field(factory=dict, init=False)
     _current: Settings = attrs.field(init=False)
 
@@ -350,18 +516,24 @@ class SettingsStore:
             return cls()
         if isinstance(value, Settings):
             # validated like a file
-            return cls([SettingsLayer.from_mapping(_as_nested(value))])
-        return cls([SettingsLayer.from_mapping(value)])
+            return cls([SettingsLayer.from_mapping(_as_nested(value), strict=True)])
+        return cls([SettingsLayer.from_mapping(value, strict=True)])
 
     @classmethod
     def from_files(
-        cls, *paths: str | Path, overrides: Mapping[str, Any] | None = None
+        cls,
+        *paths: str | Path,
+        overrides: Mapping[str, Any] | None = None,
+        global_path: str | Path | None = None,
     ) -> SettingsStore:
-        """Layers from files in order (global first), then programmatic overrides."""
+        """Layers from files in order (global first), then programmatic overrides.
+
+        ``global_path`` is where ``set_and_persist`` writes a key no file sets.
+        """
         layers = [SettingsLayer.from_file(p) for p in paths]
         if overrides:
-            layers.append(SettingsLayer.from_mapping(overrides))
-        return cls(layers)
+            layers.append(SettingsLayer.from_mapping(overrides, strict=True))
+        return cls(layers, global_path=None if global_path is None else Path(global_path))
 
     @property
     def current(self) -> Settings:
@@ -372,6 +544,16 @@ class SettingsStore:
     def layers(self) -> tuple[SettingsLayer, ...]:
         """The layers, lowest first (programmatic changes are not among them)."""
         return tuple(self._layers)
+
+    @property
+    def global_path(self) -> Path | None:
+        """The global settings file, if this store has one."""
+        return self._global_path
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Every layer's warnings, lowest layer first: keys kept but not used."""
+        return tuple(w for layer in self._layers for w in layer.warnings)
 
     def set(self, key: str, value: Any) -> None:
         """Set one dotted key programmatically, above every file."""
@@ -386,21 +568,29 @@ class SettingsStore:
         return None
 
     def set_and_persist(self, key: str, value: Any) -> Path | None:
-        """Set ``key`` and write it back into the file it came from, if it came from one.
+        """Set ``key`` and write it to disk: into the highest file that sets it, else
+        into the global settings file (``global_path``), as pi does.
 
-        The write is small and atomic (``persist_setting``) and happens before this
-        returns, and before anything changes in memory: if it fails, the error is
-        raised and the settings are as they were. Returns the file written, or
-        ``None`` when the key came from no file.
+        The write is small and atomic (``persist_setting``; every other key of the
+        file, unknown ones too, is kept) and happens before this returns, and before
+        anything changes in memory: if it fails, the error is raised and the settings
+        are as they were. Returns the file written, or ``None`` when there was none
+        to write (no file sets the key and the store has no ``global_path``).
         """
         validate_value(key, value)
         layer = self.source_of(key)
-        if layer is not None and layer.path is not None:
-            persist_setting(layer.path, key, value)
-            index = self._layers.index(layer)
-            self._layers[index] = attrs.evolve(layer, values={**layer.values, key: value})
+        path = layer.path if layer is not None else self._global_path
+        if path is not None:
+            persist_setting(path, key, value)
+            if layer is None:
+                layer = next((x for x in self._layers if x.path == path), None)
+            if layer is None:  # the global file was not among the layers: it is now
+                self._layers.insert(0, SettingsLayer(str(path), {key: value}, path))
+            else:
+                index = self._layers.index(layer)
+                self._layers[index] = attrs.evolve(layer, values={**layer.values, key: value})
         self.set(key, value)
-        return None if layer is None else layer.path
+        return path
 
     def _resolve(self) -> Settings:
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
