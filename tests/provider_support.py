@@ -26,6 +26,7 @@ class RecordingSink:
     deltas: list[str] = attrs.field(factory=list)
     tool_calls: list[ToolCall] = attrs.field(factory=list)
     usages: list[Usage] = attrs.field(factory=list)
+    responses: list[tuple[str | None, str | None]] = attrs.field(factory=list)
     on_text: Callable[[], object] | None = None
 
     def text(self, delta: str) -> None:
@@ -41,6 +42,10 @@ class RecordingSink:
     def usage(self, usage: Usage) -> None:
         """Record a usage report."""
         self.usages.append(usage)
+
+    def response(self, response_id: str | None, model: str | None = None) -> None:
+        """Record a response id / model report."""
+        self.responses.append((response_id, model))
 
     @property
     def joined(self) -> str:

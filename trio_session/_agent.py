@@ -109,6 +109,8 @@ class _Builder:
     _parts: list[Part] = attrs.field(factory=list, init=False)
     _open: bool = attrs.field(default=False, init=False)  # the last part is still growing
     _usage: Usage = attrs.field(factory=Usage, init=False)
+    _response_id: str | None = attrs.field(default=None, init=False)
+    _response_model: str | None = attrs.field(default=None, init=False)
     started: bool = attrs.field(default=False, init=False)
 
     def _start(self) -> None:
@@ -197,7 +199,16 @@ class _Builder:
             provider=self._provider,
             model=self._model.id,
             api=self._model.api,
+            response_id=self._response_id,
+            response_model=self._response_model,
         )
+
+    def response(self, response_id: str | None, model: str | None = None) -> None:
+        """Record the provider's id of this response, and the model that answered when
+        it is not the one asked (the first report of each wins, as the reference keeps)."""
+        self._response_id = self._response_id or response_id or None
+        if model and model != self._model.id:
+            self._response_model = self._response_model or model
 
 
 # -- queues --------------------------------------------------------------------

@@ -162,6 +162,7 @@ class AssistantMessage:
     timestamp: int = attrs.field(factory=now_ms)
     api: str = ""
     response_id: str | None = None
+    response_model: str | None = None
     role: Literal["assistant"] = "assistant"
 
     @property

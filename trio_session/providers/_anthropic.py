@@ -200,6 +200,8 @@ class MessagesParser:
             message = data.get("message")
             if isinstance(message, Mapping):
                 self._add_usage(message.get("usage"))
+                if isinstance(message.get("id"), str):
+                    self._sink.response(message["id"])
         elif kind == "content_block_start":
             self._block_start(data.get("index"), data.get("content_block"))
         elif kind == "content_block_delta":

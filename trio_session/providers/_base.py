@@ -187,6 +187,10 @@ class StreamSink(Protocol):
         """Report token usage (the last report wins)."""
         ...
 
+    def response(self, response_id: str | None, model: str | None = None) -> None:
+        """Report the provider's id for the response and the model that answered."""
+        ...
+
 
 class Provider(Protocol):
     """A model provider. ``FauxProvider`` is the one to use in tests."""

@@ -185,6 +185,12 @@ class ChatCompletionsParser:
         if error or event.event == "error":
             detail = error if isinstance(error, Mapping) else {"message": error or chunk}
             return StreamEnd.error(event_error_message(detail, secrets=self._secrets))
+        response_id, model = chunk.get("id"), chunk.get("model")
+        if isinstance(response_id, str) or isinstance(model, str):
+            self._sink.response(
+                response_id if isinstance(response_id, str) else None,
+                model if isinstance(model, str) else None,
+            )
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self._sink.usage(openai_usage(usage))
