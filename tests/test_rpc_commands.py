@@ -86,14 +86,16 @@ async def test_models_over_rpc() -> None:
             "success": False,
             "error": "Model not found: x/y",
         }
-        response = await ask(
+        event = await ask(
             raw, {"id": 1, "type": "set_model", "provider": "faux", "modelId": "thinker"}
         )
-        assert response == ok("set_model", THINKER_JSON)
+        assert event == {"type": "thinking_level_changed", "level": "medium"}  # as pi: first
+        assert await raw.read() == ok("set_model", THINKER_JSON)
         state = (await ask(raw, {"id": 1, "type": "get_state"}))["data"]
         assert (state["model"], state["thinkingLevel"]) == (THINKER_JSON, "medium")
-        response = await ask(raw, {"id": 1, "type": "cycle_model"})
-        assert response == ok(
+        event = await ask(raw, {"id": 1, "type": "cycle_model"})
+        assert event == {"type": "thinking_level_changed", "level": "off"}
+        assert await raw.read() == ok(
             "cycle_model", {"model": PLAIN_JSON, "thinkingLevel": "off", "isScoped": False}
         )
 
@@ -114,12 +116,13 @@ async def test_thinking_over_rpc() -> None:
     """set_thinking_level answers without data; cycle_thinking_level gives the new level;
     a level pi does not have is refused, naming the choices."""
     async with served([], [THINKER]) as raw:
-        assert await ask(raw, {"id": 1, "type": "set_thinking_level", "level": "xhigh"}) == ok(
-            "set_thinking_level"
-        )
+        event = await ask(raw, {"id": 1, "type": "set_thinking_level", "level": "xhigh"})
+        assert event == {"type": "thinking_level_changed", "level": "high"}
+        assert await raw.read() == ok("set_thinking_level")
         assert (await ask(raw, {"id": 1, "type": "get_state"}))["data"]["thinkingLevel"] == "high"
-        response = await ask(raw, {"id": 1, "type": "cycle_thinking_level"})
-        assert response == ok("cycle_thinking_level", {"level": "off"})
+        event = await ask(raw, {"id": 1, "type": "cycle_thinking_level"})
+        assert event == {"type": "thinking_level_changed", "level": "off"}
+        assert await raw.read() == ok("cycle_thinking_level", {"level": "off"})
         response = await ask(raw, {"id": 1, "type": "set_thinking_level", "level": "max"})
         assert response == {
             "id": 1,
@@ -136,7 +139,7 @@ async def test_stats_text_export_and_commands(tmp_path: Path) -> None:
     script = [FauxReply(text=" Hello there ", usage=Usage(input=90, output=10))]
     async with served(script, [THINKER], history=tmp_path / "s.jsonl") as raw:
         response = await ask(raw, {"id": 1, "type": "get_last_assistant_text"})
-        assert response == ok("get_last_assistant_text", {"text": None})
+        assert response == ok("get_last_assistant_text", {})  # pi's wire: no text, no key
         await raw.send({"id": 1, "type": "prompt", "message": "hi"})
         while (await raw.read()).get("type") != "agent_end":
             pass

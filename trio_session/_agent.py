@@ -205,7 +205,11 @@ class _Builder:
 
     def response(self, response_id: str | None, model: str | None = None) -> None:
         """Record the provider's id of this response, and the model that answered when
-        it is not the one asked (the first report of each wins, as the reference keeps)."""
+        it is not the one asked (the first report of each wins, as the reference keeps).
+
+        The answer has begun, so ``message_start`` goes out first — without them, as the
+        reference's does (its ``start`` comes before the first chunk is read)."""
+        self._start()
         self._response_id = self._response_id or response_id or None
         if model and model != self._model.id:
             self._response_model = self._response_model or model

@@ -20,6 +20,7 @@ import attrs
 from ._events import CompactionResult
 from ._messages import AssistantMessage, CompactionSummaryMessage, Message, UserMessage
 from ._settings import CompactionSettings
+from ._stats import estimate_context_tokens
 from .providers._base import Model
 
 #: Rough characters per token, for estimating the size of a context.
@@ -131,6 +132,31 @@ class DropOldestCompactor:
         return Compaction(messages=tuple(kept), result=result)
 
 
+#: The reference's file tools, by what they do to the file named in ``path``.
+_READ_TOOLS = frozenset({"read"})
+_WRITE_TOOLS = frozenset({"write", "edit"})
+
+
+def file_operations(messages: Sequence[Message]) -> dict[str, list[str]]:
+    """The files the summarised messages' tool calls read and changed — the
+    reference's compaction ``details``: ``{"readFiles": […], "modifiedFiles": […]}``,
+    each sorted; a file both read and changed is listed as changed only."""
+    read: set[str] = set()
+    modified: set[str] = set()
+    for message in messages:
+        if not isinstance(message, AssistantMessage):
+            continue
+        for call in message.tool_calls:
+            path = call.arguments.get("path")
+            if not isinstance(path, str):
+                continue
+            if call.name in _READ_TOOLS:
+                read.add(path)
+            elif call.name in _WRITE_TOOLS:
+                modified.add(path)
+    return {"readFiles": sorted(read - modified), "modifiedFiles": sorted(modified)}
+
+
 def _flatten(turns: Sequence[Sequence[Message]]) -> list[Message]:
     return [m for turn in turns for m in turn]
 
@@ -187,12 +213,13 @@ class SummarizingCompactor:
         summary = reply.text.strip()
         if reply.stop_reason != "stop" or not summary:
             return await self.fallback.compact(messages, model=model, settings=settings)
-        before = estimate_tokens(messages)
+        before = estimate_context_tokens(messages)
         kept: list[Message] = [CompactionSummaryMessage(summary, tokens_before=before), *recent]
         result = CompactionResult(
             summary=summary,
             tokens_before=before,
             tokens_after=estimate_tokens(kept),
             messages_removed=len(older),
+            details=file_operations(older),
         )
         return Compaction(messages=tuple(kept), result=result)

@@ -223,6 +223,26 @@ class QueueUpdate:
     type: Literal["queue_update"] = "queue_update"
 
 
+# -- session settings -------------------------------------------------------------
+
+
+@attrs.frozen
+class ThinkingLevelChanged:
+    """The thinking level changed: set, cycled, or clamped by a model switch
+    (the reference's ``thinking_level_changed``)."""
+
+    level: str
+    type: Literal["thinking_level_changed"] = "thinking_level_changed"
+
+
+@attrs.frozen
+class SessionInfoChanged:
+    """The session's display name was set or cleared (the reference's ``session_info_changed``)."""
+
+    name: str | None = None
+    type: Literal["session_info_changed"] = "session_info_changed"
+
+
 @attrs.frozen
 class ExtensionError:
     """An extension's handler raised, or ran past its time bound; the session went on.
@@ -278,6 +298,8 @@ SessionEvent: TypeAlias = (
     | CompactionStart
     | CompactionEnd
     | QueueUpdate
+    | ThinkingLevelChanged
+    | SessionInfoChanged
     | ExtensionError
     | HistoryWriteFailed
 )
@@ -297,6 +319,8 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     CompactionStart,
     CompactionEnd,
     QueueUpdate,
+    ThinkingLevelChanged,
+    SessionInfoChanged,
     ExtensionError,
     HistoryWriteFailed,
 )

@@ -30,7 +30,13 @@ from ._agent import QUEUE_MODES, Agent, MessageQueue, QueueMode, Tool
 from ._bash import BashResult, BashRun
 from ._classify import CLASSIFIERS, Classifier
 from ._compaction import Compactor, SummarizingCompactor
-from ._errors import CompactionError, EventStreamLagged, SessionBusyError, SessionClosedError
+from ._errors import (
+    CompactionError,
+    EventStreamLagged,
+    SessionBusyError,
+    SessionClosedError,
+    TrioSessionError,
+)
 from ._events import (
     AutoRetryEnd,
     CompactionEnd,
@@ -40,6 +46,7 @@ from ._events import (
     HistoryWriteFailed,
     MessageEnd,
     SessionEvent,
+    ThinkingLevelChanged,
 )
 from ._export import default_export_path, render_html, write_html
 from ._extensions import (
@@ -794,6 +801,20 @@ class AgentSession:
             self._agent.thinking_level = effective
             if self._history_file is not None:
                 self._history_file.append_thinking_level_change_nowait(effective)
+            if self._model.reasoning or effective != "off":
+                self._remember_thinking_level(effective)
+            self._emit(ThinkingLevelChanged(level=effective))
+
+    def _remember_thinking_level(self, level: str) -> None:
+        """Make ``level`` the settings' ``defaultThinkingLevel``, as the reference does.
+
+        A settings file that cannot be written is logged, not raised: the level is
+        already in effect for this session.
+        """
+        try:
+            self._settings.set_and_persist("defaultThinkingLevel", level)
+        except (OSError, TrioSessionError) as exc:
+            logger.warning("could not save defaultThinkingLevel: %s", exc)
 
     def cycle_thinking_level(self) -> str | None:
         """Move to the next level the model supports (wrapping to ``"off"``).

@@ -195,7 +195,8 @@ def context_usage(messages: Sequence[Message], context_window: int) -> ContextUs
     """How full the window is (the reference's ``getContextUsage``, over the runtime context).
 
     The latest compaction is the last compaction summary in ``messages``; if no
-    successful answer with a usage follows it, the tokens are unknown.
+    successful answer with a usage came after it (the kept messages before it do not
+    count), the tokens are unknown.
     """
     if context_window <= 0:
         return None
@@ -204,7 +205,12 @@ def context_usage(messages: Sequence[Message], context_window: int) -> ContextUs
         default=None,
     )
     if summary_at is not None:
-        after = [m for m in messages[summary_at + 1 :] if _usable(m) is not None]
+        # As the reference: only an answer that came after the compaction counts (the
+        # messages it kept come after the summary in the context, but are older).
+        since = messages[summary_at].timestamp
+        after = [
+            m for m in messages[summary_at + 1 :] if _usable(m) is not None and m.timestamp >= since
+        ]
         last = _usable(after[-1]) if after else None
         if last is None or last.usage.total_tokens <= 0:
             return ContextUsage(tokens=None, context_window=context_window, percent=None)

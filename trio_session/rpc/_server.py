@@ -733,7 +733,8 @@ class RpcServer:
         if isinstance(command, GetSessionStats):
             return Response.ok(command, session.stats().to_json())
         if isinstance(command, GetLastAssistantText):
-            return Response.ok(command, {"text": session.last_assistant_text()})
+            text = session.last_assistant_text()  # none: pi writes {} (its docs say null)
+            return Response.ok(command, {} if text is None else {"text": text})
         if isinstance(command, Bash):
             if self._bash_busy or session.is_bash_running:
                 return Response.failed(command, BASH_BUSY)
