@@ -28,7 +28,9 @@ from trio_session import (
     MessageUpdate,
     QueueUpdate,
     SessionEvent,
+    SessionInfoChanged,
     TextContent,
+    ThinkingLevelChanged,
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -132,6 +134,8 @@ EVENTS: list[SessionEvent] = [
         will_retry=True,
     ),
     QueueUpdate(steering=("focus on tests",), follow_up=()),
+    ThinkingLevelChanged(level="high"),
+    SessionInfoChanged(name="release work"),
     ExtensionError(extension="notify", event="auto_retry_end", error="ValueError: bad"),
     HistoryWriteFailed(path="/s/a.jsonl", error="cannot write session file /s/a.jsonl: EFBIG"),
 ]
@@ -396,6 +400,7 @@ ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
     "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', "
     "'auto_retry_start', 'auto_retry_end', 'compaction_start', 'compaction_end', 'queue_update', "
+    "'thinking_level_changed', 'session_info_changed', "
     "'extension_error', 'history_write_failed'"
 )
 ROLES = (

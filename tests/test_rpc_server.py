@@ -266,14 +266,26 @@ async def test_prompt_while_busy_is_refused(autojump_clock: trio.testing.MockClo
 
 
 async def test_abort_while_streaming(autojump_clock: trio.testing.MockClock) -> None:
-    """R-32, R-42: abort ends a streaming request (aborted) and is answered after its end."""
+    """R-32, R-42: abort ends a streaming request (aborted) and is answered after its end.
+
+    As the reference: the text part is closed (``text_end``) and the message says
+    ``Request was aborted``."""
     async with in_memory([{"text": "partial", "hang": True}]) as s:
         await s.raw.send({"type": "prompt", "message": "hi"})
         while (await s.raw.read()).get("delta") != "partial":
             pass
         await trio.sleep(3)
         await s.raw.send({"id": "x", "type": "abort"})
-        rest = [summarize(await s.raw.read()) for _ in range(4)]
+        text_end = await s.raw.read()
+        aborted = await s.raw.read()
+        rest = [summarize(aborted)] + [summarize(await s.raw.read()) for _ in range(3)]
+    assert text_end["assistantMessageEvent"] == {
+        "type": "text_end",
+        "contentIndex": 0,
+        "content": "partial",
+        "partial": text_end["message"],
+    }
+    assert aborted["message"]["errorMessage"] == "Request was aborted"
     assert rest == [
         "message_end assistant aborted",
         "turn_end",

@@ -55,6 +55,8 @@ from ._events import MessageStart as MessageStart
 from ._events import MessageUpdate as MessageUpdate
 from ._events import QueueUpdate as QueueUpdate
 from ._events import SessionEvent as SessionEvent
+from ._events import SessionInfoChanged as SessionInfoChanged
+from ._events import ThinkingLevelChanged as ThinkingLevelChanged
 from ._events import ToolExecutionEnd as ToolExecutionEnd
 from ._events import ToolExecutionStart as ToolExecutionStart
 from ._events import TurnEnd as TurnEnd
@@ -191,6 +193,7 @@ __all__ = [
     "SessionClosedError",
     "SessionEvent",
     "SessionFile",
+    "SessionInfoChanged",
     "SessionStats",
     "Settings",
     "SettingsError",
@@ -201,6 +204,7 @@ __all__ = [
     "StreamSink",
     "SummarizingCompactor",
     "TextContent",
+    "ThinkingLevelChanged",
     "TokenTotals",
     "Tool",
     "ToolCall",

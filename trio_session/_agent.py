@@ -49,6 +49,9 @@ from ._messages import (
 from .providers._base import Model, Provider, ProviderRequest, StreamEnd, ToolSpec
 
 Emit = Callable[[SessionEvent], None]
+
+#: The ``errorMessage`` of an answer cut short by cancellation (the reference's words).
+ABORTED = "Request was aborted"
 KeySource = Callable[[], Awaitable[str | None]]
 Checkpoint = Callable[[], Awaitable[None]]
 
@@ -178,10 +181,10 @@ class _Builder:
     def finish(self, end: StreamEnd) -> AssistantMessage:
         """The final message, with ``message_start`` sent first if it was not.
 
-        A successful answer closes its growing part (``text_end`` …); an error or an
-        abort does not, as the reference's providers do not.
+        A successful or aborted answer closes its growing part (``text_end`` …); an
+        error does not — as the reference's providers do.
         """
-        if self.started and end.stop_reason not in ("error", "aborted"):
+        if self.started and end.stop_reason != "error":
             self._close_part()
         message = self.snapshot(end)
         if not self.started:
@@ -421,7 +424,7 @@ class Agent:
             except Exception as exc:  # a provider must not raise; if it does, it's an error
                 end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
         except BaseException:
-            aborted = builder.finish(StreamEnd(stop_reason="aborted"))
+            aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
             self.messages.append(aborted)
             produced.append(aborted)
             self.emit(MessageEnd(message=aborted))
