@@ -253,18 +253,25 @@ async def test_busy_prompt_still_refused(autojump_clock: trio.testing.MockClock)
 # -- over RPC, by raw lines -------------------------------------------------------------
 
 
-async def test_rpc_prompt_while_running_needs_streaming_behavior(
+async def _until_response(raw: Any, command_id: int) -> tuple[dict[str, Any], list[Any]]:
+    """Read lines up to the response to ``command_id``: (the response, the lines before)."""
+    before = []
+    while (obj := await raw.read()).get("type") != "response" or obj.get("id") != command_id:
+        before.append(obj)
+    return obj, before
+
+
+async def test_rpc_prompt_while_streaming_needs_streaming_behavior(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """While a prompt runs (here: its backoff), prompt without streamingBehavior fails
-    with pi's text; with it the message is queued and the answer is success."""
-    script: list[Any] = [{"error": ERR_503}, {"text": "ok"}, {"text": "after"}]
+    """While an answer streams, prompt without streamingBehavior fails with pi's text;
+    with it the message is queued and the answer is success."""
+    script: list[Any] = [{"text": "ok", "delay": 5}, {"text": "after"}]
     async with in_memory(script) as s:
         await s.raw.send({"id": 1, "type": "prompt", "message": "p"})
-        while (await s.raw.read())["type"] != "auto_retry_start":
-            pass
         await s.raw.send({"id": 2, "type": "prompt", "message": "x"})
-        assert await s.raw.read() == {
+        refused, _ = await _until_response(s.raw, 2)
+        assert refused == {
             "id": 2,
             "type": "response",
             "command": "prompt",
@@ -275,27 +282,73 @@ async def test_rpc_prompt_while_running_needs_streaming_behavior(
         await s.raw.send(
             {"id": 3, "type": "prompt", "message": "f", "streamingBehavior": "followUp"}
         )
-        assert await s.raw.read() == {
-            "type": "queue_update",
-            "steering": [],
-            "followUp": ["f"],
-        }
-        assert await s.raw.read() == {
-            "id": 3,
-            "type": "response",
-            "command": "prompt",
-            "success": True,
-        }
+        queued, before = await _until_response(s.raw, 3)
+        assert queued == {"id": 3, "type": "response", "command": "prompt", "success": True}
+        assert before[-1] == {"type": "queue_update", "steering": [], "followUp": ["f"]}
         await s.raw.send({"id": 4, "type": "get_state"})
-        state = await s.raw.read()
+        state, _ = await _until_response(s.raw, 4)
         assert state["data"]["pendingMessageCount"] == 1
         lines = []
         while (obj := await s.raw.read()).get("willRetry") is not False:
             lines.append(obj)
-        assert trio.current_time() == 2.0
-    sent = [m.text for m in s.provider.requests[2].messages if isinstance(m, UserMessage)]
+        assert trio.current_time() == 5.0
+    sent = [m.text for m in s.provider.requests[1].messages if isinstance(m, UserMessage)]
     assert sent == ["p", "f"]
     assert {"type": "queue_update", "steering": [], "followUp": []} in lines
+
+
+@pytest.mark.parametrize("behavior", [None, "steer", "followUp"])
+async def test_rpc_prompt_during_backoff_joins_the_retry(
+    autojump_clock: trio.testing.MockClock, behavior: str | None
+) -> None:
+    """A prompt that comes while a retry waits out its backoff is answered success, cuts
+    the wait short and goes out with the re-attempt — one run, as pi's new run at once;
+    with or without streamingBehavior (pi ignores it there: nothing streams)."""
+    script: list[Any] = [{"error": ERR_503}, {"text": "ok"}]
+    async with in_memory(script) as s:
+        await s.raw.send({"id": 1, "type": "prompt", "message": "p"})
+        while (await s.raw.read())["type"] != "auto_retry_start":
+            pass
+        await trio.sleep(0.5)  # half a second into the 2 s backoff
+        command: dict[str, Any] = {"id": 2, "type": "prompt", "message": "x"}
+        if behavior is not None:
+            command["streamingBehavior"] = behavior
+        await s.raw.send(command)
+        assert await s.raw.read() == {
+            "id": 2,
+            "type": "response",
+            "command": "prompt",
+            "success": True,
+        }
+        lines = []
+        while (obj := await s.raw.read()).get("willRetry") is not False:
+            lines.append(obj)
+        assert trio.current_time() == 0.5  # the rest of the sleep was skipped
+    sent = [m.text for m in s.provider.requests[1].messages if isinstance(m, UserMessage)]
+    assert sent == ["p", "x"]
+    assert {"type": "auto_retry_end", "success": True, "attempt": 1} in lines
+    assert not any(line["type"] == "queue_update" for line in lines)
+
+
+async def test_a_prompt_that_joined_a_cancelled_retry_stays_queued(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """If the chain is cancelled between join_retry and its re-attempt, the joined
+    message is not lost: it is queued for the next prompt, with a queue_update."""
+    provider = FauxProvider([FauxReply(error=ERR_503)])
+    async with open_session(provider) as session:
+        recorded = EventRecorder()
+        session.subscribe(recorded)
+        assert session.join_retry("too early") is False  # no retry is waiting
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "p")
+            await trio.testing.wait_all_tasks_blocked()  # the chain sleeps now
+            assert session.is_waiting_to_retry
+            assert session.join_retry("x") is True
+            session.abort_retry()  # cancelled before the re-attempt could start
+        assert session.steering_messages == ("x",)
+        assert QueueUpdate(steering=("x",), follow_up=()) in recorded.events
+        assert len(provider.requests) == 1
 
 
 async def test_rpc_queue_commands(autojump_clock: trio.testing.MockClock) -> None:

@@ -282,6 +282,7 @@ class Agent:
     steering: MessageQueue = attrs.field(factory=MessageQueue)
     follow_ups: MessageQueue = attrs.field(factory=MessageQueue)
     _running: bool = attrs.field(default=False, init=False)
+    _unsaved: bool = attrs.field(default=False, init=False)
 
     async def prompt(
         self,
@@ -294,10 +295,16 @@ class Agent:
         return await self._run([user], will_continue)
 
     async def continue_(
-        self, *, will_continue: Callable[[AssistantMessage], bool] | None = None
+        self,
+        *,
+        will_continue: Callable[[AssistantMessage], bool] | None = None,
+        messages: Sequence[UserMessage] = (),
     ) -> AssistantMessage:
-        """Run again on the context as it is, without a new user message (R-22)."""
-        return await self._run([], will_continue)
+        """Run again on the context as it is (R-22) — with ``messages`` added first, if
+        given (prompts that came during a retry's backoff). Unlike a prompt's, they are
+        not on disk yet: the checkpoint runs after they are added, before the request."""
+        self._unsaved = bool(messages)
+        return await self._run(list(messages), will_continue)
 
     async def complete(
         self, messages: Sequence[Message], *, system_prompt: str | None = None
@@ -385,9 +392,10 @@ class Agent:
                 last, results, turn_from = None, [], len(produced)
                 for message in new:  # the prompt's messages open the first turn
                     self._add(message, produced)
-                new = ()
-                if self._deliver(source, produced) and self.checkpoint is not None:
-                    await self.checkpoint()  # delivered messages are on disk before the request
+                new, unsaved, self._unsaved = (), self._unsaved, False
+                delivered = self._deliver(source, produced)
+                if (delivered or unsaved) and self.checkpoint is not None:
+                    await self.checkpoint()  # added messages are on disk before the request
                 last = await self._stream_turn(produced)
                 if last.stop_reason == "toolUse":
                     await self._run_tools(last, produced, results)

@@ -207,6 +207,7 @@ class AgentSession:
     _next: Next = attrs.field(default=Next.DONE, init=False)
     _compacted: bool = attrs.field(default=False, init=False)
     _write_failed: bool = attrs.field(default=False, init=False)
+    _joined: list[UserMessage] = attrs.field(factory=list, init=False)
     _compacting: bool = attrs.field(default=False, init=False)
     _retry_ended: trio.lowlevel.ParkingLot = attrs.field(
         factory=trio.lowlevel.ParkingLot, init=False
@@ -273,6 +274,34 @@ class AgentSession:
     def is_retrying(self) -> bool:
         """Whether a retry chain is alive (R-10, R-37)."""
         return self._chain is not None and self._chain.alive
+
+    @property
+    def is_waiting_to_retry(self) -> bool:
+        """Whether a retry chain is in its backoff sleep (nothing streams meanwhile)."""
+        return self._chain is not None and self._chain.alive and self._chain.sleeping
+
+    def join_retry(self, text: str, images: Sequence[ImageContent] = ()) -> bool:
+        """Send a new user message with the retry that is waiting out its backoff.
+
+        The rest of the sleep is skipped and the re-attempt's request carries the
+        message (after the one that failed): what the reference does with a prompt
+        that arrives between attempts, when it starts a new run at once. Used by RPC
+        ``prompt`` during a backoff. If the chain is cancelled before its re-attempt
+        (``abort_retry``, ``abort``), the message is queued as a steering message for
+        the next prompt, with a ``queue_update`` — never dropped.
+
+        Returns:
+            False (and nothing happens) when no retry is waiting.
+        """
+        chain = self._chain
+        if chain is None or not chain.alive or not chain.sleeping:
+            return False
+        text, replaced = valid_text(text)
+        if replaced:
+            logger.warning("prompt text held %d lone surrogate code point(s); replaced", replaced)
+        self._joined.append(UserMessage.of(text, tuple(images)))
+        chain.skip_wait()
+        return True
 
     @property
     def retry_attempt(self) -> int:
@@ -432,6 +461,10 @@ class AgentSession:
                         await self._settle(last)
         finally:
             self._flush_pending_bash()  # -- bash --: what ran meanwhile joins the context now
+            if self._joined:  # joined a retry that was cancelled first: keep them queued
+                self._agent.steering.messages[:0] = self._joined
+                self._joined = []
+                self._emit(self._agent.queue_update())
             try:
                 if self._history_file is not None and not self._write_failed:
                     with trio.CancelScope(shield=True):
@@ -654,8 +687,10 @@ class AgentSession:
         )
 
     async def reattempt(self) -> AssistantMessage:
-        """Continue the agent on the context as it is (R-22)."""
-        return await self._agent.continue_(will_continue=self._decide)
+        """Continue the agent on the context as it is (R-22), with any prompts that
+        joined the retry during its backoff (``join_retry``)."""
+        joined, self._joined = self._joined, []
+        return await self._agent.continue_(will_continue=self._decide, messages=joined)
 
     # -- internals ------------------------------------------------------------------
 

@@ -160,8 +160,8 @@ async function main() {
 	await step("bash", "bash", ["printf 'interop\\n'"], () => client.bash("printf 'interop\\n'"));
 	await step("abortBash", "abortBash", [], () => client.abortBash());
 
-	// A prompt whose first attempt fails with a 503; during the backoff, one prompt
-	// with streamingBehavior "steer" and one without.
+	// A prompt whose first attempt fails with a 503; during the backoff, a plain prompt,
+	// then one with streamingBehavior "steer".
 	const retryEnded = nextEvent((e) => e.type === "auto_retry_end", "auto_retry_end");
 	retryEnded.catch(() => undefined);
 	await step("prompt.retry", "prompt", [tag("retry", "Try again.")], async () => {
@@ -169,11 +169,11 @@ async function main() {
 		await client.prompt(tag("retry", "Try again."));
 		return await retrying;
 	});
-	await step("send.promptDuringBackoff.steer", "send", [{ type: "prompt", streamingBehavior: "steer" }], () =>
-		client.send({ type: "prompt", message: tag("backoff-steer", "Also this."), streamingBehavior: "steer" }),
-	);
 	await step("prompt.duringBackoff", "prompt", [tag("backoff-plain", "And this?")], () =>
 		client.prompt(tag("backoff-plain", "And this?")),
+	);
+	await step("send.promptDuringBackoff.steer", "send", [{ type: "prompt", streamingBehavior: "steer" }], () =>
+		client.send({ type: "prompt", message: tag("backoff-steer", "Also this."), streamingBehavior: "steer" }),
 	);
 	await step("waitForIdle.afterRetry", "waitForIdle", [], async () => {
 		await retryEnded;

@@ -645,7 +645,12 @@ class RpcServer:
 
     def _prompt(self, command: Prompt) -> Response:
         if self._run is not None or self.session.is_running:
-            if command.streaming_behavior == "followUp":
+            if self.session.join_retry(command.message, command.images):
+                # In a backoff sleep nothing streams: the reference starts the prompt at
+                # once (streamingBehavior or not); here the wait is cut short and the
+                # re-attempt sends it — one run, the same messages.
+                pass
+            elif command.streaming_behavior == "followUp":
                 self.session.follow_up(command.message, command.images)
             elif command.streaming_behavior == "steer":
                 self.session.steer(command.message, command.images)
