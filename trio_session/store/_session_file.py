@@ -33,11 +33,12 @@ import trio
 
 from .._dirs import fsync_directory
 from .._events import CompactionResult
-from .._messages import Message
+from .._messages import Message, UserMessage
 from ._history import (
     CompactionEntry,
     HistoryEntry,
     HistoryError,
+    LabelEntry,
     LoadedSession,
     MessageEntry,
     ModelChangeEntry,
@@ -47,6 +48,7 @@ from ._history import (
     ThinkingLevelChangeEntry,
     _dump,
     _encode,
+    _fresh_id,
     _iso,
     default_sessions_dir,
     load_session,
@@ -120,6 +122,8 @@ class SessionFile:
     _flush_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _write_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _closing: bool = attrs.field(default=False, init=False)
+    _user_texts: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+    _name: str | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.loaded is not None:
@@ -128,6 +132,8 @@ class SessionFile:
                 if isinstance(entry, MessageEntry):
                     self._known[id(entry.message)] = (entry.message, entry.id)
             self._last_id = self.loaded.last_entry_id
+            self._user_texts = self.loaded.user_messages()
+            self._name = self.loaded.session_name
 
     # -- opening --------------------------------------------------------------------
 
@@ -216,6 +222,19 @@ class SessionFile:
         try:
             _lock(fd, path)
             loaded = load_session(path)
+            if loaded.migrated_from is not None:
+                fd = _rewrite_migrated(fd, loaded)
+                note = (
+                    f"{path}: migrated from format version {loaded.migrated_from} to "
+                    f"{loaded.header.version} (the file was rewritten)"
+                )
+                loaded = attrs.evolve(
+                    loaded,
+                    warnings=(*loaded.warnings, note),
+                    torn_bytes=0,
+                    unterminated=False,
+                    migrated_from=None,
+                )
             if loaded.torn_bytes:
                 os.ftruncate(fd, loaded.size - loaded.torn_bytes)
                 os.fsync(fd)
@@ -270,6 +289,8 @@ class SessionFile:
         """
         entry_id = self._stage(MessageEntry, message=message)
         self._known[id(message)] = (message, entry_id)
+        if isinstance(message, UserMessage) and message.text:
+            self._user_texts.append((entry_id, message.text))
         return entry_id
 
     def append_compaction_nowait(
@@ -298,8 +319,25 @@ class SessionFile:
         return self._stage(ThinkingLevelChangeEntry, thinking_level=thinking_level)
 
     def append_session_info_nowait(self, name: str | None) -> str:
-        """Stage a ``session_info`` entry: the session's display name."""
-        return self._stage(SessionInfoEntry, name=name)
+        """Stage a ``session_info`` entry: the session's display name (trimmed; empty clears)."""
+        name = (name or "").strip()
+        entry_id = self._stage(SessionInfoEntry, name=name)
+        self._name = name or None
+        return entry_id
+
+    @property
+    def session_name(self) -> str | None:
+        """The display name of the last ``session_info`` entry, ``None`` if unset."""
+        return self._name
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The id of the last entry appended or read: the parent of the next one."""
+        return self._last_id
+
+    def user_messages(self) -> list[tuple[str, str]]:
+        """``(entry id, text)`` of every user message with text, in file order (``fork``)."""
+        return list(self._user_texts)
 
     async def append_message(self, message: Message) -> str:
         """Append a message entry; return its id once it is on disk.
@@ -348,6 +386,7 @@ class SessionFile:
         for key, (_, known_id) in list(self._known.items()):
             if known_id == entry_id:
                 del self._known[key]
+        self._user_texts = [u for u in self._user_texts if u[0] != entry_id]
         return True
 
     def entry_id_of(self, message: Message) -> str | None:
@@ -440,6 +479,121 @@ class SessionFile:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _write_new(path: Path, lines: bytes) -> None:
+    """Write a whole new session file atomically: a temporary file, fsync, rename (blocking)."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_EXTRA
+        fd = os.open(temporary, flags, FILE_MODE)
+        try:
+            view = memoryview(lines)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+        fsync_directory(path.parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        msg = f"cannot write session file {path}: {exc.strerror or exc}"
+        raise HistoryError(msg, path=path) from exc
+
+
+def _records(header: SessionHeader, entries: list[dict[str, Any]]) -> bytes:
+    return _dump(_encode(header)) + b"".join(_dump(e) for e in entries)
+
+
+def _rewrite_migrated(fd: int, loaded: LoadedSession) -> int:
+    """Rewrite an older file in the current format, as the reference does on open.
+
+    Returns a descriptor of the new file, locked; ``fd`` is closed.
+    """
+    path = loaded.path
+    entries = [loaded.raw[e.id] for e in loaded.entries]
+    _write_new(path, _records(loaded.header, entries))
+    new = os.open(path, os.O_WRONLY | os.O_APPEND | _O_EXTRA)
+    try:
+        _lock(new, path)
+    except BaseException:
+        os.close(new)
+        raise
+    os.close(fd)
+    return new
+
+
+def fork_session(
+    source: str | os.PathLike[str],
+    leaf_id: str | None,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Path:
+    """Copy one branch of a session file into a new file; return its path (blocking).
+
+    The reference's ``createBranchedSession``: the new file holds the entries from
+    the root to ``leaf_id`` exactly as they were read (fields this version does not
+    model included, unknown entry types too), then the labels that point into that
+    path, and its header names ``source`` as ``parentSession``. With ``leaf_id``
+    ``None`` the new file has no entries (a fork before the first message).
+
+    Args:
+        source: the session file to copy from.
+        leaf_id: the last entry to copy.
+        directory: where the new file goes; the source's directory if omitted.
+        cwd: the working directory of the new header; the source's if omitted.
+        clock: epoch seconds, for the header timestamp.
+
+    Raises:
+        HistoryError: the source cannot be read, ``leaf_id`` is not one of its
+            entries, or the new file cannot be written.
+    """
+    source = Path(source)
+    loaded = load_session(source)
+    path_entries = loaded.branch(leaf_id) if leaf_id is not None else ()
+    if leaf_id is not None and not path_entries:
+        msg = f"session file {source} has no entry {leaf_id!r}"
+        raise HistoryError(msg, path=source)
+    kept = [e for e in path_entries if not isinstance(e, LabelEntry)]
+    records = [loaded.raw[e.id] for e in kept]
+    on_path = {e.id for e in kept}
+    labels: dict[str, tuple[str, str]] = {}
+    for entry in loaded.entries:
+        if isinstance(entry, LabelEntry):
+            if entry.label:
+                labels[entry.target_id] = (entry.label, entry.timestamp)
+            else:
+                labels.pop(entry.target_id, None)
+    parent = kept[-1].id if kept else None
+    taken = set(on_path)
+    for target, (label, stamp) in labels.items():
+        if target not in on_path:
+            continue
+        label_id = _fresh_id(taken)
+        taken.add(label_id)
+        records.append(
+            _encode(
+                LabelEntry(
+                    id=label_id, parent_id=parent, timestamp=stamp, target_id=target, label=label
+                )
+            )
+        )
+        parent = label_id
+    header = SessionHeader(
+        id=str(uuid.uuid4()),
+        timestamp=_iso(clock()),
+        cwd=str(Path(cwd).absolute()) if cwd is not None else loaded.header.cwd,
+        parent_session=str(source),
+    )
+    base = Path(directory) if directory is not None else source.parent
+    new_path = base / session_file_name(header)
+    _write_new(new_path, _records(header, records))
+    return new_path
 
 
 @asynccontextmanager
