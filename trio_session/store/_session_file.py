@@ -33,9 +33,12 @@ import trio
 
 from .._dirs import fsync_directory
 from .._events import CompactionResult
-from .._messages import Message, UserMessage
+from .._messages import Message, UserContent, UserMessage
 from ._history import (
+    BranchSummaryEntry,
     CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
     HistoryEntry,
     HistoryError,
     LabelEntry,
@@ -324,6 +327,60 @@ class SessionFile:
         entry_id = self._stage(SessionInfoEntry, name=name)
         self._name = name or None
         return entry_id
+
+    def append_custom_nowait(self, custom_type: str, data: Any = None) -> str:
+        """Stage a ``custom`` entry: an extension's state, not part of the context."""
+        return self._stage(CustomEntry, custom_type=custom_type, data=data)
+
+    def append_custom_message_nowait(
+        self,
+        custom_type: str,
+        content: str | tuple[UserContent, ...],
+        *,
+        display: bool = True,
+        details: Any = None,
+    ) -> str:
+        """Stage a ``custom_message`` entry: an extension's message, part of the context."""
+        return self._stage(
+            CustomMessageEntry,
+            custom_type=custom_type,
+            content=content,
+            display=display,
+            details=details,
+        )
+
+    def append_label_nowait(self, target_id: str, label: str | None) -> str:
+        """Stage a ``label`` entry on ``target_id`` (``None`` or empty clears it)."""
+        if target_id not in self._ids:
+            msg = f"session file {self.path} has no entry {target_id!r} to label"
+            raise HistoryError(msg, path=self.path)
+        return self._stage(LabelEntry, target_id=target_id, label=label or None)
+
+    def branch(self, entry_id: str | None) -> None:
+        """Move the leaf: the next entry becomes a child of ``entry_id`` (a new root if ``None``).
+
+        The reference's ``branch`` / ``resetLeaf``; nothing is written.
+        """
+        if entry_id is not None and entry_id not in self._ids:
+            msg = f"session file {self.path} has no entry {entry_id!r} to branch from"
+            raise HistoryError(msg, path=self.path)
+        self._check_open()
+        self._last_id = entry_id
+
+    def append_branch_summary_nowait(
+        self, summary: str, *, details: Any = None, from_hook: bool | None = None
+    ) -> str:
+        """Stage a ``branch_summary`` entry at the leaf (after ``branch``), as the reference does.
+
+        Its ``fromId`` is the leaf (``"root"`` at the root).
+        """
+        return self._stage(
+            BranchSummaryEntry,
+            from_id=self._last_id if self._last_id is not None else "root",
+            summary=summary,
+            details=details,
+            from_hook=from_hook,
+        )
 
     @property
     def session_name(self) -> str | None:
