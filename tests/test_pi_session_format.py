@@ -119,7 +119,7 @@ def test_every_entry_type_round_trips(tmp_path: Path) -> None:
             CompactionResult("summary", 900, 300, 2), first_kept_entry_id=ids[2]
         )
         file.append_custom_nowait("ext-state", {"count": 42})
-        file.append_custom_message_nowait("ext", [TextContent("injected")], details={"d": 1})
+        file.append_custom_message_nowait("ext", (TextContent("injected"),), details={"d": 1})
         file.append_label_nowait(ids[0], "checkpoint-1")
         file.append_session_info_nowait("  My session  ")
         file.append_settings_change_nowait("retry.enabled", False)
