@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pytest
 import trio
 from hypothesis import settings
 
@@ -83,3 +84,13 @@ def assert_idle(session: AgentSession) -> None:
     assert not session.is_retrying
     assert session.retry_attempt == 0
     assert session_tasks() == []
+
+
+# -- session files --
+@pytest.fixture(autouse=True)
+def _private_data_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test (and every process it starts) keeps its data — session files that
+    ``trio-session rpc`` writes by default, credentials — out of the user's own directory."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))

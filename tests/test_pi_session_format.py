@@ -7,7 +7,9 @@ interop tests in tests/interop/test_pi_files.py check the same files against pi 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ from trio_session._messages import (
     Usage,
 )
 from trio_session._settings import CompactionSettings
+from trio_session.rpc import RpcClient, RpcCommandError, SessionRequest, connect_rpc, serve_rpc
 from trio_session.store._history import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -53,7 +56,7 @@ from trio_session.store._history import (
     runtime_context,
     session_context,
 )
-from trio_session.store._session_file import SessionFile, fork_session
+from trio_session.store._session_file import SessionFile, fork_session, open_history
 
 from .conftest import ERR_503, ERR_OVERFLOW
 
@@ -446,3 +449,153 @@ async def test_session_name_and_fork_messages(tmp_path: Path) -> None:
     async with open_session(FauxProvider([])) as memory:
         memory.set_session_name("x")
         assert (memory.session_name, memory.fork_messages(), memory.session_file) == ("x", [], None)
+
+
+# -- the session-tree commands over RPC -------------------------------------------------------
+
+
+def file_sessions(directory: Path, provider: FauxProvider) -> Any:
+    """A session factory like ``trio-session rpc``'s: new files in ``directory``."""
+
+    @asynccontextmanager
+    async def sessions(request: SessionRequest) -> AsyncIterator[Any]:
+        if request.history is not None:
+            opened = open_history(request.history)
+        else:
+            opened = open_history(directory=directory, parent_session=request.parent_session)
+        async with opened as file, open_session(provider, history=file) as session:
+            yield session
+
+    return sessions
+
+
+@asynccontextmanager
+async def rpc_client(sessions: Any) -> AsyncIterator[RpcClient]:
+    """A client talking to ``serve_rpc(sessions)`` over an in-memory stream."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve_rpc, sessions, server_end)
+        async with connect_rpc(client_end) as client:
+            yield client
+
+
+async def ask(client: RpcClient, text: str) -> None:
+    """Prompt and wait until the run is over."""
+    await client.prompt(text)
+    await client.wait_for_idle()
+
+
+def header(path: str | Path) -> dict[str, Any]:
+    """The session header of a file."""
+    return lines(Path(path))[0]
+
+
+async def test_rpc_session_tree_commands(tmp_path: Path) -> None:
+    """R-42: get_state's sessionFile/sessionName, set_session_name, get_fork_messages, fork,
+    clone, switch_session and new_session {parentSession}, in pi's shapes."""
+    replies = [FauxReply(text=t) for t in ("r1", "r2", "r3")]
+    sessions = file_sessions(tmp_path / "sessions", FauxProvider(replies))
+    with trio.fail_after(30):
+        async with rpc_client(sessions) as client:
+            state = await client.get_state()
+            first = state["sessionFile"]
+            assert Path(first).parent == tmp_path / "sessions"
+            assert "sessionName" not in state
+            await ask(client, "one")
+            await ask(client, "two")
+            await client.set_session_name("  Named  ")
+            assert (await client.get_state())["sessionName"] == "Named"
+            with pytest.raises(RpcCommandError, match=r": Session name cannot be empty$"):
+                await client.set_session_name("   ")
+            forks = await client.get_fork_messages()
+            assert [m["text"] for m in forks] == ["one", "two"]
+            assert set(forks[0]) == {"entryId", "text"}
+
+            assert await client.fork(forks[1]["entryId"]) == {"text": "two", "cancelled": False}
+            forked = (await client.get_state())["sessionFile"]
+            assert forked != first
+            assert header(forked)["parentSession"] == first
+            assert [m["role"] for m in await client.get_messages()] == ["user", "assistant"]
+
+            assert await client.clone() == {"cancelled": False}
+            cloned = (await client.get_state())["sessionFile"]
+            assert cloned not in (first, forked)
+            assert header(cloned)["parentSession"] == forked
+            assert len(await client.get_messages()) == 2
+
+            assert await client.switch_session(first) == {"cancelled": False}
+            state = await client.get_state()
+            assert (state["sessionFile"], state["sessionName"]) == (first, "Named")
+            assert len(await client.get_messages()) == 4
+            await ask(client, "three")  # the resumed session appends to its file
+            assert [m["text"] for m in await client.get_fork_messages()] == ["one", "two", "three"]
+
+            assert await client.fork(forks[0]["entryId"]) == {"text": "one", "cancelled": False}
+            empty = (await client.get_state())["sessionFile"]
+            assert await client.get_messages() == []
+            assert header(empty)["parentSession"] == first
+
+            assert await client.new_session(parent_session="/elsewhere/p.jsonl") == {
+                "cancelled": False
+            }
+            assert header((await client.get_state())["sessionFile"])["parentSession"] == (
+                "/elsewhere/p.jsonl"
+            )
+    assert load_session(first).session_name == "Named"
+
+
+async def test_rpc_session_tree_errors_leave_the_session_alone(tmp_path: Path) -> None:
+    """A bad entry id, a file that is not a session, or switching to the current file: a clear
+    error (or a clean reopen), and the session being served stays."""
+    sessions = file_sessions(tmp_path, FauxProvider([FauxReply(text="r1")]))
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"hello": "world"}\n', encoding="utf-8")
+    with trio.fail_after(30):
+        async with rpc_client(sessions) as client:
+            await ask(client, "one")
+            current = (await client.get_state())["sessionFile"]
+            with pytest.raises(
+                RpcCommandError, match=r"^fork failed: Invalid entry ID for forking$"
+            ):
+                await client.fork("nope")
+            answer = next(
+                e.id
+                for e in load_session(current).entries
+                if isinstance(e, MessageEntry) and e.message.role == "assistant"
+            )
+            with pytest.raises(RpcCommandError, match=r"Invalid entry ID for forking$"):
+                await client.fork(answer)  # not a user message
+            expected = (
+                f"switch_session failed: session file {notes} does not start with a session "
+                "header: line 1 has type None, not type 'session'"
+            )
+            with pytest.raises(RpcCommandError, match=f"^{re.escape(expected)}$"):
+                await client.switch_session(str(notes))
+            assert (await client.get_state())["sessionFile"] == current
+            assert await client.switch_session(current) == {"cancelled": False}
+            assert (await client.get_state())["sessionFile"] == current
+            assert len(await client.get_messages()) == 2
+    assert notes.read_text(encoding="utf-8") == '{"hello": "world"}\n'
+
+
+async def test_rpc_without_session_files(tmp_path: Path) -> None:
+    """A factory that takes no request serves new_session only; a session without a file
+    cannot be forked or cloned, and get_state omits sessionFile."""
+    provider = FauxProvider([])
+    with trio.fail_after(30):
+        async with rpc_client(lambda: open_session(provider)) as client:
+            assert "sessionFile" not in await client.get_state()
+            with pytest.raises(RpcCommandError, match=r"^clone failed: clone needs a session"):
+                await client.clone()
+            assert await client.new_session() == {"cancelled": False}
+
+        def memory(request: SessionRequest) -> Any:
+            return open_session(provider)
+
+        async with rpc_client(memory) as client:
+            with pytest.raises(
+                RpcCommandError,
+                match=r"^fork failed: Cannot fork: this session keeps no session file$",
+            ):
+                await client.fork("x")
+            assert await client.get_fork_messages() == []

@@ -22,6 +22,7 @@ from trio_session.rpc import (
     connect_rpc,
     serve_rpc,
 )
+from trio_session.rpc._protocol import COMMANDS
 from trio_session.rpc._server import BUSY, NO_FACTORY, merge_updates
 
 from .rpc_helpers import (
@@ -461,9 +462,9 @@ BAD_LINES = [
         b'{"type": "compact"}',
         {
             "command": "compact",
-            "error": "Unsupported command: compact (this server implements abort, abort_retry, "
-            "get_messages, get_state, new_session, prompt, retry_now, set_auto_compaction, "
-            "set_auto_retry)",
+            "error": "Unsupported command: compact (this server implements "
+            + ", ".join(sorted(COMMANDS))
+            + ")",
         },
         id="unsupported-command",
     ),

@@ -108,13 +108,61 @@ class GetMessages:
 class NewSession:
     """``{"type": "new_session", "parentSession"?: str}`` — abort, then start afresh.
 
-    ``parentSession`` is accepted for the reference's clients and not used: this
-    server keeps no session files.
+    ``parentSession`` goes into the new session file's header.
     """
 
     parent_session: str | None = None
     id: CommandId | None = None
     type: Literal["new_session"] = "new_session"
+
+
+# -- session tree --
+
+
+@attrs.frozen
+class SwitchSession:
+    """``{"type": "switch_session", "sessionPath": str}`` — abort, then resume that file."""
+
+    session_path: str
+    id: CommandId | None = None
+    type: Literal["switch_session"] = "switch_session"
+
+
+@attrs.frozen
+class Fork:
+    """``{"type": "fork", "entryId": str}`` — a new session: the branch before that user message.
+
+    Answered ``{"text": <the message's text>, "cancelled": false}``.
+    """
+
+    entry_id: str
+    id: CommandId | None = None
+    type: Literal["fork"] = "fork"
+
+
+@attrs.frozen
+class Clone:
+    """``{"type": "clone"}`` — a new session holding the whole current branch."""
+
+    id: CommandId | None = None
+    type: Literal["clone"] = "clone"
+
+
+@attrs.frozen
+class GetForkMessages:
+    """``{"type": "get_fork_messages"}`` — ``{"messages": [{"entryId", "text"}, …]}``."""
+
+    id: CommandId | None = None
+    type: Literal["get_fork_messages"] = "get_fork_messages"
+
+
+@attrs.frozen
+class SetSessionName:
+    """``{"type": "set_session_name", "name": str}`` — the display name (not empty)."""
+
+    name: str
+    id: CommandId | None = None
+    type: Literal["set_session_name"] = "set_session_name"
 
 
 Command: TypeAlias = (
@@ -127,6 +175,12 @@ Command: TypeAlias = (
     | GetState
     | GetMessages
     | NewSession
+    # -- session tree --
+    | SwitchSession
+    | Fork
+    | Clone
+    | GetForkMessages
+    | SetSessionName
 )
 
 
@@ -183,6 +237,15 @@ COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
     "get_state": (GetState, ()),
     "get_messages": (GetMessages, ()),
     "new_session": (NewSession, (_PARENT,)),
+    # -- session tree --
+    "switch_session": (
+        SwitchSession,
+        (_Field("sessionPath", "session_path", _is_str, "a string"),),
+    ),
+    "fork": (Fork, (_Field("entryId", "entry_id", _is_str, "a string"),)),
+    "clone": (Clone, ()),
+    "get_fork_messages": (GetForkMessages, ()),
+    "set_session_name": (SetSessionName, (_Field("name", "name", _is_str, "a string"),)),
 }
 
 #: Commands of the reference's protocol that this server does not implement; they get
@@ -206,16 +269,11 @@ UNSUPPORTED_COMMANDS: Final = frozenset(
         "abort_bash",
         "get_session_stats",
         "export_html",
-        "switch_session",
-        "fork",
         "branch",
-        "clone",
-        "get_fork_messages",
         "get_branch_messages",
         "get_entries",
         "get_tree",
         "get_last_assistant_text",
-        "set_session_name",
         "get_commands",
         "get_context",
         "extension_ui_response",

@@ -660,13 +660,15 @@ async def open_history(
     directory: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     session_id: str | None = None,
+    parent_session: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[SessionFile]:
     """Open a session file for the length of a block: resume ``path`` if it exists, else create.
 
     ``open_history()`` starts a new file in ``default_sessions_dir``;
     ``open_history(path)`` resumes ``path`` (see ``SessionFile.loaded``) or
-    creates it. ``directory``, ``cwd`` and ``session_id`` apply only to a new file;
+    creates it. ``directory``, ``cwd``, ``session_id`` and ``parent_session`` (the
+    header's ``parentSession``) apply only to a new file;
     a resumed one keeps its header (use ``history.header.id`` as the session id).
     Opening and closing run in worker threads; on exit, staged entries are flushed
     and the file is closed, even if the block was cancelled.
@@ -689,6 +691,7 @@ async def open_history(
             directory=directory,
             cwd=cwd,
             session_id=session_id,
+            parent_session=parent_session,
             clock=clock,
         )
         file = await trio.to_thread.run_sync(create)
