@@ -42,7 +42,14 @@ from trio_session._messages import (
     Usage,
 )
 from trio_session._settings import CompactionSettings
-from trio_session.rpc import RpcClient, RpcCommandError, SessionRequest, connect_rpc, serve_rpc
+from trio_session.rpc import (
+    RpcClient,
+    RpcCommandError,
+    SessionRequest,
+    connect_rpc,
+    open_rpc_client,
+    serve_rpc,
+)
 from trio_session.store._history import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -52,6 +59,7 @@ from trio_session.store._history import (
     LabelEntry,
     MessageEntry,
     OtherEntry,
+    default_sessions_dir,
     load_session,
     runtime_context,
     session_context,
@@ -599,3 +607,29 @@ async def test_rpc_without_session_files(tmp_path: Path) -> None:
             ):
                 await client.fork("x")
             assert await client.get_fork_messages() == []
+
+
+# -- trio-session rpc keeps a session file like pi --------------------------------------------
+
+
+async def test_rpc_command_session_file_options(tmp_path: Path) -> None:
+    """The real ``trio-session rpc``: a new file under the data dir for the cwd by default,
+    under ``--session-dir``, none with ``--no-session``; ``--session FILE`` resumes it."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "r1"}, {"text": "r2"}]), encoding="utf-8")
+    faux = ["--faux", str(script)]
+    with trio.fail_after(60):
+        async with open_rpc_client(args=faux) as client:
+            default = Path((await client.get_state())["sessionFile"])
+        assert default.parent == default_sessions_dir()  # XDG_DATA_HOME is the test's own
+        async with open_rpc_client(args=[*faux, "--session-dir", str(tmp_path / "d")]) as client:
+            chosen = (await client.get_state())["sessionFile"]
+            await ask(client, "one")
+            await client.set_session_name("kept")
+        assert Path(chosen).parent == tmp_path / "d"
+        async with open_rpc_client(args=[*faux, "--no-session"]) as client:
+            assert "sessionFile" not in await client.get_state()
+        async with open_rpc_client(args=[*faux, "--session", chosen]) as client:
+            state = await client.get_state()
+            assert (state["sessionFile"], state["sessionName"]) == (chosen, "kept")
+            assert [m["role"] for m in await client.get_messages()] == ["user", "assistant"]
