@@ -415,7 +415,11 @@ def test_fork_copies_the_branch_losslessly(tmp_path: Path) -> None:
     assert copied[0]["parentSession"] == str(path)
     assert copied[0]["id"] != "sess-1"
     assert copied[1] == raw[1]
-    assert copied[2:4] == raw[3:5]  # the old label is left out, then written anew
+    # The old label is left out (written anew below); the answer, its child, is linked to
+    # the label's parent so the chain holds; everything else is as read.
+    assert copied[2] == {**raw[3], "parentId": first}
+    assert copied[3] == raw[4]
+    assert load_session(forked).warnings == ()
     label = copied[4]
     assert {k: label[k] for k in ("type", "parentId", "targetId", "label")} == {
         "type": "label",

@@ -595,8 +595,10 @@ def fork_session(
 
     The reference's ``createBranchedSession``: the new file holds the entries from
     the root to ``leaf_id`` exactly as they were read (fields this version does not
-    model included, unknown entry types too), then the labels that point into that
-    path, and its header names ``source`` as ``parentSession``. With ``leaf_id``
+    model included, unknown entry types too) except the labels, then the labels
+    that point into that path, written anew; its header names ``source`` as
+    ``parentSession``. An entry whose parent was a label is linked to that label's
+    parent. With ``leaf_id``
     ``None`` the new file has no entries (a fork before the first message).
 
     Args:
@@ -617,15 +619,25 @@ def fork_session(
         msg = f"session file {source} has no entry {leaf_id!r}"
         raise HistoryError(msg, path=source)
     kept = [e for e in path_entries if not isinstance(e, LabelEntry)]
-    records = [loaded.raw[e.id] for e in kept]
+    # Labels leave the path (they are written anew below); an entry whose parent was one is
+    # linked to the label's own parent, so the chain holds (pi's createBranchedSession leaves
+    # that parentId dangling, and pi then loses everything before it).
+    dropped = {e.id: e.parent_id for e in path_entries if isinstance(e, LabelEntry)}
+    records = []
+    for entry in kept:
+        record = loaded.raw[entry.id]
+        parent = entry.parent_id
+        while parent is not None and parent in dropped:
+            parent = dropped[parent]
+        records.append(record if parent == entry.parent_id else {**record, "parentId": parent})
     on_path = {e.id for e in kept}
     labels: dict[str, tuple[str, str]] = {}
-    for entry in loaded.entries:
-        if isinstance(entry, LabelEntry):
-            if entry.label:
-                labels[entry.target_id] = (entry.label, entry.timestamp)
+    for item in loaded.entries:
+        if isinstance(item, LabelEntry):
+            if item.label:
+                labels[item.target_id] = (item.label, item.timestamp)
             else:
-                labels.pop(entry.target_id, None)
+                labels.pop(item.target_id, None)
     parent = kept[-1].id if kept else None
     taken = set(on_path)
     for target, (label, stamp) in labels.items():
