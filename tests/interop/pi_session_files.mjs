@@ -4,12 +4,15 @@
 //       open FILE as pi does and print what pi makes of it
 //   node pi_session_files.mjs PI_PACKAGE write DIR
 //       write a new session in DIR with every entry type (a branch included) and print it
+//   node pi_session_files.mjs PI_PACKAGE read-many FILE...
+//       open each FILE; print a JSON array of what pi makes of each
 // Prints one JSON object: {file, context: buildSessionContext(), sessionName, leafId,
 // entries: getEntries(), branch: getBranch()}.
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [pkg, mode, target] = process.argv.slice(2);
+const [pkg, mode, ...targets] = process.argv.slice(2);
+const target = targets[0];
 const { SessionManager } = await import(
   pathToFileURL(join(pkg, "dist", "core", "session-manager.js")).href
 );
@@ -105,14 +108,20 @@ function write(dir) {
   return sm;
 }
 
-const sm = mode === "write" ? write(target) : SessionManager.open(target, undefined);
-process.stdout.write(
-  JSON.stringify({
+function describe(sm) {
+  return {
     file: sm.getSessionFile(),
     context: sm.buildSessionContext(),
     sessionName: sm.getSessionName() ?? null,
     leafId: sm.getLeafId(),
     entries: sm.getEntries(),
     branch: sm.getBranch(),
-  }),
-);
+  };
+}
+
+if (mode === "read-many") {
+  process.stdout.write(JSON.stringify(targets.map((t) => describe(SessionManager.open(t)))));
+} else {
+  const sm = mode === "write" ? write(target) : SessionManager.open(target, undefined);
+  process.stdout.write(JSON.stringify(describe(sm)));
+}

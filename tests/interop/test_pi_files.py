@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,11 +70,11 @@ ERR_503 = "503 Service Unavailable"
 ERR_OVERFLOW = "400 prompt is too long: 213462 tokens > 200000 maximum"
 
 
-def pi(pi_package: Path, home: Path, mode: str, target: Path) -> dict[str, Any]:
+def pi(pi_package: Path, home: Path, mode: str, *targets: Path) -> Any:
     """Run the node script; what pi printed."""
     home.mkdir(exist_ok=True)
     done = subprocess.run(
-        ["node", str(SCRIPT), str(pi_package), mode, str(target)],
+        ["node", str(SCRIPT), str(pi_package), mode, *map(str, targets)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -81,8 +82,7 @@ def pi(pi_package: Path, home: Path, mode: str, target: Path) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return json.loads(done.stdout)
 
 
 def ours(loaded: LoadedSession) -> list[dict[str, Any]]:
@@ -285,3 +285,90 @@ def test_we_read_pis_file(pi_package: Path, tmp_path: Path) -> None:
         message_to_json(assistant("Appended.", 21000)),
     ]
     assert ours(load_session(path)) == again["context"]["messages"]
+
+
+# -- random trees: pi and we agree on every one ----------------------------------------------
+
+
+def random_session(path: Path, seed: int) -> None:
+    """A session file grown by random operations: messages (failures included), model and
+    thinking changes, compactions keeping from a random entry of the branch (several per
+    file), branches back to random entries with and without a summary, custom messages,
+    labels, names and settings changes."""
+    rng = random.Random(seed)
+    clock = iter(range(10**6))
+    with SessionFile.create(path, cwd="/src/app", clock=lambda: T0 + next(clock)) as file:
+        ids: list[str] = []
+        branch: list[str] = []  # entry ids from the root to the leaf
+        for step in range(rng.randint(5, 40)):
+            kind = rng.choice(
+                ["user"] * 4
+                + ["answer"] * 4
+                + ["failure", "compaction", "branch", "summary", "custom", "label", "misc"]
+            )
+            if kind == "branch" and ids:
+                target = rng.choice([*ids, None])
+                file.branch(target)
+                branch = [] if target is None else load_branch(file, target)
+                continue
+            if kind == "summary" and ids:
+                target = rng.choice(ids)
+                file.branch(target)
+                branch = load_branch(file, target)
+                entry = file.append_branch_summary_nowait(f"summary {step}")
+            elif kind == "user":
+                entry = file.append_message_nowait(UserMessage(f"u{step}", timestamp=step))
+            elif kind == "answer":
+                entry = file.append_message_nowait(assistant(f"a{step}", step))
+            elif kind == "failure":
+                failure = AssistantMessage(
+                    stop_reason="error", error_message=ERR_503, timestamp=step
+                )
+                entry = file.append_message_nowait(failure)
+            elif kind == "compaction":
+                keep = rng.choice([*branch, None, "missing0"])
+                result = CompactionResult(f"compacted {step}", 100 + step, 10, 1)
+                entry = file.append_compaction_nowait(result, first_kept_entry_id=keep)
+            elif kind == "custom":
+                entry = file.append_custom_message_nowait("ext", f"c{step}", display=step % 2 == 0)
+            elif kind == "label" and ids:
+                entry = file.append_label_nowait(rng.choice(ids), rng.choice(["l", None]))
+            else:
+                misc = rng.randrange(5)
+                if misc == 0:
+                    entry = file.append_model_change_nowait("openai", f"m{step}")
+                elif misc == 1:
+                    entry = file.append_thinking_level_change_nowait(f"t{step}")
+                elif misc == 2:
+                    entry = file.append_session_info_nowait(f"name {step}")
+                elif misc == 3:
+                    entry = file.append_settings_change_nowait("retry.enabled", False)
+                else:
+                    entry = file.append_custom_nowait("ext", {"step": step})
+            ids.append(entry)
+            branch.append(entry)
+        file.flush_sync()
+
+
+def load_branch(file: SessionFile, leaf: str) -> list[str]:
+    """The ids from the root to ``leaf`` of what ``file`` has written so far."""
+    file.flush_sync()
+    return [e.id for e in load_session(file.path).branch(leaf)]
+
+
+def test_random_trees_agree_with_pi(pi_package: Path, tmp_path: Path) -> None:
+    """On 60 random session trees (several compactions, branches, summaries, dangling
+    firstKeptEntryIds), pi's buildSessionContext and getSessionName equal ours."""
+    paths = [tmp_path / f"random-{seed}.jsonl" for seed in range(60)]
+    for seed, path in enumerate(paths):
+        random_session(path, seed)
+    seen = pi(pi_package, tmp_path / "home", "read-many", *paths)
+    for path, theirs in zip(paths, seen, strict=True):
+        loaded = load_session(path)
+        assert theirs["context"]["messages"] == ours(loaded), path.name
+        assert theirs["context"]["thinkingLevel"] == loaded.thinking_level, path.name
+        model = theirs["context"]["model"]
+        expected = None if model is None else (model["provider"], model["modelId"])
+        assert loaded.model == expected, path.name
+        assert theirs["sessionName"] == loaded.session_name, path.name
+        assert [e["id"] for e in theirs["branch"]] == [e.id for e in loaded.branch()], path.name
