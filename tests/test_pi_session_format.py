@@ -319,6 +319,44 @@ async def test_compaction_then_resume_gives_the_same_context(
         assert list(resumed.messages) == live
 
 
+class KeepFromCustomCompactor:
+    """Keeps everything from the first ``CustomMessage`` on, behind a summary."""
+
+    async def compact(
+        self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings, ask: Any
+    ) -> Compaction | None:
+        start = next(i for i, m in enumerate(messages) if isinstance(m, CustomMessage))
+        result = CompactionResult("before the note", 99, 10, start)
+        summary = CompactionSummaryMessage("before the note", 99, timestamp=T0_MS)
+        return Compaction(messages=(summary, *messages[start:]), result=result)
+
+
+async def test_compaction_can_keep_from_a_resumed_custom_message(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A context message rebuilt from a custom_message entry is known to the file, so a
+    compaction that keeps from it names that entry, and the next resume keeps it too."""
+    path = tmp_path / "s.jsonl"
+    with new_file(path) as file:
+        file.append_message_nowait(UserMessage("a", timestamp=1))
+        file.append_message_nowait(AssistantMessage([TextContent("1")], timestamp=2))
+        note = file.append_custom_message_nowait("ext", "note", display=True)
+    model = Model(id="m", provider="faux", context_window=200_000)
+    script = [FauxReply(error=ERR_OVERFLOW), FauxReply(text="b2")]
+    history = SessionFile.resume(path, clock=lambda: T0)
+    async with open_session(
+        FauxProvider(script), model, compactor=KeepFromCustomCompactor(), history=history
+    ) as session:
+        await session.prompt("b")
+        live = list(session.messages)
+    history.close()
+    loaded = load_session(path)
+    compaction = next(e for e in loaded.entries if isinstance(e, CompactionEntry))
+    assert compaction.first_kept_entry_id == note
+    assert [m.role for m in live] == ["compactionSummary", "custom", "user", "assistant"]
+    assert runtime_context(loaded) == live
+
+
 async def test_default_compactor_keeps_from_the_first_kept_message(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -329,6 +329,23 @@ class LoadedSession:
     unterminated: bool = False
     raw: Mapping[str, dict[str, Any]] = attrs.field(factory=dict, eq=False, repr=False)
     migrated_from: int | None = None
+    _made: dict[str, Message] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+
+    def message_of(self, entry: HistoryEntry) -> Message | None:
+        """What an entry puts into the context, as the reference converts it; else ``None``.
+
+        A message entry gives its message; a ``custom_message`` a ``CustomMessage``; a
+        ``branch_summary`` with a summary a ``BranchSummaryMessage`` (the same object
+        every time, so a ``SessionFile`` can tell which entry a context message came from).
+        """
+        if isinstance(entry, MessageEntry):
+            return entry.message
+        made = self._made.get(entry.id)
+        if made is None:
+            made = _entry_message(entry)
+            if made is not None:
+                self._made[entry.id] = made
+        return made
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -775,9 +792,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _entry_message(entry: HistoryEntry) -> Message | None:
-    """What an entry contributes to the context, as the reference converts it."""
-    if isinstance(entry, MessageEntry):
-        return entry.message
+    """What a custom message or branch summary entry contributes to the context."""
     if isinstance(entry, CustomMessageEntry):
         return CustomMessage(
             entry.custom_type,
@@ -826,7 +841,7 @@ def session_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[M
         start = ids.index(first) if first in ids else at
         kept = [*path[start:at], *path[at + 1 :]]
     for entry in kept:
-        message = _entry_message(entry)
+        message = loaded.message_of(entry)
         if message is not None:
             messages.append(message)
     return messages

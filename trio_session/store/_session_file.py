@@ -132,8 +132,10 @@ class SessionFile:
         if self.loaded is not None:
             for entry in self.loaded.entries:
                 self._ids.add(entry.id)
-                if isinstance(entry, MessageEntry):
-                    self._known[id(entry.message)] = (entry.message, entry.id)
+                if isinstance(entry, MessageEntry | CustomMessageEntry | BranchSummaryEntry):
+                    message = self.loaded.message_of(entry)
+                    if message is not None:  # a compaction can keep from it
+                        self._known[id(message)] = (message, entry.id)
             self._last_id = self.loaded.last_entry_id
             self._user_texts = self.loaded.user_messages()
             self._name = self.loaded.session_name
