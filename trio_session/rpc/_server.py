@@ -103,13 +103,19 @@ too; it serves ``new_session`` only (the session-file commands are then refused)
 
 
 def _takes_request(factory: SessionFactory) -> bool:
-    """Whether ``factory`` accepts a ``SessionRequest`` argument."""
+    """Whether ``factory`` takes a ``SessionRequest``: it has a required positional parameter.
+
+    (``functools.partial(open_session, provider)`` has none: its ``model`` has a default.)
+    """
     try:
         parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
         return True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return any(
-        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters
+        (p.kind in positional and p.default is inspect.Parameter.empty)
+        or p.kind is inspect.Parameter.VAR_POSITIONAL
+        for p in parameters
     )
 
 
