@@ -432,7 +432,7 @@ class LoadedSession:
         ]
 
     def settings_changes(self) -> dict[str, Any]:
-        """The last value of each key set by ``settings_change`` entries, in first-set order."""
+        """The last value of each key set by ``settings_change`` entries on the branch."""
         changes: dict[str, Any] = {}
         for entry in self.branch():
             if isinstance(entry, SettingsChangeEntry):
