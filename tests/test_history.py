@@ -39,7 +39,7 @@ from trio_session import (
     open_session,
 )
 from trio_session._dirs import user_data_dir
-from trio_session._messages import StopReason
+from trio_session._messages import CompactionSummaryMessage, StopReason
 from trio_session.store._history import (
     SESSION_VERSION,
     CompactionEntry,
@@ -503,10 +503,12 @@ def test_malformed_middle_lines_are_reported_by_number_and_skipped(tmp_path: Pat
         "not 'robot'; skipped",
         f"{path}:6: not an entry (it needs a string type and id); skipped",
         f"{path}:7: a second session header; skipped",
-        f"{path}:9: entry {json.loads(text[4])['id']} has parentId {third['id']!r} but follows "
-        f"{json.loads(text[1])['id']!r}; entries are read in file order",
+        f"{path}:9: entry {json.loads(text[4])['id']} names parent {third['id']!r}, which is not "
+        f"an earlier entry (a skipped line?); attached to the entry before it, "
+        f"{json.loads(text[1])['id']!r}",
     )
     assert second["id"] not in [e.id for e in loaded.entries]
+    assert [m.text for m in runtime_context(loaded)] == ["a", "d"]
 
 
 def test_invalid_utf8_is_a_malformed_line(tmp_path: Path) -> None:
@@ -583,8 +585,8 @@ def test_newer_format_version_is_read_with_a_warning(tmp_path: Path) -> None:
             "does not start with a session header: line 1 has a JSON list, not type 'session'",
         ),
         (
-            b'{"type":"session","id":"x","timestamp":"t","cwd":"/"}\n',
-            "has format version 1, which has no entry ids; this reader needs version 2 or later",
+            b'{"type":"session","version":0,"id":"x","timestamp":"t","cwd":"/"}\n',
+            "has format version 0; this reader needs version 1 or later",
         ),
         (
             b'{"type":"session","version":3,"id":"x","timestamp":"t"}\n',
@@ -692,7 +694,12 @@ def test_compaction_drops_what_came_before_the_first_kept_entry(tmp_path: Path) 
     assert loaded.warnings == ()
     assert len(loaded.messages) == 7
     assert [type(e) for e in loaded.entries].count(CompactionEntry) == 2
-    assert runtime_context(loaded) == [reply("3")]
+    # The last compaction on the branch stands for everything before it (the reference's
+    # buildSessionContext): its summary, then nothing kept, then what came after.
+    last = loaded.entries[-2]
+    assert isinstance(last, CompactionEntry)
+    summary = CompactionSummaryMessage("dropped", 100, timestamp=int(T0 * 1000))
+    assert runtime_context(loaded) == [summary, reply("3")]
 
 
 def test_compaction_naming_an_unknown_entry_keeps_nothing_before_it(tmp_path: Path) -> None:
@@ -705,10 +712,11 @@ def test_compaction_naming_an_unknown_entry_keeps_nothing_before_it(tmp_path: Pa
         history.append_message_nowait(user("b"))
     loaded = load_session(path)
     assert loaded.warnings == (
-        f"{path}:4: compaction keeps from entry 'feedf00d', which is not an earlier message; "
+        f"{path}:4: compaction keeps from entry 'feedf00d', which is not an earlier entry; "
         "nothing before it stays in the runtime context",
     )
-    assert runtime_context(loaded) == [user("b")]
+    summary = CompactionSummaryMessage("s", 2, timestamp=int(T0 * 1000))
+    assert runtime_context(loaded) == [summary, user("b")]
 
 
 def test_reference_compaction_without_our_extra_fields_loads(tmp_path: Path) -> None:
@@ -735,7 +743,9 @@ def test_reference_compaction_without_our_extra_fields_loads(tmp_path: Path) -> 
         None,
         None,
     )
-    assert runtime_context(again) == [user("b")]
+    assert compaction.details == {"anything": 1}
+    summary = CompactionSummaryMessage("earlier work", 5000, timestamp=1_750_000_001_000)
+    assert runtime_context(again) == [summary, user("b")]
 
 
 # --- a live session, persisted through its events, then resumed ------------------------------

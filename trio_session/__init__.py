@@ -106,6 +106,7 @@ from .rpc import RpcCommandError as RpcCommandError
 from .rpc import RpcConnectionError as RpcConnectionError
 from .rpc import RpcError as RpcError
 from .rpc import RpcServer as RpcServer
+from .rpc import SessionRequest as SessionRequest
 from .rpc import connect_rpc as connect_rpc
 from .rpc import open_rpc_client as open_rpc_client
 from .rpc import serve_rpc as serve_rpc
@@ -117,7 +118,9 @@ from .store._history import default_sessions_dir as default_sessions_dir
 from .store._history import latest_session as latest_session
 from .store._history import load_session as load_session
 from .store._history import runtime_context as runtime_context
+from .store._history import session_context as session_context
 from .store._session_file import SessionFile as SessionFile
+from .store._session_file import fork_session as fork_session
 from .store._session_file import open_history as open_history
 from .store._sqlite_credentials import CredentialStoreError as CredentialStoreError
 from .store._sqlite_credentials import SqliteCredentialStore as SqliteCredentialStore
@@ -194,6 +197,7 @@ __all__ = [
     "SessionEvent",
     "SessionFile",
     "SessionInfoChanged",
+    "SessionRequest",
     "SessionStats",
     "Settings",
     "SettingsError",
@@ -223,6 +227,7 @@ __all__ = [
     "event_from_json",
     "event_to_json",
     "exponential_delay_ms",
+    "fork_session",
     "is_context_overflow",
     "is_retryable_error",
     "is_usage_limit_error",
@@ -243,4 +248,5 @@ __all__ = [
     "plan_delay",
     "runtime_context",
     "serve_rpc",
+    "session_context",
 ]

@@ -9,7 +9,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -55,8 +55,10 @@ from ._session import AgentSession, EventStream, open_session
 from ._settings import RANGES, SettingsStore
 from .providers._base import Model, Provider, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply
+from .rpc._server import SessionRequest
 from .rpc._stdio import serve_stdio
-from .store._history import HistoryError
+from .store._history import HistoryError, default_sessions_dir
+from .store._session_file import SessionFile, open_history
 from .tui._app import run_terminal_chat
 
 DEMO_PROMPT = "Say hello, and tell me what just happened."
@@ -340,20 +342,40 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
     way out first aborts the run and writes every line owed.
     """
     extensions = _extensions(args.extension)
+    # A session file like pi's: new ones under --session-dir (or our sessions dir for
+    # the cwd), none with --no-session; --session FILE resumes (or starts) that file.
+    directory: Path | None = None
+    if not args.no_session:
+        directory = Path(args.session_dir) if args.session_dir else default_sessions_dir()
+    first = SessionRequest(history=Path(args.session) if args.session else None)
     async with _provider(args) as (provider, model):
         credentials = credential_store(provider.name, args.api_key)
+
         # One settings store for every session: set_auto_retry outlives new_session,
         # as the reference's settings do.
-        stopped_by = await serve_stdio(
-            lambda: open_session(
-                provider,
-                model,
-                settings=settings,
-                credentials=credentials,
-                extensions=extensions,
-                models=_models(args, model),
-            )
-        )
+        @contextlib.asynccontextmanager
+        async def sessions(request: SessionRequest) -> AsyncIterator[AgentSession]:
+            async with contextlib.AsyncExitStack() as stack:
+                history: SessionFile | None = None
+                if request.history is not None:
+                    history = await stack.enter_async_context(open_history(request.history))
+                elif directory is not None:
+                    history = await stack.enter_async_context(
+                        open_history(directory=directory, parent_session=request.parent_session)
+                    )
+                yield await stack.enter_async_context(
+                    open_session(
+                        provider,
+                        model,
+                        settings=settings,
+                        credentials=credentials,
+                        extensions=extensions,
+                        history=history,
+                        models=_models(args, model),
+                    )
+                )
+
+        stopped_by = await serve_stdio(sessions, first_session=first)
     if stopped_by in (signal.SIGINT, signal.SIGHUP):
         return 128 + stopped_by
     return 0
@@ -555,6 +577,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _provider_options(rpc, default=None)
     _settings_options(rpc)
+    rpc.add_argument(
+        "--session", metavar="FILE", help="resume this session file (created if missing)"
+    )
+    rpc.add_argument(
+        "--session-dir",
+        metavar="DIR",
+        help="where new session files go (default: ours for the cwd)",
+    )
+    rpc.add_argument("--no-session", action="store_true", help="keep no session file")
 
     auth = commands.add_parser("auth", help="manage API keys in the credential store")
     actions = auth.add_subparsers(dest="auth", required=True, metavar="ACTION")

@@ -212,6 +212,7 @@ class AgentSession:
     _retry_ended: trio.lowlevel.ParkingLot = attrs.field(
         factory=trio.lowlevel.ParkingLot, init=False
     )
+    _session_name: str | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._idle.set()
@@ -225,9 +226,13 @@ class AgentSession:
             checkpoint=self._flush_history if self._history_file is not None else None,
         )
         loaded = self._history_file.loaded if self._history_file is not None else None
-        if loaded is not None:  # resuming: history as it was, context without retried errors
-            self._history.extend(loaded.messages)
+        if loaded is not None:
+            # Resuming: the history is the branch ending at the file's leaf; the context is
+            # what the reference rebuilds from it (compaction summary, kept messages, branch
+            # summaries, custom messages), without retried errors (R-20).
+            self._history.extend(loaded.branch_messages)
             self._agent.messages.extend(runtime_context(loaded))
+            self._session_name = loaded.session_name
         self._init_models_and_thinking(loaded)
         current = self._settings.current
         self._agent.steering.mode = current.steering_mode  # settings steeringMode / followUpMode
@@ -1121,6 +1126,39 @@ class AgentSession:
             msg = "Compaction cancelled"
             raise CompactionError(msg)
         return result
+
+    # -- session tree --------------------------------------------------------------
+
+    @property
+    def session_file(self) -> Path | None:
+        """The path of the session file, ``None`` if the session keeps none."""
+        return self._history_file.path if self._history_file is not None else None
+
+    @property
+    def session_name(self) -> str | None:
+        """The session's display name (the last ``session_info`` entry); ``None`` if unset."""
+        return self._session_name
+
+    def set_session_name(self, name: str) -> None:
+        """Set the display name (trimmed; an empty name clears it).
+
+        With a session file a ``session_info`` entry is staged, written with the
+        next flush (the next prompt, or closing the session).
+        """
+        name = name.strip()
+        if self._history_file is not None:
+            self._history_file.append_session_info_nowait(name)
+        self._session_name = name or None
+
+    def fork_messages(self) -> list[tuple[str, str]]:
+        """``(entry id, text)`` of every user message of the session file, in file order.
+
+        The reference's ``getUserMessagesForForking``: the messages a fork can start
+        before. Empty without a session file (there are no entry ids to name).
+        """
+        if self._history_file is None:
+            return []
+        return self._history_file.user_messages()
 
 
 def _queue_mode(mode: str) -> QueueMode:

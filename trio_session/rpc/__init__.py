@@ -20,7 +20,10 @@ from ._errors import RpcError as RpcError
 from ._protocol import MAX_LINE_BYTES as MAX_LINE_BYTES
 from ._protocol import Abort as Abort
 from ._protocol import AbortRetry as AbortRetry
+from ._protocol import Clone as Clone
 from ._protocol import Command as Command
+from ._protocol import Fork as Fork
+from ._protocol import GetForkMessages as GetForkMessages
 from ._protocol import GetMessages as GetMessages
 from ._protocol import GetState as GetState
 from ._protocol import LineSplitter as LineSplitter
@@ -32,11 +35,14 @@ from ._protocol import Response as Response
 from ._protocol import RetryNow as RetryNow
 from ._protocol import SetAutoCompaction as SetAutoCompaction
 from ._protocol import SetAutoRetry as SetAutoRetry
+from ._protocol import SetSessionName as SetSessionName
+from ._protocol import SwitchSession as SwitchSession
 from ._protocol import encode_line as encode_line
 from ._protocol import parse_command as parse_command
 from ._protocol import response_to_json as response_to_json
 from ._server import RpcServer as RpcServer
 from ._server import SessionFactory as SessionFactory
+from ._server import SessionRequest as SessionRequest
 from ._server import serve_rpc as serve_rpc
 from ._stdio import serve_stdio as serve_stdio
 
@@ -44,7 +50,10 @@ __all__ = [
     "MAX_LINE_BYTES",
     "Abort",
     "AbortRetry",
+    "Clone",
     "Command",
+    "Fork",
+    "GetForkMessages",
     "GetMessages",
     "GetState",
     "LineSplitter",
@@ -61,8 +70,11 @@ __all__ = [
     "RpcEventStream",
     "RpcServer",
     "SessionFactory",
+    "SessionRequest",
     "SetAutoCompaction",
     "SetAutoRetry",
+    "SetSessionName",
+    "SwitchSession",
     "connect_rpc",
     "encode_line",
     "open_rpc_client",

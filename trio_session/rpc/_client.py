@@ -244,9 +244,15 @@ class RpcClient:
         messages: list[JSONObject] = (await self.request("get_messages"))["data"]["messages"]
         return messages
 
-    async def new_session(self) -> JSONObject:
-        """Abort any run and start a fresh session; returns ``{"cancelled": false}``."""
-        data: JSONObject = (await self.request("new_session"))["data"]
+    async def new_session(self, parent_session: str | None = None) -> JSONObject:
+        """Abort any run and start a fresh session; returns ``{"cancelled": false}``.
+
+        ``parent_session`` goes into the new session file's header (``parentSession``).
+        """
+        fields: JSONObject = {}
+        if parent_session is not None:
+            fields["parentSession"] = parent_session
+        data: JSONObject = (await self.request("new_session", **fields))["data"]
         return data
 
     # -- models, thinking, stats, bash and info ---------------------------------
@@ -343,6 +349,35 @@ class RpcClient:
             fields["customInstructions"] = custom_instructions
         data: JSONObject = (await self.request("compact", **fields))["data"]
         return data
+
+    # -- session tree ------------------------------------------------------------
+
+    async def switch_session(self, session_path: str) -> JSONObject:
+        """Abort any run and resume that session file; returns ``{"cancelled": false}``."""
+        data: JSONObject = (await self.request("switch_session", sessionPath=session_path))["data"]
+        return data
+
+    async def fork(self, entry_id: str) -> JSONObject:
+        """A new session holding the branch before that user message; the server switches to it.
+
+        Returns ``{"text": <the message's text>, "cancelled": false}``.
+        """
+        data: JSONObject = (await self.request("fork", entryId=entry_id))["data"]
+        return data
+
+    async def clone(self) -> JSONObject:
+        """A new session holding the whole current branch; returns ``{"cancelled": false}``."""
+        data: JSONObject = (await self.request("clone"))["data"]
+        return data
+
+    async def get_fork_messages(self) -> list[JSONObject]:
+        """The user messages a fork can start before: ``[{"entryId", "text"}, …]``."""
+        messages: list[JSONObject] = (await self.request("get_fork_messages"))["data"]["messages"]
+        return messages
+
+    async def set_session_name(self, name: str) -> None:
+        """Set the session's display name (``get_state``'s ``sessionName``)."""
+        await self.request("set_session_name", name=name)
 
     # -- events ----------------------------------------------------------------
 

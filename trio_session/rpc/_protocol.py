@@ -117,8 +117,7 @@ class GetMessages:
 class NewSession:
     """``{"type": "new_session", "parentSession"?: str}`` — abort, then start afresh.
 
-    ``parentSession`` is accepted for the reference's clients and not used: this
-    server keeps no session files.
+    ``parentSession`` goes into the new session file's header.
     """
 
     parent_session: str | None = None
@@ -274,6 +273,55 @@ class Compact:
     type: Literal["compact"] = "compact"
 
 
+# -- session tree --
+
+
+@attrs.frozen
+class SwitchSession:
+    """``{"type": "switch_session", "sessionPath": str}`` — abort, then resume that file."""
+
+    session_path: str
+    id: CommandId | None = None
+    type: Literal["switch_session"] = "switch_session"
+
+
+@attrs.frozen
+class Fork:
+    """``{"type": "fork", "entryId": str}`` — a new session: the branch before that user message.
+
+    Answered ``{"text": <the message's text>, "cancelled": false}``.
+    """
+
+    entry_id: str
+    id: CommandId | None = None
+    type: Literal["fork"] = "fork"
+
+
+@attrs.frozen
+class Clone:
+    """``{"type": "clone"}`` — a new session holding the whole current branch."""
+
+    id: CommandId | None = None
+    type: Literal["clone"] = "clone"
+
+
+@attrs.frozen
+class GetForkMessages:
+    """``{"type": "get_fork_messages"}`` — ``{"messages": [{"entryId", "text"}, …]}``."""
+
+    id: CommandId | None = None
+    type: Literal["get_fork_messages"] = "get_fork_messages"
+
+
+@attrs.frozen
+class SetSessionName:
+    """``{"type": "set_session_name", "name": str}`` — the display name (not empty)."""
+
+    name: str
+    id: CommandId | None = None
+    type: Literal["set_session_name"] = "set_session_name"
+
+
 Command: TypeAlias = (
     Prompt
     | Abort
@@ -301,6 +349,12 @@ Command: TypeAlias = (
     | SetSteeringMode
     | SetFollowUpMode
     | Compact
+    # -- session tree --
+    | SwitchSession
+    | Fork
+    | Clone
+    | GetForkMessages
+    | SetSessionName
 )
 
 
@@ -424,6 +478,15 @@ COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
     "set_steering_mode": (SetSteeringMode, (_MODE,)),
     "set_follow_up_mode": (SetFollowUpMode, (_MODE,)),
     "compact": (Compact, (_INSTRUCTIONS,)),
+    # -- session tree --
+    "switch_session": (
+        SwitchSession,
+        (_Field("sessionPath", "session_path", _is_str, "a string"),),
+    ),
+    "fork": (Fork, (_Field("entryId", "entry_id", _is_str, "a string"),)),
+    "clone": (Clone, ()),
+    "get_fork_messages": (GetForkMessages, ()),
+    "set_session_name": (SetSessionName, (_Field("name", "name", _is_str, "a string"),)),
 }
 
 #: Commands of the reference's protocol that this server does not implement; they get
@@ -442,16 +505,11 @@ UNSUPPORTED_COMMANDS: Final = frozenset(
         "abort_bash",
         "get_session_stats",
         "export_html",
-        "switch_session",
-        "fork",
         "branch",
-        "clone",
-        "get_fork_messages",
         "get_branch_messages",
         "get_entries",
         "get_tree",
         "get_last_assistant_text",
-        "set_session_name",
         "get_commands",
         "get_context",
         "extension_ui_response",

@@ -32,10 +32,12 @@ adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, suppress
+from pathlib import Path
 from typing import Any, Final, TypeAlias, assert_never
 
 import attrs
@@ -45,21 +47,27 @@ from .._codec import event_to_json, message_to_json, model_to_json, to_json
 from .._errors import CompactionError, SessionBusyError, SessionClosedError
 from .._events import CompactionEnd, CompactionStart, SessionEvent
 from .._groups import unwrapped as _unwrapped
+from .._messages import UserMessage
 from .._session import AgentSession
-from ._protocol import (  # -- models, thinking, stats, bash and info --
+from ..store._history import HistoryError, LoadedSession, MessageEntry, load_session
+from ..store._session_file import fork_session
+from ._protocol import (
     MAX_LINE_BYTES,
     Abort,
     AbortBash,
     AbortRetry,
     Bash,
+    Clone,
     Command,
     Compact,
     CycleModel,
     CycleThinkingLevel,
     ExportHtml,
     FollowUp,
+    Fork,
     GetAvailableModels,
     GetCommands,
+    GetForkMessages,
     GetLastAssistantText,
     GetMessages,
     GetSessionStats,
@@ -75,9 +83,11 @@ from ._protocol import (  # -- models, thinking, stats, bash and info --
     SetAutoRetry,
     SetFollowUpMode,
     SetModel,
+    SetSessionName,
     SetSteeringMode,
     SetThinkingLevel,
     Steer,
+    SwitchSession,
     encode_line,
     parse_command,
     response_to_json,
@@ -120,8 +130,45 @@ def _null(command: Command) -> Response:
     return Response(command=command.type, success=True, id=command.id, null_data=True)
 
 
-SessionFactory: TypeAlias = Callable[[], AbstractAsyncContextManager[AgentSession]]
-"""Opens a session: ``lambda: open_session(provider, settings=store)``."""
+@attrs.frozen(kw_only=True)
+class SessionRequest:
+    """What the server asks its session factory to open.
+
+    Attributes:
+        history: a session file to resume (``switch_session``, a fork or clone the
+            server wrote, ``--session``); ``None`` for a new session.
+        parent_session: for a new session, its header's ``parentSession``
+            (``new_session {parentSession}``).
+    """
+
+    history: Path | None = None
+    parent_session: str | None = None
+
+
+SessionFactory: TypeAlias = Callable[..., AbstractAsyncContextManager[AgentSession]]
+"""Opens a session for a ``SessionRequest``: ``lambda request: open_session(…)``.
+
+A factory that takes no argument (``lambda: open_session(provider)``) is accepted
+too; it serves ``new_session`` only (the session-file commands are then refused).
+"""
+
+
+def _takes_request(factory: SessionFactory) -> bool:
+    """Whether ``factory`` takes a ``SessionRequest``: it has a required positional parameter.
+
+    (``functools.partial(open_session, provider)`` has none: its ``model`` has a default.)
+    """
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(
+        (p.kind in positional and p.default is inspect.Parameter.empty)
+        or p.kind is inspect.Parameter.VAR_POSITIONAL
+        for p in parameters
+    )
+
 
 #: Bytes asked of the input stream per read.
 RECEIVE_SIZE: Final = 64 * 1024
@@ -138,6 +185,10 @@ BUSY: Final = (
 )
 NO_FACTORY: Final = (
     "new_session needs a session factory; this server was given one session to serve"
+)
+NO_FILE_FACTORY: Final = (
+    "{command} needs a session factory that takes a SessionRequest; this server cannot "
+    "open session files"
 )
 
 
@@ -387,6 +438,8 @@ class RpcServer:
         output_high_water: queued output past which reading commands pauses.
         merge_updates_after: queued output past which a ``message_update`` merges
             into the queued one before it (see ``merge_updates``).
+        first_session: what the factory is asked for at start (``--session FILE``
+            resumes a file); a new session if omitted.
 
     Use ``serve_rpc``, or ``await nursery.start(server.serve)``.
     """
@@ -396,6 +449,7 @@ class RpcServer:
     max_line_bytes: int = MAX_LINE_BYTES
     output_high_water: int = OUTPUT_HIGH_WATER
     merge_updates_after: int = MERGE_UPDATES_AFTER
+    first_session: SessionRequest = attrs.field(factory=SessionRequest)
     _outbox: _Outbox = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
@@ -471,10 +525,16 @@ class RpcServer:
 
             return _Host(self._sessions, release)
         assert self._nursery is not None
-        host: _Host = await self._nursery.start(self._hold, self._sessions)
+        host: _Host = await self._nursery.start(self._hold, self._sessions, self.first_session)
         return host
 
-    async def _hold(self, factory: SessionFactory, *, task_status: trio.TaskStatus[_Host]) -> None:
+    async def _hold(
+        self,
+        factory: SessionFactory,
+        request: SessionRequest,
+        *,
+        task_status: trio.TaskStatus[_Host],
+    ) -> None:
         """Keep one session open until its host is closed."""
         release = trio.Event()
         gone = trio.Event()
@@ -484,7 +544,7 @@ class RpcServer:
             await gone.wait()
 
         try:
-            async with factory() as session:
+            async with factory(request) if _takes_request(factory) else factory() as session:
                 unsubscribe = session.subscribe(self._on_event)
                 task_status.started(_Host(session, close))
                 await release.wait()
@@ -588,6 +648,22 @@ class RpcServer:
             return await self._new_session(command)
         if isinstance(command, _SESSION_COMMANDS):
             return await self._session_command(command)
+        # -- session tree --
+        if isinstance(command, SwitchSession):
+            return await self._switch_session(command)
+        if isinstance(command, Fork):
+            return await self._fork(command)
+        if isinstance(command, Clone):
+            return await self._clone(command)
+        if isinstance(command, GetForkMessages):
+            messages = [{"entryId": i, "text": t} for i, t in session.fork_messages()]
+            return Response.ok(command, {"messages": messages})
+        if isinstance(command, SetSessionName):
+            name = command.name.strip()
+            if not name:
+                return Response.failed(command, "Session name cannot be empty")
+            session.set_session_name(name)
+            return Response.ok(command)
         return await self._handle_queues(session, command)
 
     # -- queues and compaction --
@@ -633,6 +709,7 @@ class RpcServer:
             "isStreaming": self._run is not None or session.is_running,
             "isCompacting": self._compacting or session.is_compacting,
             "sessionId": session.session_id,
+            **self._session_file_state(),
             "autoCompactionEnabled": session.auto_compaction_enabled,
             "messageCount": len(session.messages),
             "pendingMessageCount": session.pending_message_count,
@@ -687,12 +764,66 @@ class RpcServer:
     async def _new_session(self, command: NewSession) -> Response:
         if isinstance(self._sessions, AgentSession):
             return Response.failed(command, NO_FACTORY)
+        try:
+            await self._replace(SessionRequest(parent_session=command.parent_session))
+        except HistoryError as exc:
+            return Response.failed(command, str(exc))
+        return Response.ok(command, {"cancelled": False})
+
+    # -- session tree --------------------------------------------------------------
+
+    def _session_file_state(self) -> dict[str, Any]:
+        """``sessionFile`` and ``sessionName`` for ``get_state``, each omitted when unset."""
+        session = self.session
+        state: dict[str, Any] = {}
+        if session.session_file is not None:
+            state["sessionFile"] = str(session.session_file)
+        if session.session_name is not None:
+            state["sessionName"] = session.session_name
+        return state
+
+    def _file_commands_refused(self, command: Command) -> Response | None:
+        """Why this server cannot open session files for ``command``, if it cannot."""
+        if isinstance(self._sessions, AgentSession) or not _takes_request(self._sessions):
+            return Response.failed(command, NO_FILE_FACTORY.format(command=command.type))
+        return None
+
+    async def _replace(self, request: SessionRequest) -> None:
+        """Abort any run, open the requested session, then close the old one.
+
+        If the new one cannot be opened the old one stays, and the error is raised.
+        A file already open here (``switch_session`` to the current file) is
+        closed first and opened again.
+        """
         await self._abort_run()
         old = self._host
         assert old is not None
         assert self._nursery is not None
-        self._host = await self._nursery.start(self._hold, self._sessions)
+        current = old.session.session_file
+        if (
+            request.history is not None
+            and current is not None
+            and _same_file(request.history, current)
+        ):
+            await old.close()
+            try:
+                self._host = await self._nursery.start(self._hold, self._sessions, request)
+            except BaseException:
+                again = SessionRequest(history=current)
+                self._host = await self._nursery.start(self._hold, self._sessions, again)
+                raise
+            return
+        self._host = await self._nursery.start(self._hold, self._sessions, request)
         await old.close()
+
+    async def _switch_session(self, command: SwitchSession) -> Response:
+        refused = self._file_commands_refused(command)
+        if refused is not None:
+            return refused
+        try:
+            await self._replace(SessionRequest(history=Path(command.session_path)))
+        except HistoryError as exc:
+            return Response.failed(command, str(exc))
         return Response.ok(command, {"cancelled": False})
 
     # -- models, thinking, stats, bash and info ------------------------------------------
@@ -789,23 +920,85 @@ class RpcServer:
             data["fullOutputPath"] = result.full_output_path
         self._send(Response.ok(command, data))
 
+    async def _current_file(self, command: Command) -> tuple[Path, LoadedSession] | Response:
+        """The session file on disk, everything staged written first; or why there is none."""
+        refused = self._file_commands_refused(command)
+        if refused is not None:
+            return refused
+        file = self.session.history_file
+        if file is None:
+            return Response.failed(
+                command, f"Cannot {command.type}: this session keeps no session file"
+            )
+        await self._abort_run()
+        await file.flush()
+        loaded = await trio.to_thread.run_sync(load_session, file.path)
+        return file.path, loaded
+
+    async def _fork(self, command: Fork) -> Response:
+        current = await self._current_file(command)
+        if isinstance(current, Response):
+            return current
+        path, loaded = current
+        entry = loaded.entry(command.entry_id)
+        if not (isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage)):
+            return Response.failed(command, "Invalid entry ID for forking")
+        try:
+            if entry.parent_id is None:
+                request = SessionRequest(parent_session=str(path))
+            else:
+                forked = await trio.to_thread.run_sync(fork_session, path, entry.parent_id)
+                request = SessionRequest(history=forked)
+            await self._replace(request)
+        except HistoryError as exc:
+            return Response.failed(command, str(exc))
+        return Response.ok(command, {"text": entry.message.text, "cancelled": False})
+
+    async def _clone(self, command: Clone) -> Response:
+        current = await self._current_file(command)
+        if isinstance(current, Response):
+            return current
+        path, loaded = current
+        if loaded.leaf_id is None:
+            return Response.failed(command, "Cannot clone session: no current entry selected")
+        try:
+            cloned = await trio.to_thread.run_sync(fork_session, path, loaded.leaf_id)
+            await self._replace(SessionRequest(history=cloned))
+        except HistoryError as exc:
+            return Response.failed(command, str(exc))
+        return Response.ok(command, {"cancelled": False})
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or a.samefile(b)
+    except OSError:
+        return False
+
 
 async def serve_rpc(
     sessions: AgentSession | SessionFactory,
     stream: trio.abc.Stream,
     *,
     max_line_bytes: int = MAX_LINE_BYTES,
+    first_session: SessionRequest | None = None,
     task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the RPC protocol on ``stream`` until its input ends.
 
-    ``sessions`` is a factory of sessions (``lambda: open_session(provider)``) or
-    one ``trio_session.AgentSession``. Started with ``await
-    nursery.start(serve_rpc, …)`` it reports the ``RpcServer``, whose
+    ``sessions`` is a factory of sessions (``lambda request: open_session(provider,
+    history=request.history)``, see ``SessionRequest``) or one
+    ``trio_session.AgentSession``; ``first_session`` is what it is asked for first.
+    Started with ``await nursery.start(serve_rpc, …)`` it reports the ``RpcServer``, whose
     ``RpcServer.shutdown`` ends it early::
 
         async with trio.open_nursery() as nursery:
             server = await nursery.start(serve_rpc, lambda: open_session(provider), stream)
     """
-    server = RpcServer(sessions, stream, max_line_bytes=max_line_bytes)
+    server = RpcServer(
+        sessions,
+        stream,
+        max_line_bytes=max_line_bytes,
+        first_session=first_session if first_session is not None else SessionRequest(),
+    )
     await server.serve(task_status=task_status)

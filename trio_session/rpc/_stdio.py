@@ -27,7 +27,7 @@ import attrs
 import trio
 
 from ._protocol import MAX_LINE_BYTES
-from ._server import RpcServer, SessionFactory
+from ._server import RpcServer, SessionFactory, SessionRequest
 
 #: The signals that end the server cleanly.
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -48,14 +48,17 @@ class _Stopper:
 
 
 async def serve_stdio(
-    sessions: SessionFactory, *, max_line_bytes: int = MAX_LINE_BYTES
+    sessions: SessionFactory,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    first_session: SessionRequest | None = None,
 ) -> signal.Signals | None:
     """Serve the RPC protocol on this process's stdin and stdout.
 
     Returns at end of input, or on SIGINT, SIGTERM or SIGHUP, after aborting any run
     and writing everything queued (R-39, R-42). Returns the first of those signals
     that came while it served, or None if none did (the input ended, or the output
-    was closed).
+    was closed). ``first_session`` is what ``sessions`` is asked for first.
     """
     blocking = {}
     for fd in (0, 1):
@@ -66,7 +69,12 @@ async def serve_stdio(
     stream = trio.StapledStream(stdout, stdin)
     saved_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
-        server = RpcServer(sessions, stream, max_line_bytes=max_line_bytes)
+        server = RpcServer(
+            sessions,
+            stream,
+            max_line_bytes=max_line_bytes,
+            first_session=first_session if first_session is not None else SessionRequest(),
+        )
         stopper = _Stopper(server)
         # The receiver stays open until the server has written its last line: a signal
         # in the middle of the shutdown is taken, not left to its default action.

@@ -26,9 +26,17 @@ whose ``parentId`` is the id of the entry before it::
 
 Messages are encoded by the package's one JSON codec (``message_to_json``).
 Timestamps are ISO-8601 UTC with milliseconds, as JavaScript writes them. Entry
-ids are 8 hex digits, unique within the file. Entry types this version does not
-write (the reference's ``model_change``, ``label``, …) are read as
-``OtherEntry`` and play no part in the runtime context.
+ids are 8 hex digits, unique within the file. Every entry type of the reference
+is read and written (``message``, ``model_change``, ``thinking_level_change``,
+``compaction``, ``branch_summary``, ``custom``, ``custom_message``, ``label``,
+``session_info``), plus our own ``settings_change``; an entry of any other type is
+kept as an ``OtherEntry`` (never dropped, also when a file is forked) and plays
+no part in the runtime context.
+
+The entries form a tree through ``parentId``; the *leaf* is the last entry of
+the file, and the conversation is the path from the root to it (``branch``).
+Files of format versions 1 and 2 are migrated on read as the reference does
+(ids and parents given to version 1 entries, ``hookMessage`` renamed ``custom``).
 
 Writing
 -------
@@ -41,9 +49,10 @@ Reading
 not valid JSON, or not a valid entry, is skipped with a warning naming its line
 number; an incomplete last line (a crash in the middle of a write) is skipped
 with a warning, and ``SessionFile.resume`` cuts it off before appending.
-Only a missing or broken header is an error (``HistoryError``). Entries are
-taken in file order; the reference's branches (``parentId`` pointing elsewhere)
-are reported as warnings, not followed.
+Only a missing or broken header is an error (``HistoryError``). An entry whose
+``parentId`` names no earlier entry (its parent was on a skipped line) is
+attached to the entry before it, with a warning, so a broken line never cuts
+the conversation in two.
 """
 
 from __future__ import annotations
@@ -51,8 +60,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
-from datetime import UTC, datetime
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -61,13 +71,21 @@ import attrs
 from .._codec import _decode_attrs, to_json
 from .._dirs import user_data_dir
 from .._errors import CodecError, TrioSessionError
-from .._messages import AssistantMessage, Message, UserMessage
+from .._messages import (
+    AssistantMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    Message,
+    UserContent,
+    UserMessage,
+)
 from .._text import valid_json_value
 
 #: The format version this module writes: the reference's current one.
 SESSION_VERSION = 3
-#: The oldest version it reads (version 1 files have no entry ids).
-OLDEST_READABLE_VERSION = 2
+#: The oldest version it reads (version 1 and 2 files are migrated on read).
+OLDEST_READABLE_VERSION = 1
 SUFFIX = ".jsonl"
 
 
@@ -111,10 +129,14 @@ class MessageEntry:
 
 @attrs.frozen(kw_only=True)
 class CompactionEntry:
-    """A compaction: messages before ``first_kept_entry_id`` left the runtime context.
+    """A compaction: the summary stands for what came before ``first_kept_entry_id``.
 
-    ``first_kept_entry_id`` is ``None`` when nothing before the compaction was kept.
-    The reference writes no ``tokensAfter`` / ``messagesRemoved``; they are then ``None``.
+    On resume the context is the summary (a ``CompactionSummaryMessage``), then
+    the branch's messages from ``first_kept_entry_id`` up to this entry, then the
+    ones after it (the reference's ``buildSessionContext``). ``first_kept_entry_id``
+    is ``None`` when nothing before the compaction was kept. ``details`` and
+    ``from_hook`` are the reference's optional fields; it writes no ``tokensAfter``
+    / ``messagesRemoved`` (ours), which are then ``None``.
     """
 
     id: str
@@ -125,6 +147,8 @@ class CompactionEntry:
     tokens_after: int | None = None
     messages_removed: int | None = None
     first_kept_entry_id: str | None
+    details: Any = None
+    from_hook: bool | None = None
     type: Literal["compaction"] = "compaction"
 
 
@@ -174,9 +198,71 @@ class SessionInfoEntry:
     type: Literal["session_info"] = "session_info"
 
 
+def _content(value: Any) -> str | tuple[UserContent, ...]:
+    return value if isinstance(value, str) else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class BranchSummaryEntry:
+    """A summary of the branch the conversation came back from (the reference's ``branch_summary``).
+
+    It reaches the context as a ``BranchSummaryMessage``.
+    """
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    from_id: str
+    summary: str
+    details: Any = None
+    from_hook: bool | None = None
+    type: Literal["branch_summary"] = "branch_summary"
+
+
+@attrs.frozen(kw_only=True)
+class CustomEntry:
+    """An extension's saved state (the reference's ``custom``); not part of the context."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    custom_type: str
+    data: Any = None
+    type: Literal["custom"] = "custom"
+
+
+@attrs.frozen(kw_only=True)
+class CustomMessageEntry:
+    """A message an extension put into the context (the reference's ``custom_message``).
+
+    It reaches the context as a ``CustomMessage``.
+    """
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    custom_type: str
+    content: str | tuple[UserContent, ...] = attrs.field(converter=_content)
+    display: bool
+    details: Any = None
+    type: Literal["custom_message"] = "custom_message"
+
+
+@attrs.frozen(kw_only=True)
+class LabelEntry:
+    """A bookmark on an entry (the reference's ``label``); ``None`` clears it."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    target_id: str
+    label: str | None = None
+    type: Literal["label"] = "label"
+
+
 @attrs.frozen(kw_only=True)
 class OtherEntry:
-    """An entry of a type this version does not write (the reference's ``model_change`` …).
+    """An entry of a type this version does not know (a newer writer's, an extension's).
 
     It is kept, with its JSON object in ``data``, and plays no part in the runtime context.
     """
@@ -195,6 +281,10 @@ HistoryEntry: TypeAlias = (
     | ModelChangeEntry
     | ThinkingLevelChangeEntry
     | SessionInfoEntry
+    | BranchSummaryEntry
+    | CustomEntry
+    | CustomMessageEntry
+    | LabelEntry
     | OtherEntry
 )
 
@@ -205,6 +295,10 @@ _ENTRY_TYPES: dict[str, type[Any]] = {
     "model_change": ModelChangeEntry,
     "thinking_level_change": ThinkingLevelChangeEntry,
     "session_info": SessionInfoEntry,
+    "branch_summary": BranchSummaryEntry,
+    "custom": CustomEntry,
+    "custom_message": CustomMessageEntry,
+    "label": LabelEntry,
 }
 
 
@@ -214,12 +308,16 @@ class LoadedSession:
 
     Attributes:
         path: the session file.
-        header: its first line.
+        header: its first line (``version`` is the current one after a migration).
         entries: every entry that could be read, in file order.
         warnings: one line per thing skipped or odd, each starting ``<path>:<line>:``.
         size: bytes read.
         torn_bytes: length of an incomplete last line that was skipped (0 if none).
         unterminated: the last line is complete but has no newline after it.
+        raw: each entry's JSON object as read (after migration), by entry id: what a
+            fork or clone copies, so fields this version does not model survive.
+        migrated_from: the file's format version if it was older than the current
+            one and was migrated in memory (``SessionFile.resume`` rewrites it).
     """
 
     path: Path
@@ -229,10 +327,29 @@ class LoadedSession:
     size: int = 0
     torn_bytes: int = 0
     unterminated: bool = False
+    raw: Mapping[str, dict[str, Any]] = attrs.field(factory=dict, eq=False, repr=False)
+    migrated_from: int | None = None
+    _made: dict[str, Message] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+
+    def message_of(self, entry: HistoryEntry) -> Message | None:
+        """What an entry puts into the context, as the reference converts it; else ``None``.
+
+        A message entry gives its message; a ``custom_message`` a ``CustomMessage``; a
+        ``branch_summary`` with a summary a ``BranchSummaryMessage`` (the same object
+        every time, so a ``SessionFile`` can tell which entry a context message came from).
+        """
+        if isinstance(entry, MessageEntry):
+            return entry.message
+        made = self._made.get(entry.id)
+        if made is None:
+            made = _entry_message(entry)
+            if made is not None:
+                self._made[entry.id] = made
+        return made
 
     @property
     def messages(self) -> tuple[Message, ...]:
-        """Every message in the file, in order: the full history (R-51)."""
+        """Every message entry in the file, in file order, all branches included (R-51)."""
         return tuple(e.message for e in self.entries if isinstance(e, MessageEntry))
 
     @property
@@ -240,10 +357,84 @@ class LoadedSession:
         """The id of the last entry, which the next entry names as its parent."""
         return self.entries[-1].id if self.entries else None
 
-    def settings_changes(self) -> dict[str, Any]:
-        """The last value of each key set by ``settings_change`` entries, in first-set order."""
-        changes: dict[str, Any] = {}
+    @property
+    def leaf_id(self) -> str | None:
+        """The current position in the tree: the last entry, as the reference resumes."""
+        return self.last_entry_id
+
+    def entry(self, entry_id: str) -> HistoryEntry | None:
+        """The entry with this id, if the file has one."""
         for entry in self.entries:
+            if entry.id == entry_id:
+                return entry
+        return None
+
+    def branch(self, leaf_id: str | None = None) -> tuple[HistoryEntry, ...]:
+        """The entries from the root to ``leaf_id`` (the leaf if omitted), in order.
+
+        The reference's ``getBranch``: every entry type is included. Empty if
+        ``leaf_id`` names no entry.
+        """
+        by_id = {e.id: e for e in self.entries}
+        start = leaf_id if leaf_id is not None else self.leaf_id
+        path: list[HistoryEntry] = []
+        current = by_id.get(start) if start is not None else None
+        seen: set[str] = set()
+        while current is not None and current.id not in seen:
+            seen.add(current.id)
+            path.append(current)
+            current = by_id.get(current.parent_id) if current.parent_id is not None else None
+        path.reverse()
+        return tuple(path)
+
+    @property
+    def branch_messages(self) -> tuple[Message, ...]:
+        """The messages on the current branch, failed attempts included: the session's history."""
+        return tuple(e.message for e in self.branch() if isinstance(e, MessageEntry))
+
+    @property
+    def thinking_level(self) -> str:
+        """The last ``thinking_level_change`` on the branch; ``"off"`` if none."""
+        level = "off"
+        for entry in self.branch():
+            if isinstance(entry, ThinkingLevelChangeEntry):
+                level = entry.thinking_level
+        return level
+
+    @property
+    def model(self) -> tuple[str, str] | None:
+        """``(provider, model_id)`` last used on the branch (a model change or an answer)."""
+        model: tuple[str, str] | None = None
+        for entry in self.branch():
+            if isinstance(entry, ModelChangeEntry):
+                model = (entry.provider, entry.model_id)
+            elif isinstance(entry, MessageEntry) and isinstance(entry.message, AssistantMessage):
+                model = (entry.message.provider, entry.message.model)
+        return model
+
+    @property
+    def session_name(self) -> str | None:
+        """The name of the last ``session_info`` entry of the file (trimmed); ``None`` if unset."""
+        for entry in reversed(self.entries):
+            if isinstance(entry, SessionInfoEntry):
+                return (entry.name or "").strip() or None
+        return None
+
+    def user_messages(self) -> list[tuple[str, str]]:
+        """``(entry id, text)`` of every user message with text, in file order.
+
+        The reference's ``getUserMessagesForForking``: what ``fork`` can start before.
+        """
+        return [
+            (e.id, e.message.text)
+            for e in self.entries
+            if isinstance(e, MessageEntry) and isinstance(e.message, UserMessage) and e.message.text
+        ]
+
+    def settings_changes(self) -> dict[str, Any]:
+        """The last value of each key set by ``settings_change`` entries on the branch."""
+        changes: dict[str, Any] = {}
+        for entry in self.branch():
             if isinstance(entry, SettingsChangeEntry):
                 changes[entry.key] = entry.value
         return changes
@@ -354,33 +545,36 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
         msg = f"session file {path} is empty: it has no session header"
         raise HistoryError(msg, path=path)
     warnings: list[str] = []
-    header = _parse_header(path, *lines[0], warnings)
+    header, version = _parse_header(path, *lines[0], warnings)
     unterminated = not lines[0][2]  # a header-only file without its newline
+    migration = _Migration(version) if version < SESSION_VERSION else None
     entries: list[HistoryEntry] = []
+    raw: dict[str, dict[str, Any]] = {}
     seen: dict[str, int] = {}
-    message_ids: set[str] = set()
     torn_bytes = 0
     tail = data[data.rfind(b"\n") + 1 :]
     if tail and not tail.strip():
         torn_bytes = len(tail)  # blanks after the last newline: nothing to keep
-    for number, raw, terminated in lines[1:]:
+    for number, raw_line, terminated in lines[1:]:
         where = f"{path}:{number}"
         try:
-            obj = _json_line(raw)
+            obj = _json_line(raw_line)
         except ValueError as exc:
             if terminated:
                 warnings.append(f"{where}: not valid JSON ({_reason(exc)}); skipped")
             else:
-                torn_bytes = len(raw)
+                torn_bytes = len(raw_line)
                 warnings.append(
-                    f"{where}: incomplete last line ({len(raw)} bytes, no newline at the end), "
-                    "probably cut off by a crash while writing; skipped"
+                    f"{where}: incomplete last line ({len(raw_line)} bytes, no newline at the "
+                    "end), probably cut off by a crash while writing; skipped"
                 )
             continue
         if not terminated:
             unterminated = True
             warnings.append(f"{where}: {_NO_NEWLINE}")
-        repair = _SURROGATE_ESCAPE.search(raw) is not None
+        if migration is not None and isinstance(obj, dict):
+            migration.apply(obj)
+        repair = _SURROGATE_ESCAPE.search(raw_line) is not None
         entry = _parse_entry(where, obj, warnings, repair=repair)
         if entry is None:
             continue
@@ -391,24 +585,31 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
                 "skipped (a duplicated line)"
             )
             continue
-        if entry.parent_id != previous:
+        record = entry.data if isinstance(entry, OtherEntry) else obj
+        if entry.parent_id is not None and entry.parent_id not in seen:
             warnings.append(
-                f"{where}: entry {entry.id} has parentId {entry.parent_id!r} but follows "
-                f"{previous!r}; entries are read in file order"
+                f"{where}: entry {entry.id} names parent {entry.parent_id!r}, which is not an "
+                f"earlier entry (a skipped line?); attached to the entry before it, {previous!r}"
             )
+            record = {**record, "parentId": previous}
+            if isinstance(entry, OtherEntry):
+                entry = attrs.evolve(entry, parent_id=previous, data=record)
+            else:
+                entry = attrs.evolve(entry, parent_id=previous)
         if (
             isinstance(entry, CompactionEntry)
             and entry.first_kept_entry_id is not None
-            and entry.first_kept_entry_id not in message_ids
+            and entry.first_kept_entry_id not in seen
         ):
             warnings.append(
                 f"{where}: compaction keeps from entry {entry.first_kept_entry_id!r}, which is "
-                "not an earlier message; nothing before it stays in the runtime context"
+                "not an earlier entry; nothing before it stays in the runtime context"
             )
         seen[entry.id] = number
-        if isinstance(entry, MessageEntry):
-            message_ids.add(entry.id)
+        raw[entry.id] = record
         entries.append(entry)
+    if migration is not None:
+        header = attrs.evolve(header, version=SESSION_VERSION)
     return LoadedSession(
         path=path,
         header=header,
@@ -417,12 +618,62 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
         size=len(data),
         torn_bytes=torn_bytes,
         unterminated=unterminated,
+        raw=raw,
+        migrated_from=version if migration is not None else None,
     )
+
+
+@attrs.define
+class _Migration:
+    """The reference's migrations, applied to each entry object as it is read.
+
+    Version 1 → 2: entries get ids, each the parent of the next, and a compaction's
+    ``firstKeptEntryIndex`` (an index into the file's objects, header first) becomes
+    ``firstKeptEntryId``. Version 2 → 3: the ``hookMessage`` role is renamed ``custom``.
+    """
+
+    version: int
+    ids: list[str | None] = attrs.field(factory=lambda: [None])  # index 0: the header
+    taken: set[str] = attrs.field(factory=set)
+    previous: str | None = None
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        if self.version < 2 and obj.get("type") != "session":
+            entry_id = _fresh_id(self.taken)
+            self.taken.add(entry_id)
+            obj["id"], obj["parentId"] = entry_id, self.previous
+            self.previous = entry_id
+            index = obj.pop("firstKeptEntryIndex", None)
+            if (
+                obj.get("type") == "compaction"
+                and isinstance(index, int)
+                and 0 < index < len(self.ids)
+                and self.ids[index] is not None
+            ):
+                obj["firstKeptEntryId"] = self.ids[index]
+            self.ids.append(entry_id)
+        message = obj.get("message")
+        if (
+            obj.get("type") == "message"
+            and isinstance(message, dict)
+            and message.get("role") == "hookMessage"
+        ):
+            message["role"] = "custom"
+
+
+def _fresh_id(taken: set[str]) -> str:
+    """A new 8-hex-digit entry id not in ``taken``."""
+    for _ in range(100):
+        candidate = uuid.uuid4().hex[:8]
+        if candidate not in taken:
+            return candidate
+    return uuid.uuid4().hex  # pragma: no cover - 100 collisions in 2**32
 
 
 def _parse_header(
     path: Path, number: int, raw: bytes, terminated: bool, warnings: list[str]
-) -> SessionHeader:
+) -> tuple[SessionHeader, int]:
+    """The header, and the format version the file was written in."""
     try:
         obj = _json_line(raw)
     except ValueError as exc:
@@ -447,18 +698,23 @@ def _parse_header(
         raise HistoryError(msg, path=path)
     assert isinstance(obj, dict)
     version = obj.get("version", 1)
-    if isinstance(version, int) and not isinstance(version, bool):
-        if version < OLDEST_READABLE_VERSION:
-            msg = (
-                f"session file {path} has format version {version}, which has no entry ids; "
-                f"this reader needs version {OLDEST_READABLE_VERSION} or later"
-            )
-            raise HistoryError(msg, path=path)
-        if version > SESSION_VERSION:
-            warnings.append(
-                f"{path}:{number}: format version {version} is newer than this reader's "
-                f"({SESSION_VERSION}); reading the entries it knows"
-            )
+    if not isinstance(version, int) or isinstance(version, bool):
+        msg = (
+            f"session file {path} has an invalid session header on line {number}: "
+            f"header.version must be an integer, not {version!r}"
+        )
+        raise HistoryError(msg, path=path)
+    if version < OLDEST_READABLE_VERSION:
+        msg = (
+            f"session file {path} has format version {version}; this reader needs "
+            f"version {OLDEST_READABLE_VERSION} or later"
+        )
+        raise HistoryError(msg, path=path)
+    if version > SESSION_VERSION:
+        warnings.append(
+            f"{path}:{number}: format version {version} is newer than this reader's "
+            f"({SESSION_VERSION}); reading the entries it knows"
+        )
     try:
         header: SessionHeader = _decode_attrs(obj, SessionHeader, "header")
     except CodecError as exc:
@@ -468,7 +724,7 @@ def _parse_header(
         warnings.append(
             f"{path}:{number}: no newline at the end of the file; the last line is kept"
         )
-    return header
+    return header, version
 
 
 def _parse_entry(where: str, obj: Any, warnings: list[str], *, repair: bool) -> HistoryEntry | None:
@@ -521,9 +777,79 @@ def _decode_entry(where: str, obj: Any, warnings: list[str]) -> HistoryEntry | N
 # -- the runtime context ----------------------------------------------------------------
 
 
-def _retried(items: list[tuple[str, Message]], index: int) -> bool:
+def _epoch_ms(timestamp: str) -> int:
+    """An entry's ISO timestamp in epoch milliseconds (as JavaScript's ``Date``); 0 if bad."""
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _entry_message(entry: HistoryEntry) -> Message | None:
+    """What a custom message or branch summary entry contributes to the context."""
+    if isinstance(entry, CustomMessageEntry):
+        return CustomMessage(
+            entry.custom_type,
+            entry.content,
+            display=entry.display,
+            details=entry.details,
+            timestamp=_epoch_ms(entry.timestamp),
+        )
+    if isinstance(entry, BranchSummaryEntry) and entry.summary:
+        return BranchSummaryMessage(
+            entry.summary, entry.from_id, timestamp=_epoch_ms(entry.timestamp)
+        )
+    return None
+
+
+def session_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[Message]:
+    """The conversation of a branch as the reference rebuilds it (its ``buildSessionContext``).
+
+    Follow the tree from ``leaf_id`` (the file's leaf, its last entry, if omitted) to
+    the root. Without a compaction on that path, every message, custom message
+    (``CustomMessage``) and branch summary (``BranchSummaryMessage``) on it, in
+    order. With one, the last compaction's summary first (a
+    ``CompactionSummaryMessage``), then those of the path from its
+    ``firstKeptEntryId`` up to the compaction, then those after it.
+
+    Nothing is dropped for retries here: see ``runtime_context``.
+    """
+    path = loaded.branch(leaf_id)
+    compaction: CompactionEntry | None = None
+    at = -1
+    for index, entry in enumerate(path):
+        if isinstance(entry, CompactionEntry):
+            compaction, at = entry, index
+    if compaction is None:
+        kept: list[HistoryEntry] = list(path)
+        messages: list[Message] = []
+    else:
+        summary = CompactionSummaryMessage(
+            compaction.summary,
+            tokens_before=compaction.tokens_before,
+            timestamp=_epoch_ms(compaction.timestamp),
+        )
+        messages = [summary]
+        ids = [e.id for e in path[:at]]
+        first = compaction.first_kept_entry_id
+        start = ids.index(first) if first in ids else at
+        kept = [*path[start:at], *path[at + 1 :]]
+    for entry in kept:
+        message = loaded.message_of(entry)
+        if message is not None:
+            messages.append(message)
+    return messages
+
+
+def _retried(messages: list[Message], index: int) -> bool:
     """Whether another assistant message follows ``index`` before the next user message."""
-    for _, later in items[index + 1 :]:
+    for later in messages[index + 1 :]:
         if isinstance(later, UserMessage):
             return False
         if isinstance(later, AssistantMessage):
@@ -531,21 +857,18 @@ def _retried(items: list[tuple[str, Message]], index: int) -> bool:
     return False
 
 
-def runtime_context(loaded: LoadedSession) -> list[Message]:
+def runtime_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[Message]:
     """Rebuild the runtime context for a resumed session (R-20, R-51).
 
-    The messages of the file, in order, with two things applied:
-
-    * **Compactions.** At each compaction entry, the messages before its
-      ``firstKeptEntryId`` leave the context (all of them if it is ``null`` or
-      names no earlier message), as they left the live session's.
-    * **Retried failures.** An assistant message that ended in ``error`` or
-      ``aborted`` and is followed by another assistant message before the next
-      user message was retried (or, for an overflow, compacted and continued):
-      the live session removed it when the retry started (R-20), so it is
-      dropped here too. The last failure of a turn stays, as it stayed live
-      after a chain gave up (R-15a) or ended on a non-retryable error (R-25);
-      it is never sent to the model anyway (R-20a).
+    ``session_context`` — the branch ending at the leaf, compactions and branch
+    summaries applied as the reference applies them — with retried failures taken
+    out: an assistant message that ended in ``error`` or ``aborted`` and is
+    followed by another assistant message before the next user message was
+    retried (or, for an overflow, compacted and continued); the live session
+    removed it when the retry started (R-20), so it is dropped here too. The last
+    failure of a turn stays, as it stayed live after a chain gave up (R-15a) or
+    ended on a non-retryable error (R-25); it is never sent to the model anyway
+    (R-20a).
 
     The file is not changed: the history keeps every error (R-51).
 
@@ -555,18 +878,11 @@ def runtime_context(loaded: LoadedSession) -> list[Message]:
     the error had already left the runtime context; here it is the last message
     of its turn and stays. Either way it is never sent to the model (R-20a).
     """
-    items: list[tuple[str, Message]] = []
-    for entry in loaded.entries:
-        if isinstance(entry, MessageEntry):
-            items.append((entry.id, entry.message))
-        elif isinstance(entry, CompactionEntry):
-            ids = [entry_id for entry_id, _ in items]
-            keep = entry.first_kept_entry_id
-            del items[: ids.index(keep) if keep in ids else len(items)]
+    messages = session_context(loaded, leaf_id)
     return [
         message
-        for i, (_, message) in enumerate(items)
-        if not (isinstance(message, AssistantMessage) and message.failed and _retried(items, i))
+        for i, message in enumerate(messages)
+        if not (isinstance(message, AssistantMessage) and message.failed and _retried(messages, i))
     ]
 
 

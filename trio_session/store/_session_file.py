@@ -33,11 +33,15 @@ import trio
 
 from .._dirs import fsync_directory
 from .._events import CompactionResult
-from .._messages import Message
+from .._messages import Message, UserContent, UserMessage
 from ._history import (
+    BranchSummaryEntry,
     CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
     HistoryEntry,
     HistoryError,
+    LabelEntry,
     LoadedSession,
     MessageEntry,
     ModelChangeEntry,
@@ -47,6 +51,7 @@ from ._history import (
     ThinkingLevelChangeEntry,
     _dump,
     _encode,
+    _fresh_id,
     _iso,
     default_sessions_dir,
     load_session,
@@ -120,14 +125,20 @@ class SessionFile:
     _flush_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _write_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _closing: bool = attrs.field(default=False, init=False)
+    _user_texts: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+    _name: str | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.loaded is not None:
             for entry in self.loaded.entries:
                 self._ids.add(entry.id)
-                if isinstance(entry, MessageEntry):
-                    self._known[id(entry.message)] = (entry.message, entry.id)
+                if isinstance(entry, MessageEntry | CustomMessageEntry | BranchSummaryEntry):
+                    message = self.loaded.message_of(entry)
+                    if message is not None:  # a compaction can keep from it
+                        self._known[id(message)] = (message, entry.id)
             self._last_id = self.loaded.last_entry_id
+            self._user_texts = self.loaded.user_messages()
+            self._name = self.loaded.session_name
 
     # -- opening --------------------------------------------------------------------
 
@@ -216,6 +227,19 @@ class SessionFile:
         try:
             _lock(fd, path)
             loaded = load_session(path)
+            if loaded.migrated_from is not None:
+                fd = _rewrite_migrated(fd, loaded)
+                note = (
+                    f"{path}: migrated from format version {loaded.migrated_from} to "
+                    f"{loaded.header.version} (the file was rewritten)"
+                )
+                loaded = attrs.evolve(
+                    loaded,
+                    warnings=(*loaded.warnings, note),
+                    torn_bytes=0,
+                    unterminated=False,
+                    migrated_from=None,
+                )
             if loaded.torn_bytes:
                 os.ftruncate(fd, loaded.size - loaded.torn_bytes)
                 os.fsync(fd)
@@ -270,6 +294,8 @@ class SessionFile:
         """
         entry_id = self._stage(MessageEntry, message=message)
         self._known[id(message)] = (message, entry_id)
+        if isinstance(message, UserMessage) and message.text:
+            self._user_texts.append((entry_id, message.text))
         return entry_id
 
     def append_compaction_nowait(
@@ -298,8 +324,79 @@ class SessionFile:
         return self._stage(ThinkingLevelChangeEntry, thinking_level=thinking_level)
 
     def append_session_info_nowait(self, name: str | None) -> str:
-        """Stage a ``session_info`` entry: the session's display name."""
-        return self._stage(SessionInfoEntry, name=name)
+        """Stage a ``session_info`` entry: the session's display name (trimmed; empty clears)."""
+        name = (name or "").strip()
+        entry_id = self._stage(SessionInfoEntry, name=name)
+        self._name = name or None
+        return entry_id
+
+    def append_custom_nowait(self, custom_type: str, data: Any = None) -> str:
+        """Stage a ``custom`` entry: an extension's state, not part of the context."""
+        return self._stage(CustomEntry, custom_type=custom_type, data=data)
+
+    def append_custom_message_nowait(
+        self,
+        custom_type: str,
+        content: str | tuple[UserContent, ...],
+        *,
+        display: bool = True,
+        details: Any = None,
+    ) -> str:
+        """Stage a ``custom_message`` entry: an extension's message, part of the context."""
+        return self._stage(
+            CustomMessageEntry,
+            custom_type=custom_type,
+            content=content,
+            display=display,
+            details=details,
+        )
+
+    def append_label_nowait(self, target_id: str, label: str | None) -> str:
+        """Stage a ``label`` entry on ``target_id`` (``None`` or empty clears it)."""
+        if target_id not in self._ids:
+            msg = f"session file {self.path} has no entry {target_id!r} to label"
+            raise HistoryError(msg, path=self.path)
+        return self._stage(LabelEntry, target_id=target_id, label=label or None)
+
+    def branch(self, entry_id: str | None) -> None:
+        """Move the leaf: the next entry becomes a child of ``entry_id`` (a new root if ``None``).
+
+        The reference's ``branch`` / ``resetLeaf``; nothing is written.
+        """
+        if entry_id is not None and entry_id not in self._ids:
+            msg = f"session file {self.path} has no entry {entry_id!r} to branch from"
+            raise HistoryError(msg, path=self.path)
+        self._check_open()
+        self._last_id = entry_id
+
+    def append_branch_summary_nowait(
+        self, summary: str, *, details: Any = None, from_hook: bool | None = None
+    ) -> str:
+        """Stage a ``branch_summary`` entry at the leaf (after ``branch``), as the reference does.
+
+        Its ``fromId`` is the leaf (``"root"`` at the root).
+        """
+        return self._stage(
+            BranchSummaryEntry,
+            from_id=self._last_id if self._last_id is not None else "root",
+            summary=summary,
+            details=details,
+            from_hook=from_hook,
+        )
+
+    @property
+    def session_name(self) -> str | None:
+        """The display name of the last ``session_info`` entry, ``None`` if unset."""
+        return self._name
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The id of the last entry appended or read: the parent of the next one."""
+        return self._last_id
+
+    def user_messages(self) -> list[tuple[str, str]]:
+        """``(entry id, text)`` of every user message with text, in file order (``fork``)."""
+        return list(self._user_texts)
 
     async def append_message(self, message: Message) -> str:
         """Append a message entry; return its id once it is on disk.
@@ -348,6 +445,7 @@ class SessionFile:
         for key, (_, known_id) in list(self._known.items()):
             if known_id == entry_id:
                 del self._known[key]
+        self._user_texts = [u for u in self._user_texts if u[0] != entry_id]
         return True
 
     def entry_id_of(self, message: Message) -> str | None:
@@ -442,6 +540,133 @@ class SessionFile:
         self.close()
 
 
+def _write_new(path: Path, lines: bytes) -> None:
+    """Write a whole new session file atomically: a temporary file, fsync, rename (blocking)."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_EXTRA
+        fd = os.open(temporary, flags, FILE_MODE)
+        try:
+            view = memoryview(lines)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+        fsync_directory(path.parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        msg = f"cannot write session file {path}: {exc.strerror or exc}"
+        raise HistoryError(msg, path=path) from exc
+
+
+def _records(header: SessionHeader, entries: list[dict[str, Any]]) -> bytes:
+    return _dump(_encode(header)) + b"".join(_dump(e) for e in entries)
+
+
+def _rewrite_migrated(fd: int, loaded: LoadedSession) -> int:
+    """Rewrite an older file in the current format, as the reference does on open.
+
+    Returns a descriptor of the new file, locked; ``fd`` is closed.
+    """
+    path = loaded.path
+    entries = [loaded.raw[e.id] for e in loaded.entries]
+    _write_new(path, _records(loaded.header, entries))
+    new = os.open(path, os.O_WRONLY | os.O_APPEND | _O_EXTRA)
+    try:
+        _lock(new, path)
+    except BaseException:
+        os.close(new)
+        raise
+    os.close(fd)
+    return new
+
+
+def fork_session(
+    source: str | os.PathLike[str],
+    leaf_id: str | None,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Path:
+    """Copy one branch of a session file into a new file; return its path (blocking).
+
+    The reference's ``createBranchedSession``: the new file holds the entries from
+    the root to ``leaf_id`` exactly as they were read (fields this version does not
+    model included, unknown entry types too) except the labels, then the labels
+    that point into that path, written anew; its header names ``source`` as
+    ``parentSession``. An entry whose parent was a label is linked to that label's
+    parent. With ``leaf_id``
+    ``None`` the new file has no entries (a fork before the first message).
+
+    Args:
+        source: the session file to copy from.
+        leaf_id: the last entry to copy.
+        directory: where the new file goes; the source's directory if omitted.
+        cwd: the working directory of the new header; the source's if omitted.
+        clock: epoch seconds, for the header timestamp.
+
+    Raises:
+        HistoryError: the source cannot be read, ``leaf_id`` is not one of its
+            entries, or the new file cannot be written.
+    """
+    source = Path(source)
+    loaded = load_session(source)
+    path_entries = loaded.branch(leaf_id) if leaf_id is not None else ()
+    if leaf_id is not None and not path_entries:
+        msg = f"session file {source} has no entry {leaf_id!r}"
+        raise HistoryError(msg, path=source)
+    kept = [e for e in path_entries if not isinstance(e, LabelEntry)]
+    # Labels leave the path (they are written anew below); an entry whose parent was one is
+    # linked to the label's own parent, so the chain holds (pi's createBranchedSession leaves
+    # that parentId dangling, and pi then loses everything before it).
+    dropped = {e.id: e.parent_id for e in path_entries if isinstance(e, LabelEntry)}
+    records = []
+    for entry in kept:
+        record = loaded.raw[entry.id]
+        parent = entry.parent_id
+        while parent is not None and parent in dropped:
+            parent = dropped[parent]
+        records.append(record if parent == entry.parent_id else {**record, "parentId": parent})
+    on_path = {e.id for e in kept}
+    labels: dict[str, tuple[str, str]] = {}
+    for item in loaded.entries:
+        if isinstance(item, LabelEntry):
+            if item.label:
+                labels[item.target_id] = (item.label, item.timestamp)
+            else:
+                labels.pop(item.target_id, None)
+    parent = kept[-1].id if kept else None
+    taken = set(on_path)
+    for target, (label, stamp) in labels.items():
+        if target not in on_path:
+            continue
+        label_id = _fresh_id(taken)
+        taken.add(label_id)
+        records.append(
+            _encode(
+                LabelEntry(
+                    id=label_id, parent_id=parent, timestamp=stamp, target_id=target, label=label
+                )
+            )
+        )
+        parent = label_id
+    header = SessionHeader(
+        id=str(uuid.uuid4()),
+        timestamp=_iso(clock()),
+        cwd=str(Path(cwd).absolute()) if cwd is not None else loaded.header.cwd,
+        parent_session=str(source),
+    )
+    base = Path(directory) if directory is not None else source.parent
+    new_path = base / session_file_name(header)
+    _write_new(new_path, _records(header, records))
+    return new_path
+
+
 @asynccontextmanager
 async def open_history(
     path: str | os.PathLike[str] | None = None,
@@ -449,13 +674,15 @@ async def open_history(
     directory: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     session_id: str | None = None,
+    parent_session: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[SessionFile]:
     """Open a session file for the length of a block: resume ``path`` if it exists, else create.
 
     ``open_history()`` starts a new file in ``default_sessions_dir``;
     ``open_history(path)`` resumes ``path`` (see ``SessionFile.loaded``) or
-    creates it. ``directory``, ``cwd`` and ``session_id`` apply only to a new file;
+    creates it. ``directory``, ``cwd``, ``session_id`` and ``parent_session`` (the
+    header's ``parentSession``) apply only to a new file;
     a resumed one keeps its header (use ``history.header.id`` as the session id).
     Opening and closing run in worker threads; on exit, staged entries are flushed
     and the file is closed, even if the block was cancelled.
@@ -478,6 +705,7 @@ async def open_history(
             directory=directory,
             cwd=cwd,
             session_id=session_id,
+            parent_session=parent_session,
             clock=clock,
         )
         file = await trio.to_thread.run_sync(create)
