@@ -312,7 +312,8 @@ async def test_compaction_then_resume_gives_the_same_context(
     compaction = next(e for e in loaded.entries if isinstance(e, CompactionEntry))
     kept = loaded.entry(compaction.first_kept_entry_id or "")
     assert isinstance(kept, MessageEntry)
-    assert kept.message == UserMessage("c", timestamp=kept.message.timestamp)
+    assert isinstance(kept.message, UserMessage)
+    assert kept.message.content == (TextContent("c"),)  # pi's shape: a content array
     assert [m.role for m in live] == ["compactionSummary", "user", "assistant"]
     assert runtime_context(loaded) == live
     async with open_session(FauxProvider([]), model, history=path) as resumed:
