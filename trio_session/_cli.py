@@ -30,6 +30,7 @@ from ._commands import (
     open_provider,
     read_api_key_file,
     select_model,
+    sessions_dir,
 )
 from ._errors import TrioSessionError
 from ._events import (
@@ -57,7 +58,7 @@ from .providers._base import Model, Provider, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply
 from .rpc._server import SessionRequest
 from .rpc._stdio import serve_stdio
-from .store._history import HistoryError, default_sessions_dir
+from .store._history import HistoryError
 from .store._session_file import SessionFile, open_history
 from .tui._app import run_terminal_chat
 
@@ -300,7 +301,12 @@ async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
 
 async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
     extensions = _extensions(args.extension)
-    path = history_path(resume=args.resume, continue_latest=args.continue_, save=not args.no_save)
+    path = history_path(
+        resume=args.resume,
+        continue_latest=args.continue_,
+        save=not args.no_save,
+        directory=sessions_dir(settings, _agent_dir_path(args)),
+    )
     async with _provider(args) as (provider, model):
         credentials = credential_store(provider.name, args.api_key)
         async with open_session(
@@ -346,7 +352,11 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
     # the cwd), none with --no-session; --session FILE resumes (or starts) that file.
     directory: Path | None = None
     if not args.no_session:
-        directory = Path(args.session_dir) if args.session_dir else default_sessions_dir()
+        directory = (
+            Path(args.session_dir)
+            if args.session_dir
+            else sessions_dir(settings, _agent_dir_path(args))
+        )
     first = SessionRequest(history=Path(args.session) if args.session else None)
     async with _provider(args) as (provider, model):
         credentials = credential_store(provider.name, args.api_key)
@@ -616,6 +626,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
         status = 0
     return status
+
+
+def _agent_dir_path(args: argparse.Namespace) -> Path | None:
+    config: AgentDirConfig | None = args.agent_dir_config
+    return config.path if config is not None else None
 
 
 def _models(args: argparse.Namespace, model: Model) -> tuple[Model, ...]:

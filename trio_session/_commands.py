@@ -346,14 +346,32 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
 # -- history ---------------------------------------------------------------------------------
 
 
-def history_path(*, resume: str | None, continue_latest: bool, save: bool) -> Path | None:
-    """The session file for ``--resume PATH`` / ``--continue`` / a new one (or none)."""
+def sessions_dir(settings: SettingsStore, agent_dir: Path | None = None) -> Path:
+    """Where new sessions of the cwd go, as pi decides it: the settings' ``sessionDir``
+    (``~`` expanded, relative to the cwd); else, with pi's agent directory,
+    ``DIR/sessions/--<cwd>--``; else our own sessions directory for the cwd."""
+    configured = settings.current.session_dir
+    if configured:
+        return Path.cwd() / Path(configured).expanduser()
+    if agent_dir is not None:
+        return default_sessions_dir(Path.cwd(), data_dir=agent_dir)
+    return default_sessions_dir(Path.cwd())
+
+
+def history_path(
+    *, resume: str | None, continue_latest: bool, save: bool, directory: Path | None = None
+) -> Path | None:
+    """The session file for ``--resume PATH`` / ``--continue`` / a new one (or none).
+
+    ``directory`` is where sessions of the cwd are kept (``sessions_dir``); by default
+    our own sessions directory for the cwd.
+    """
     if resume is not None:
         path = Path(resume)
         if not path.is_file():
             raise CommandError(f"--resume: no session file at {path}")
         return path
-    directory = default_sessions_dir(Path.cwd())
+    directory = directory if directory is not None else default_sessions_dir(Path.cwd())
     if continue_latest:
         latest = latest_session(directory)
         if latest is None:

@@ -46,6 +46,7 @@ from ._events import (
     HistoryWriteFailed,
     MessageEnd,
     SessionEvent,
+    SessionInfoChanged,
     ThinkingLevelChanged,
 )
 from ._export import default_export_path, render_html, write_html
@@ -842,19 +843,20 @@ class AgentSession:
             if self._history_file is not None:
                 self._history_file.append_thinking_level_change_nowait(effective)
             if self._model.reasoning or effective != "off":
-                self._remember_thinking_level(effective)
+                self._remember("defaultThinkingLevel", effective)
             self._emit(ThinkingLevelChanged(level=effective))
 
-    def _remember_thinking_level(self, level: str) -> None:
-        """Make ``level`` the settings' ``defaultThinkingLevel``, as the reference does.
+    def _remember(self, key: str, value: str) -> None:
+        """Save a choice the reference saves in its settings (``defaultThinkingLevel``,
+        ``steeringMode``, ``followUpMode``).
 
-        A settings file that cannot be written is logged, not raised: the level is
+        A settings file that cannot be written is logged, not raised: the choice is
         already in effect for this session.
         """
         try:
-            self._settings.set_and_persist("defaultThinkingLevel", level)
+            self._settings.set_and_persist(key, value)
         except (OSError, TrioSessionError) as exc:
-            logger.warning("could not save defaultThinkingLevel: %s", exc)
+            logger.warning("could not save %s: %s", key, exc)
 
     def cycle_thinking_level(self) -> str | None:
         """Move to the next level the model supports (wrapping to ``"off"``).
@@ -1006,16 +1008,20 @@ class AgentSession:
         return self._agent.follow_ups.mode
 
     def set_steering_mode(self, mode: str) -> None:
-        """Set ``steering_mode``.
+        """Set ``steering_mode``; saved as the settings' ``steeringMode`` (as the
+        reference saves it), so later sessions of the same settings start with it.
 
         Raises:
             ValueError: ``mode`` is not ``"all"`` or ``"one-at-a-time"``.
         """
         self._agent.steering.mode = _queue_mode(mode)
+        self._remember("steeringMode", mode)
 
     def set_follow_up_mode(self, mode: str) -> None:
-        """Set ``follow_up_mode`` (``ValueError`` for anything but the two modes)."""
+        """Set ``follow_up_mode`` (``ValueError`` for anything but the two modes); saved
+        as the settings' ``followUpMode``."""
         self._agent.follow_ups.mode = _queue_mode(mode)
+        self._remember("followUpMode", mode)
 
     @property
     def steering_messages(self) -> tuple[str, ...]:
@@ -1149,6 +1155,7 @@ class AgentSession:
         if self._history_file is not None:
             self._history_file.append_session_info_nowait(name)
         self._session_name = name or None
+        self._emit(SessionInfoChanged(name=self._session_name))
 
     def fork_messages(self) -> list[tuple[str, str]]:
         """``(entry id, text)`` of every user message of the session file, in file order.
