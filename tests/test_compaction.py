@@ -24,6 +24,12 @@ from trio_session import (
     UserMessage,
     open_session,
 )
+from trio_session._messages import (
+    CompactionSummaryMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+)
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_OVERFLOW, assert_idle, err, hang, ok
@@ -245,3 +251,52 @@ async def test_r50_summary_failure_falls_back_to_dropping(
     (end,) = rec.of(CompactionEnd)
     assert end.result is not None
     assert end.result.summary.startswith("Dropped the 2 oldest turn(s)")
+
+
+# -- pi's cut point (issue 12) ---------------------------------------------------------------
+
+
+def _turns(*texts: str) -> list[Message]:
+    """User/assistant pairs: ``("q1", "a1", "q2", "a2")``."""
+    out: list[Message] = []
+    for i, text in enumerate(texts):
+        out.append(UserMessage(text) if i % 2 == 0 else AssistantMessage([TextContent(text)]))
+    return out
+
+
+def test_cut_point_keeps_about_keep_recent_tokens() -> None:
+    """pi's findCutPoint: walking back, the cut is where the kept tokens reach the budget,
+    moved forward past tool results; everything is kept when it all fits."""
+    from trio_session._compaction import cut_point
+
+    messages = _turns("q" * 40, "a" * 40, "q" * 40, "a" * 40)  # 10 tokens each
+    assert cut_point(messages, 20_000) == 0  # everything fits: all kept
+    assert cut_point(messages, 20) == 2  # the last two messages
+    assert cut_point(messages, 21) == 1  # reaching 21 needs a third message
+    assert cut_point(messages, 1) == 3
+    call = ToolCall("c1", "read", {"path": "x"})
+    with_tool: list[Message] = [
+        UserMessage("q" * 40),
+        AssistantMessage([call], stop_reason="toolUse"),
+        ToolResultMessage("c1", "read", (TextContent("r" * 40),)),
+        AssistantMessage([TextContent("a" * 40)]),
+    ]
+    assert cut_point(with_tool, 15) == 3  # the tool result is not a place to start
+    assert cut_point(with_tool, 22) == 1  # the tool call before it is one
+    summary = CompactionSummaryMessage("earlier")
+    assert cut_point([summary, *messages], 20_000) == 1  # a summary is summarised again
+    assert cut_point([summary], 20_000) is None
+    assert cut_point([], 20_000) is None
+
+
+async def test_overflow_shrinks_even_when_everything_seems_to_fit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-50: on an overflow the estimate says it all fits (pi's rule would keep every
+    message); the default compactor keeps the last keepRecentTurns turns instead."""
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("the summary"), ok("a2")])
+    async with open_session(provider, MODEL) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+        assert [m.text for m in session.messages[1:]] == ["q2", "a2"]
+    assert [m.text for m in provider.requests[2].messages[:2]] == ["q1", "a1"]

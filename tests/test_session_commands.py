@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.lowlevel
@@ -203,11 +204,13 @@ def test_context_estimate_after_usage_and_after_compaction() -> None:
     usage = context_usage([answer, later], 200)
     assert usage is not None
     assert (usage.tokens, usage.percent) == (63, 31.5)
-    summary = CompactionSummaryMessage(summary="s")
+    summary = CompactionSummaryMessage(summary="s", timestamp=answer.timestamp + 1)
     unknown = context_usage([summary, later], 200)
     assert unknown is not None
     assert (unknown.tokens, unknown.percent) == (None, None)
-    known = context_usage([summary, later, answer], 200)
+    assert context_usage([summary, answer, later], 200) == unknown  # kept: older than it
+    fresh = attrs.evolve(answer, timestamp=summary.timestamp + 1)
+    known = context_usage([summary, later, fresh], 200)
     assert known is not None
     assert known.tokens == 60
     assert context_usage([later], 0) is None

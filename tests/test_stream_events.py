@@ -83,10 +83,12 @@ async def test_failed_request_message_start_is_the_error(
 
 async def test_manual_compact(autojump_clock: trio.testing.MockClock, tmp_path: Any) -> None:
     """compact() emits compaction_start/end reason "manual"; the summary enters the context
-    as a CompactionSummaryMessage; firstKeptEntryId names the first kept message."""
+    as a CompactionSummaryMessage; firstKeptEntryId names the first kept message. With
+    keepRecentTokens 2 the last two one-token messages are kept (pi's cut point)."""
     provider = FauxProvider([ok("a1"), ok("a2"), ok("the summary")])
     path = tmp_path / "s.jsonl"
-    async with open_session(provider, history=path) as session:
+    settings = {"compaction": {"keepRecentTokens": 2}}
+    async with open_session(provider, history=path, settings=settings) as session:
         await session.prompt("q1")
         await session.prompt("q2")
         rec = EventRecorder.attach(session)
@@ -106,18 +108,34 @@ async def test_manual_compact(autojump_clock: trio.testing.MockClock, tmp_path: 
     assert f'"firstKeptEntryId":"{kept_id}"' in path.read_text()
 
 
+async def test_manual_compact_keeps_what_pi_keeps(autojump_clock: trio.testing.MockClock) -> None:
+    """With pi's default keepRecentTokens (20 000) a small session keeps every message,
+    behind the summary — pi's manual compaction does the same; the summary request
+    then has nothing before it but the request itself."""
+    provider = FauxProvider([ok("a1"), ok("a2"), ok("the summary")])
+    async with open_session(provider) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+        result = await session.compact()
+        assert isinstance(session.messages[0], CompactionSummaryMessage)
+        assert [m.text for m in session.messages[1:]] == ["q1", "a1", "q2", "a2"]
+    assert (result.summary, result.messages_removed) == ("the summary", 0)
+    assert len(provider.requests[2].messages) == 1  # only the summary request
+
+
 async def test_manual_compact_with_nothing_to_compact(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """Too small a session: pi's error, a compaction_end with errorMessage, nothing changed."""
-    async with open_session(FauxProvider([ok()])) as session:
-        await session.prompt("q")
+    """An empty session: pi's error, a compaction_end with errorMessage, nothing asked."""
+    provider = FauxProvider([])
+    async with open_session(provider) as session:
         rec = EventRecorder.attach(session)
         with pytest.raises(CompactionError, match=r"^Nothing to compact \(session too small\)$"):
             await session.compact()
-        assert [m.text for m in session.messages] == ["q", "Hello"]
+        assert session.messages == ()
     (end,) = rec.of(CompactionEnd)
     assert end.error_message == "Compaction failed: Nothing to compact (session too small)"
+    assert provider.requests == []
 
 
 async def test_rpc_compact(autojump_clock: trio.testing.MockClock) -> None:

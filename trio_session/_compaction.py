@@ -17,10 +17,17 @@ from typing import Protocol
 
 import attrs
 
-from ._events import CompactionResult
-from ._messages import AssistantMessage, CompactionSummaryMessage, Message, UserMessage
+from ._events import CompactionReason, CompactionResult
+from ._messages import (
+    AssistantMessage,
+    CompactionSummaryMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+)
 from ._settings import CompactionSettings
 from ._stats import estimate_context_tokens
+from ._stats import estimate_tokens as message_tokens
 from .providers._base import Model
 
 #: Rough characters per token, for estimating the size of a context.
@@ -157,6 +164,36 @@ def file_operations(messages: Sequence[Message]) -> dict[str, list[str]]:
     return {"readFiles": sorted(read - modified), "modifiedFiles": sorted(modified)}
 
 
+def _is_cut_point(message: Message) -> bool:
+    """Whether the kept part may start here: anything but a tool result (the reference's)."""
+    return not isinstance(message, ToolResultMessage)
+
+
+def cut_point(messages: Sequence[Message], keep_recent_tokens: int) -> int | None:
+    """Where the kept part of ``messages`` starts — the reference's ``findCutPoint``.
+
+    Walking back from the newest message, about ``keep_recent_tokens`` tokens are kept
+    (``trio_session._stats.estimate_tokens`` per message); the cut moves forward to the
+    nearest message a context may start with (not a tool result). A previous
+    compaction's summary is never kept verbatim: it is summarised again. When
+    everything fits, everything is kept (the cut is at the first message after the
+    summary). ``None`` when there is nothing to compact: an empty context, or one that
+    is only a summary.
+    """
+    start = 1 if messages and isinstance(messages[0], CompactionSummaryMessage) else 0
+    valid = [i for i in range(start, len(messages)) if _is_cut_point(messages[i])]
+    if not valid:
+        return None
+    cut = valid[0]
+    kept = 0
+    for index in range(len(messages) - 1, start - 1, -1):
+        kept += message_tokens(messages[index])
+        if kept >= keep_recent_tokens:
+            cut = next((c for c in valid if c >= index), cut)
+            break
+    return cut
+
+
 def _flatten(turns: Sequence[Sequence[Message]]) -> list[Message]:
     return [m for turn in turns for m in turn]
 
@@ -174,14 +211,17 @@ SUMMARY_PREFIX = "Summary of the earlier conversation (compacted to fit the cont
 
 @attrs.frozen
 class SummarizingCompactor:
-    """The default compactor: summarise the older turns, keep the recent ones.
+    """The default compactor: summarise the older messages, keep the recent ones.
 
-    The older turns (all but the last ``compaction.keepRecentTurns``) are sent to the
-    model with a request to summarise them; the new context is a
-    ``CompactionSummaryMessage`` holding the summary (the model is sent it with the
-    reference's wording), then the recent turns verbatim. If the summary request
-    fails — an error, an overflow of its own, an empty answer — the ``fallback``
-    (``DropOldestCompactor``) decides instead.
+    As the reference: about ``compaction.keepRecentTokens`` (20 000) tokens of the most
+    recent messages are kept verbatim (``cut_point``); the messages before them — a
+    previous summary included — are sent to the model with a request to summarise
+    them; the new context is a ``CompactionSummaryMessage`` holding the summary (the
+    model is sent it with the reference's wording), then the kept messages. On an
+    overflow that estimate can be wrong (everything "fits"); then the last
+    ``compaction.keepRecentTurns`` turns are kept, so the context shrinks (R-50). If
+    the summary request fails — an error, an overflow of its own, an empty answer — the
+    ``fallback`` (``DropOldestCompactor``) decides instead.
     """
 
     fallback: DropOldestCompactor = attrs.field(factory=DropOldestCompactor)
@@ -194,18 +234,30 @@ class SummarizingCompactor:
         settings: CompactionSettings,
         ask: Ask,
         custom_instructions: str | None = None,
+        reason: CompactionReason = "overflow",
     ) -> Compaction | None:
-        """Summarise the older turns; fall back to dropping them.
+        """Summarise the older messages; fall back to dropping turns.
 
         ``custom_instructions`` (from ``AgentSession.compact``) are added to the
-        summary request.
+        summary request. ``reason`` is the compaction's: on ``"overflow"`` the context
+        must shrink, so when ``compaction.keepRecentTokens`` would keep everything the
+        last ``compaction.keepRecentTurns`` turns are kept instead; a ``"manual"``
+        compaction keeps what the reference keeps (possibly everything, behind the
+        summary).
         """
-        turns = split_turns(messages)
-        keep = settings.keep_recent_turns
-        if len(turns) <= keep:
+        cut = cut_point(messages, settings.keep_recent_tokens)
+        if cut is None:
             return None
-        older = _flatten(turns[:-keep])
-        recent = _flatten(turns[-keep:])
+        start = 1 if isinstance(messages[0], CompactionSummaryMessage) else 0
+        if cut <= start and reason == "overflow":
+            # The estimate says everything fits, the provider says it does not: the
+            # context must shrink (R-50), so keep only the last keepRecentTurns turns.
+            turns = split_turns(messages)
+            if len(turns) <= settings.keep_recent_turns:
+                return None
+            cut = len(messages) - len(_flatten(turns[-settings.keep_recent_turns :]))
+        older = list(messages[:cut])
+        recent = list(messages[cut:])
         request = SUMMARY_REQUEST
         if custom_instructions:
             request += f"\n\nAdditional focus: {custom_instructions}"

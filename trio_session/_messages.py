@@ -213,7 +213,7 @@ class BashExecutionMessage:
     cancelled: bool = False
     truncated: bool = False
     full_output_path: str | None = None
-    exclude_from_context: bool = False
+    exclude_from_context: bool | None = None  # written only when true, as the reference
     timestamp: int = attrs.field(factory=now_ms)
     role: Literal["bashExecution"] = "bashExecution"
 

@@ -630,6 +630,7 @@ class AgentSession:
                 settings=self._settings.current.compaction,
                 ask=self._agent.complete,
                 **_instructions(self._compactor, custom_instructions),
+                **_reason(self._compactor, reason),
             )
         except trio.Cancelled:
             self._emit(CompactionEnd(reason, result=None, aborted=True, will_retry=False))
@@ -962,7 +963,7 @@ class AgentSession:
             cancelled=result.cancelled,
             truncated=result.truncated,
             full_output_path=result.full_output_path,
-            exclude_from_context=exclude_from_context,
+            exclude_from_context=exclude_from_context or None,
         )
         if self._closed:
             return result  # closed meanwhile: nothing more is recorded
@@ -1182,6 +1183,15 @@ def _discard(event: SessionEvent) -> None:
 
 #: Why a manual ``compact`` did nothing (the reference's words).
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
+
+
+def _reason(compactor: Compactor, reason: CompactionReason) -> dict[str, Any]:
+    """The compaction's ``reason`` as a keyword, for compactors whose ``compact`` takes it."""
+    try:
+        parameters = inspect.signature(compactor.compact).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return {}
+    return {"reason": reason} if "reason" in parameters else {}
 
 
 def _instructions(compactor: Compactor, custom_instructions: str | None) -> dict[str, Any]:
