@@ -533,7 +533,10 @@ def check_round(slot: Slot, plan: Plan, watch: Watch, server: ScriptedServer, st
     loaded = load_session(path)
     ids = tuple(e.id for e in loaded.entries)
     assert ids[: len(slot.entries)] == slot.entries, "entries of earlier rounds changed"
-    assert len(loaded.messages) == len(loaded.entries), "entries other than messages"
+    opening = ("model_change", "thinking_level_change")  # a new file starts as pi's do
+    others = [e for e in loaded.entries if e.type != "message"]
+    assert [e.type for e in others] == (list(opening) if others else []), "unexpected entries"
+    assert all(e.type in opening for e in loaded.entries[: len(others)]), "opening entries"
     # A torn last line only after a hard kill, or left by an earlier one that this
     # process did not get to cut off (it prints the file's name once it has).
     resumed = "trio-session: session file " in stderr
@@ -544,7 +547,8 @@ def check_round(slot: Slot, plan: Plan, watch: Watch, server: ScriptedServer, st
     if slot.torn and resumed:  # the tail was cut off, and chat said so
         assert f"{path}:{len(slot.entries) + 2}: incomplete last line" in stderr
         assert f"{path}: cut off the incomplete last line before appending" in stderr
-    new = loaded.messages[len(slot.entries) :]
+    earlier = sum(1 for e in loaded.entries[: len(slot.entries)] if e.type == "message")
+    new = loaded.messages[earlier:]
     wire = [as_wire(m) for m in loaded.messages]
 
     # Nothing in the file that this round did not produce, nothing twice.

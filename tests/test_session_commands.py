@@ -75,7 +75,8 @@ async def test_set_model_applies_to_the_next_request_and_is_recorded(tmp_path: P
     assert [r.model.id for r in provider.requests] == ["plain", "other"]
     assert (first.model, second.model) == ("plain", "other")
     changes = [e for e in load_session(path).entries if isinstance(e, ModelChangeEntry)]
-    assert [(e.provider, e.model_id) for e in changes] == [("faux", "other")]
+    # the file opens with the model, as pi's; then the switch
+    assert [(e.provider, e.model_id) for e in changes] == [("faux", "plain"), ("faux", "other")]
 
 
 async def test_cycle_model_wraps_and_reclamps_thinking() -> None:
@@ -132,7 +133,8 @@ async def test_thinking_levels_reach_the_request_and_the_file(tmp_path: Path) ->
         await session.prompt("two")
     assert [r.thinking_level for r in provider.requests] == ["medium", "high"]
     levels = [e for e in load_session(path).entries if isinstance(e, ThinkingLevelChangeEntry)]
-    assert [e.thinking_level for e in levels] == ["high", "off", "minimal", "high"]
+    # the opening level (pi's default for a reasoning model), then each change
+    assert [e.thinking_level for e in levels] == ["medium", "high", "off", "minimal", "high"]
 
 
 async def test_thinking_level_errors_and_non_reasoning_models() -> None:

@@ -238,6 +238,11 @@ class AgentSession:
         current = self._settings.current
         self._agent.steering.mode = current.steering_mode  # settings steeringMode / followUpMode
         self._agent.follow_ups.mode = current.follow_up_mode
+        file = self._history_file
+        if file is not None and file.loaded is None and file.leaf_id is None:
+            # A new file starts as the reference's do: the model and the thinking level.
+            file.append_model_change_nowait(self._model.provider, self._model.id)
+            file.append_thinking_level_change_nowait(self._agent.thinking_level)
 
     @property
     def history_file(self) -> SessionFile | None:
@@ -656,6 +661,7 @@ class AgentSession:
             kept = next(
                 (i for m in compaction.messages if (i := file.entry_id_of(m)) is not None), None
             )
+            kept = file.kept_from(kept) if kept is not None else None
             result = attrs.evolve(result, first_kept_entry_id=kept)
             file.append_compaction_nowait(result, first_kept_entry_id=kept)
         self._emit(CompactionEnd(reason, result=result, aborted=False, will_retry=will_retry))

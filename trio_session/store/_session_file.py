@@ -127,11 +127,13 @@ class SessionFile:
     _closing: bool = attrs.field(default=False, init=False)
     _user_texts: list[tuple[str, str]] = attrs.field(factory=list, init=False)
     _name: str | None = attrs.field(default=None, init=False)
+    _tree: dict[str, tuple[str | None, str]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.loaded is not None:
             for entry in self.loaded.entries:
                 self._ids.add(entry.id)
+                self._tree[entry.id] = (entry.parent_id, entry.type)
                 if isinstance(entry, MessageEntry | CustomMessageEntry | BranchSummaryEntry):
                     message = self.loaded.message_of(entry)
                     if message is not None:  # a compaction can keep from it
@@ -283,6 +285,7 @@ class SessionFile:
         line = _dump(_encode(entry))  # may raise for a value JSON cannot hold: nothing staged
         self._pending.append(_Staged(entry_id, self._last_id, line))
         self._ids.add(entry_id)
+        self._tree[entry_id] = (self._last_id, entry.type)
         self._last_id = entry_id
         return entry_id
 
@@ -441,12 +444,28 @@ class SessionFile:
             return False
         staged = self._pending.pop()
         self._ids.discard(entry_id)
+        self._tree.pop(entry_id, None)
         self._last_id = staged.parent_id
         for key, (_, known_id) in list(self._known.items()):
             if known_id == entry_id:
                 del self._known[key]
         self._user_texts = [u for u in self._user_texts if u[0] != entry_id]
         return True
+
+    def kept_from(self, entry_id: str) -> str:
+        """The ``firstKeptEntryId`` for a compaction that keeps ``entry_id`` on: as the
+        reference's cut point, the entries just before it that are not messages
+        (a ``model_change``, a ``label`` …) are kept with it, up to the previous
+        message or compaction."""
+        kept = entry_id
+        while True:
+            parent = self._tree.get(kept, (None, ""))[0]
+            if parent is None or self._tree.get(parent, (None, "message"))[1] in (
+                "message",
+                "compaction",
+            ):
+                return kept
+            kept = parent
 
     def entry_id_of(self, message: Message) -> str | None:
         """The entry id of this very message object, if it was appended or loaded here."""
