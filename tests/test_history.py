@@ -171,6 +171,7 @@ def test_compaction_entry_fields(tmp_path: Path) -> None:
         "tokensAfter": 30,
         "messagesRemoved": 2,
         "firstKeptEntryId": first,
+        "fromHook": False,
     }
 
 

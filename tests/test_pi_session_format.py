@@ -171,6 +171,7 @@ def test_every_entry_type_round_trips(tmp_path: Path) -> None:
             "tokensAfter": 300,
             "messagesRemoved": 2,
             "firstKeptEntryId": ids[2],
+            "fromHook": False,
         },
         "custom": {"type": "custom", "customType": "ext-state", "data": {"count": 42}},
         "custom_message": {
@@ -378,9 +379,9 @@ async def test_default_compactor_keeps_from_the_first_kept_message(
     assert compaction.first_kept_entry_id is not None
     resumed = runtime_context(loaded)
     assert resumed[0] == CompactionSummaryMessage(
-        compaction.summary, compaction.tokens_before, timestamp=T0_MS
+        compaction.summary, compaction.tokens_before, timestamp=live[0].timestamp
     )
-    assert resumed[1:] == live[1:]
+    assert resumed == live  # the entry carries the live summary's time
     assert live[0] not in loaded.messages  # the live summary is not a message entry
 
 
@@ -676,3 +677,24 @@ async def test_rpc_command_session_file_options(tmp_path: Path) -> None:
             state = await client.get_state()
             assert (state["sessionFile"], state["sessionName"]) == (chosen, "kept")
             assert [m["role"] for m in await client.get_messages()] == ["user", "assistant"]
+
+
+async def test_default_compactor_then_resume_gives_exactly_the_live_context(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """R-50, issue 12: with the default compactor (a real summary request), the context
+    rebuilt from the file after a restart is the live one exactly — the summary message
+    included, its time too (the compaction entry carries the summary's time)."""
+    path = tmp_path / "s.jsonl"
+    model = Model(id="m", provider="faux", context_window=200_000)
+    script = [FauxReply(text="a1"), FauxReply(text="b1"), FauxReply(error=ERR_OVERFLOW)]
+    script += [FauxReply(text="the summary"), FauxReply(text="c2")]
+    async with open_session(FauxProvider(script), model, history=path) as session:
+        for text in ("a", "b", "c"):
+            await session.prompt(text)
+        live = list(session.messages)
+    assert [m.role for m in live] == ["compactionSummary", "user", "assistant"]
+    async with open_session(FauxProvider([]), model, history=path) as resumed:
+        assert list(resumed.messages) == live
+    entry = next(e for e in load_session(path).entries if isinstance(e, CompactionEntry))
+    assert (entry.details, entry.from_hook) == ({"readFiles": [], "modifiedFiles": []}, False)

@@ -60,6 +60,7 @@ from ._groups import unwrapped as _unwrapped
 from ._messages import (
     AssistantMessage,
     BashExecutionMessage,
+    CompactionSummaryMessage,
     ImageContent,
     Message,
     TextContent,
@@ -663,7 +664,14 @@ class AgentSession:
             )
             kept = file.kept_from(kept) if kept is not None else None
             result = attrs.evolve(result, first_kept_entry_id=kept)
-            file.append_compaction_nowait(result, first_kept_entry_id=kept)
+            first = compaction.messages[0] if compaction.messages else None
+            file.append_compaction_nowait(
+                result,
+                first_kept_entry_id=kept,
+                timestamp_ms=first.timestamp
+                if isinstance(first, CompactionSummaryMessage)
+                else None,
+            )
         self._emit(CompactionEnd(reason, result=result, aborted=False, will_retry=will_retry))
         return result
 

@@ -278,10 +278,13 @@ class SessionFile:
                 return candidate
         return uuid.uuid4().hex  # pragma: no cover - 100 collisions in 2**32
 
-    def _stage(self, make: Callable[..., HistoryEntry], **fields: Any) -> str:
+    def _stage(
+        self, make: Callable[..., HistoryEntry], *, at: float | None = None, **fields: Any
+    ) -> str:
         self._check_open()
         entry_id = self._new_id()
-        entry = make(id=entry_id, parent_id=self._last_id, timestamp=_iso(self._clock()), **fields)
+        when = _iso(self._clock() if at is None else at)
+        entry = make(id=entry_id, parent_id=self._last_id, timestamp=when, **fields)
         line = _dump(_encode(entry))  # may raise for a value JSON cannot hold: nothing staged
         self._pending.append(_Staged(entry_id, self._last_id, line))
         self._ids.add(entry_id)
@@ -302,16 +305,28 @@ class SessionFile:
         return entry_id
 
     def append_compaction_nowait(
-        self, result: CompactionResult, *, first_kept_entry_id: str | None
+        self,
+        result: CompactionResult,
+        *,
+        first_kept_entry_id: str | None,
+        timestamp_ms: int | None = None,
     ) -> str:
-        """Stage a compaction entry; see ``append_compaction``."""
+        """Stage a compaction entry; see ``append_compaction``.
+
+        ``timestamp_ms`` is the entry's time (by default now): the session passes its
+        summary message's, so that the context rebuilt from the file on resume — whose
+        summary takes the entry's time, as pi's — is the same as the live one.
+        """
         return self._stage(
             CompactionEntry,
+            at=timestamp_ms / 1000 if timestamp_ms is not None else None,
             summary=result.summary,
             tokens_before=result.tokens_before,
             tokens_after=result.tokens_after,
             messages_removed=result.messages_removed,
             first_kept_entry_id=first_kept_entry_id,
+            details=dict(result.details) if result.details is not None else None,
+            from_hook=False,
         )
 
     def append_settings_change_nowait(self, key: str, value: Any) -> str:
