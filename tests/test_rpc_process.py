@@ -495,3 +495,39 @@ async def test_a_server_that_ignores_end_of_input_is_terminated(
             pass
     assert client.process is not None
     assert client.process.returncode == -signal.SIGTERM
+
+
+#: A program that serves on stdio, is stopped by SIGHUP, then gets a late SIGTERM — as a
+#: supervisor sends one after another — once ``serve_stdio`` has returned.
+_LATE_SIGNAL = """
+import os, signal, sys, trio
+from trio_session import FauxProvider, open_session
+from trio_session.rpc._stdio import serve_stdio
+
+async def main():
+    async def stop_soon():
+        os.kill(os.getpid(), signal.SIGHUP)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_soon)
+        first = await serve_stdio(lambda: open_session(FauxProvider([])))
+    os.kill(os.getpid(), signal.SIGTERM)  # after the receiver closed: ignored, not fatal
+    os.kill(os.getpid(), signal.SIGINT)
+    print(f"survived {first.name}", file=sys.stderr)
+
+trio.run(main)
+"""
+
+
+def test_a_stop_signal_after_the_server_returned_is_not_fatal(tmp_path: Path) -> None:
+    """Issue 12 (CI): SIGHUP stops the server; a SIGTERM or SIGINT that comes after
+    ``serve_stdio`` returned — the receiver closed — no longer kills the process by
+    signal (exit -15): the stop signals stay ignored on the way out."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE_SIGNAL],
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert (done.returncode, done.stderr.decode()) == (0, "survived SIGHUP\n")

@@ -11,7 +11,10 @@ SIGINT, SIGTERM and SIGHUP all end the server the way end of input does: the run
 aborted, the session closed, and every line owed is written (an ``auto_retry_start``
 always gets its ``auto_retry_end``). None of them interrupts that: a signal while
 shutting down, or several at once, changes nothing but the status the command exits
-with, which the first signal decides.
+with, which the first signal decides. Once a stop signal has come, the stop signals stay
+ignored after ``serve_stdio`` returns: the program is on its way out, and one more
+signal (a supervisor sending SIGTERM after SIGHUP) must not turn a clean exit into a
+death by signal. If the input simply ended, their previous handlers are put back.
 """
 
 from __future__ import annotations
@@ -77,12 +80,20 @@ async def serve_stdio(
         )
         stopper = _Stopper(server)
         # The receiver stays open until the server has written its last line: a signal
-        # in the middle of the shutdown is taken, not left to its default action.
-        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(stopper.watch, signals)
-                await server.serve()
-                nursery.cancel_scope.cancel(reason="rpc server done")
+        # in the middle of the shutdown is taken, not left to its default action. It
+        # gives back the handlers it found when it closes: "ignore", so that a signal
+        # after that is not fatal either; the old ones return below if none came.
+        previous = {number: signal.signal(number, signal.SIG_IGN) for number in STOP_SIGNALS}
+        try:
+            with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(stopper.watch, signals)
+                    await server.serve()
+                    nursery.cancel_scope.cancel(reason="rpc server done")
+        finally:
+            if stopper.first is None:
+                for number, handler in previous.items():
+                    signal.signal(number, handler)
         return stopper.first
     finally:
         sys.stdout = saved_stdout
