@@ -27,6 +27,8 @@ class RecordingSink:
     tool_calls: list[ToolCall] = attrs.field(factory=list)
     usages: list[Usage] = attrs.field(factory=list)
     responses: list[tuple[str | None, str | None]] = attrs.field(factory=list)
+    thoughts: list[str] = attrs.field(factory=list)
+    signatures: list[str] = attrs.field(factory=list)
     on_text: Callable[[], object] | None = None
 
     def text(self, delta: str) -> None:
@@ -46,6 +48,14 @@ class RecordingSink:
     def response(self, response_id: str | None, model: str | None = None) -> None:
         """Record a response id / model report."""
         self.responses.append((response_id, model))
+
+    def thinking(self, delta: str) -> None:
+        """Record a reasoning delta."""
+        self.thoughts.append(delta)
+
+    def thinking_signature(self, signature: str) -> None:
+        """Record a reasoning signature."""
+        self.signatures.append(signature)
 
     @property
     def joined(self) -> str:

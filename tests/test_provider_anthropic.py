@@ -488,3 +488,80 @@ async def test_tool_input_that_is_not_json(
     end, sink = await ask(provider)
     assert end == expected
     assert sink.tool_calls == []
+
+
+# -- reasoning (issue 12: pi's thinking_* events) ---------------------------------------------
+
+
+def thinking_block(index: int, signature: str, *pieces: str) -> list[str]:
+    """A thinking content block streamed in ``pieces``, then its signature."""
+    start = {"type": "thinking", "thinking": ""}
+    return [
+        event("content_block_start", index=index, content_block=start),
+        *(
+            event(
+                "content_block_delta", index=index, delta={"type": "thinking_delta", "thinking": p}
+            )
+            for p in pieces
+        ),
+        event(
+            "content_block_delta",
+            index=index,
+            delta={"type": "signature_delta", "signature": signature},
+        ),
+        event("content_block_stop", index=index),
+    ]
+
+
+async def test_thinking_streams_and_goes_back_signed(
+    server: ScriptedServer, provider: AnthropicProvider
+) -> None:
+    """Thinking blocks stream as pi's thinking_start/delta/end into a ThinkingContent with
+    its signature, and the next request sends the block back first and verbatim (the API
+    wants it before the turn's tool_use); an unsigned one is left out."""
+    from trio_session import open_session
+    from trio_session._messages import ThinkingContent
+    from trio_session.providers._anthropic import anthropic_messages
+
+    server.script(
+        event_stream(
+            [
+                message_start(),
+                *thinking_block(0, "sig-1", "Let me ", "think."),
+                *text_block(1, "Done."),
+                *message_end("end_turn", 9),
+            ]
+        ),
+        event_stream([message_start(), *text_block(0, "Again."), *message_end("end_turn", 3)]),
+    )
+    async with open_session(provider, MODEL) as session:
+        events: list[Any] = []
+        session.subscribe(events.append)
+        first = await session.prompt("Think")
+        await session.prompt("More")
+    assert first.content == (
+        ThinkingContent("Let me think.", thinking_signature="sig-1"),
+        TextContent("Done."),
+    )
+    updates = [e.assistant_message_event for e in events if e.type == "message_update"]
+    kinds = [(u["type"], u["contentIndex"]) for u in updates]
+    assert kinds[:5] == [
+        ("thinking_start", 0),
+        ("thinking_delta", 0),
+        ("thinking_delta", 0),
+        ("thinking_end", 0),
+        ("text_start", 1),
+    ]
+    assert updates[3]["content"] == "Let me think."
+    sent = server.requests[1].json()["messages"][1]
+    assert sent == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Let me think.", "signature": "sig-1"},
+            {"type": "text", "text": "Done."},
+        ],
+    }
+    unsigned = AssistantMessage([ThinkingContent("private"), TextContent("ok")])
+    assert anthropic_messages((unsigned,)) == [
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}
+    ]

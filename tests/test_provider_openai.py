@@ -664,3 +664,41 @@ async def test_tool_call_cut_by_max_tokens(
     end, sink = await ask(provider)
     assert end == StreamEnd(stop_reason="length")
     assert sink.tool_calls == []
+
+
+def reasoning_chunk(field: str, text: str, *, also: str | None = None) -> str:
+    """A chunk whose delta streams reasoning in ``field`` (and the same in ``also``)."""
+    delta = {field: text} | ({also: text} if also else {})
+    data = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-test",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
+    return sse(data)
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "reasoning_text"])
+async def test_reasoning_fields_stream_as_thinking(
+    server: ScriptedServer, provider: OpenAIProvider, field: str
+) -> None:
+    """Reasoning comes as thinking, from whichever field an OpenAI-compatible server uses
+    (as pi reads them); a server that repeats it in two fields is read once."""
+    server.script(
+        event_stream(
+            [
+                reasoning_chunk(
+                    field, "Hmm, ", also="reasoning_text" if field != "reasoning_text" else None
+                ),
+                reasoning_chunk(field, "let me see."),
+                chunk("Answer."),
+                chunk(finish="stop"),
+                DONE,
+            ]
+        )
+    )
+    end, sink = await ask(provider)
+    assert end == StreamEnd(stop_reason="stop")
+    assert (sink.thoughts, sink.deltas) == (["Hmm, ", "let me see."], ["Answer."])
+    assert sink.responses[0] == ("chatcmpl-1", "gpt-test")

@@ -165,6 +165,13 @@ class _Builder:
         if delta:
             self._grow(ThinkingContent, delta)
 
+    def thinking_signature(self, signature: str) -> None:
+        """Sign the reasoning part that is growing (Anthropic sends it back verbatim)."""
+        last = self._parts[-1] if self._parts else None
+        if isinstance(last, ThinkingContent) and signature:
+            sig = (last.thinking_signature or "") + signature
+            self._parts[-1] = attrs.evolve(last, thinking_signature=sig)
+
     def tool_call(self, call: ToolCall) -> None:
         self._start()
         self._close_part()

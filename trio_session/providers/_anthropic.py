@@ -41,6 +41,7 @@ from .._messages import (
     ImageContent,
     Message,
     StopReason,
+    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -100,7 +101,14 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[Any]:
     wire: list[dict[str, Any]] = []
     for message in messages:
         if isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = []
+            # Signed reasoning goes back first and verbatim: with thinking on, the API
+            # wants it before the tool_use blocks of the same turn. Unsigned reasoning
+            # (another provider's) cannot be verified, so it is left out.
+            blocks: list[dict[str, Any]] = [
+                {"type": "thinking", "thinking": p.thinking, "signature": p.thinking_signature}
+                for p in message.content
+                if isinstance(p, ThinkingContent) and p.thinking_signature
+            ]
             if message.text:
                 blocks.append({"type": "text", "text": message.text})
             blocks.extend(
@@ -247,8 +255,11 @@ class MessagesParser:
         if not isinstance(block, Mapping):
             return
         text = block.get("text")
+        thinking = block.get("thinking")
         if block.get("type") == "text" and isinstance(text, str) and text:
             self._sink.text(text)
+        elif block.get("type") == "thinking" and isinstance(thinking, str) and thinking:
+            self._sink.thinking(thinking)
         elif block.get("type") == "tool_use":
             initial = block.get("input")
             self._tools[index] = _ToolBlock(
@@ -261,9 +272,14 @@ class MessagesParser:
         if not isinstance(delta, Mapping):
             return
         text = delta.get("text")
-        if delta.get("type") == "text_delta" and isinstance(text, str) and text:
+        kind = delta.get("type")
+        if kind == "text_delta" and isinstance(text, str) and text:
             self._sink.text(text)
-        elif delta.get("type") == "input_json_delta" and index in self._tools:
+        elif kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
+            self._sink.thinking(delta["thinking"])
+        elif kind == "signature_delta" and isinstance(delta.get("signature"), str):
+            self._sink.thinking_signature(delta["signature"])
+        elif kind == "input_json_delta" and index in self._tools:
             part = delta.get("partial_json")
             if isinstance(part, str):
                 self._tools[index].json_parts.append(part)

@@ -191,6 +191,14 @@ class StreamSink(Protocol):
         """Report the provider's id for the response and the model that answered."""
         ...
 
+    def thinking(self, delta: str) -> None:
+        """Append streamed reasoning (a ``thinking`` part)."""
+        ...
+
+    def thinking_signature(self, signature: str) -> None:
+        """Attach the provider's signature to the reasoning part being streamed."""
+        ...
+
 
 class Provider(Protocol):
     """A model provider. ``FauxProvider`` is the one to use in tests."""

@@ -89,6 +89,10 @@ def openai_usage(usage: Mapping[str, Any]) -> Usage:
     )
 
 
+#: Where OpenAI-compatible servers stream reasoning (llama.cpp, DeepSeek, OpenRouter …).
+REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+
+
 def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) -> list[Any]:
     """The Chat Completions ``messages`` for a context (failed messages are already out)."""
     wire: list[Any] = []
@@ -212,6 +216,13 @@ class ChatCompletionsParser:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._sink.text(content)
+            # Reasoning, where OpenAI-compatible servers put it (the first field that has
+            # some: a server may send the same text in two of them).
+            for field in REASONING_FIELDS:
+                reasoning = delta.get(field)
+                if isinstance(reasoning, str) and reasoning:
+                    self._sink.thinking(reasoning)
+                    break
             calls = delta.get("tool_calls")
             for position, call in enumerate(calls if isinstance(calls, list) else ()):
                 if isinstance(call, Mapping):
