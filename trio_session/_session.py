@@ -457,10 +457,7 @@ class AgentSession:
                 "replaced with U+FFFD",
                 replaced,
             )
-        self._running = True
-        self._idle = trio.Event()
-        self._write_failed = False
-        try:
+        async with self._busy():
             with trio.CancelScope() as self._run_scope, _unwrapped():
                 user = UserMessage.of(text, tuple(images))
                 if self._history_file is not None:
@@ -471,6 +468,22 @@ class AgentSession:
                     # opened only now, so a turn that succeeds first time pays for none.
                     async with trio.open_nursery() as self._nursery:
                         await self._settle(last)
+        return self._last_assistant()
+
+    @asynccontextmanager
+    async def _busy(self) -> AsyncIterator[None]:
+        """The session runs a prompt or a manual compaction for the length of the block.
+
+        On the way out — however it ends — what waited for the end joins the context
+        (bash results; prompts that joined a retry that was cancelled first go back to
+        the steering queue), everything staged is written (shielded: an abort must not
+        stop it), and the session is idle again: leaving the scope is the reset.
+        """
+        self._running = True
+        self._idle = trio.Event()
+        self._write_failed = False
+        try:
+            yield
         finally:
             self._flush_pending_bash()  # -- bash --: what ran meanwhile joins the context now
             if self._joined:  # joined a retry that was cancelled first: keep them queued
@@ -489,7 +502,6 @@ class AgentSession:
                 self._next = Next.DONE
                 self._compacted = False
                 self._idle.set()
-        return self._last_assistant()
 
     def abort_retry(self) -> None:
         """Cancel the retry chain, if one is alive (R-29).
@@ -1123,26 +1135,14 @@ class AgentSession:
             await self.abort()
         if self._running:  # another task started a prompt meanwhile
             raise SessionBusyError(BUSY)
-        self._running = True
-        self._idle = trio.Event()
-        self._write_failed = False
         result: CompactionResult | None = None
-        try:
+        async with self._busy():
             with trio.CancelScope() as self._run_scope:
                 result = await self._run_compaction(
                     "manual", custom_instructions=custom_instructions
                 )
                 if result is None:
                     raise CompactionError(NOTHING_TO_COMPACT)
-        finally:
-            try:
-                if self._history_file is not None and not self._write_failed:
-                    with trio.CancelScope(shield=True):
-                        await self._flush_history()
-            finally:
-                self._running = False
-                self._run_scope = None
-                self._idle.set()
         if result is None:  # abort() cancelled it
             msg = "Compaction cancelled"
             raise CompactionError(msg)
