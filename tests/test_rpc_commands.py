@@ -164,6 +164,11 @@ async def test_stats_text_export_and_commands(tmp_path: Path) -> None:
         response = await ask(raw, {"id": 1, "type": "export_html", "outputPath": str(target)})
         assert response == ok("export_html", {"path": str(target)})
         assert "Hello there" in await trio.Path(target).read_text()
+        below_a_file = str(target / "x.html")  # out.html is a file: no directory under it
+        response = await ask(raw, {"id": 2, "type": "export_html", "outputPath": below_a_file})
+        assert response["success"] is False
+        assert response["error"].startswith("cannot write the HTML file: [Errno ")
+        assert str(target) in response["error"]
         assert await ask(raw, {"id": 1, "type": "get_commands"}) == ok(
             "get_commands", {"commands": []}
         )
@@ -225,6 +230,33 @@ async def test_bash_and_abort_bash_in_the_real_process(tmp_path: Path) -> None:
                 "bash", {"output": "", "cancelled": True, "truncated": False}, id=2
             )
             await process.stdin.aclose()
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_a_bash_running_at_end_of_input_is_answered(tmp_path: Path) -> None:
+    """Every line gets its response: a bash still running when the input ends is stopped
+    (the server is shutting down) and answered ``cancelled`` before the process exits."""
+    script = write_json(tmp_path / "script.json", [])
+    process = await trio.lowlevel.open_process(
+        default_command("--faux", str(script)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        with trio.fail_after(60):
+            raw = RawLines(process.stdin, process.stdout)
+            await raw.send({"id": 1, "type": "bash", "command": "sleep 60"})
+            await process.stdin.aclose()
+            assert await raw.read() == ok(
+                "bash", {"output": "", "cancelled": True, "truncated": False}
+            )
             assert await process.wait() == 0
     finally:
         if process.returncode is None:

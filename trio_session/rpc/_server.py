@@ -45,7 +45,7 @@ import trio
 
 from .._codec import event_to_json, message_to_json, model_to_json, to_json
 from .._errors import CompactionError, SessionBusyError, SessionClosedError
-from .._events import CompactionEnd, CompactionStart, SessionEvent
+from .._events import SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._messages import UserMessage
 from .._session import AgentSession
@@ -454,11 +454,10 @@ class RpcServer:
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
     _run: _Run | None = attrs.field(default=None, init=False)
-    _compacting: bool = attrs.field(default=False, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
     _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
-    _bash_busy: bool = attrs.field(default=False, init=False)  # -- bash --
+    _bash_done: trio.Event | None = attrs.field(default=None, init=False)  # -- bash --
 
     def __attrs_post_init__(self) -> None:
         self._outbox = _Outbox(self.output_high_water, self.merge_updates_after)
@@ -509,7 +508,7 @@ class RpcServer:
             try:
                 await self._read_commands()
             finally:
-                self._host.session.abort_bash()  # -- bash --: its task ends with the server
+                await self._abort_bash()  # -- bash --: answered before the output closes
                 await self._abort_run()
                 await self._host.close()
                 self._outbox.close()
@@ -553,10 +552,6 @@ class RpcServer:
             gone.set()
 
     def _on_event(self, event: SessionEvent) -> None:
-        if isinstance(event, CompactionStart):
-            self._compacting = True
-        elif isinstance(event, CompactionEnd):
-            self._compacting = False
         data = event_to_json(event)
         if data.get("type") == "message_update":
             self._outbox.put_update(data)
@@ -707,7 +702,7 @@ class RpcServer:
             "model": model_to_json(session.model),
             "thinkingLevel": session.thinking_level,
             "isStreaming": self._run is not None or session.is_running,
-            "isCompacting": self._compacting or session.is_compacting,
+            "isCompacting": session.is_compacting,
             "sessionId": session.session_id,
             **self._session_file_state(),
             "autoCompactionEnabled": session.auto_compaction_enabled,
@@ -747,7 +742,6 @@ class RpcServer:
             logger.exception("rpc prompt failed")
             self._send(Response.failed(command, f"the prompt failed: {type(exc).__name__}: {exc}"))
         finally:
-            self._compacting = False
             if self._run is run:
                 self._run = None
             run.done.set()
@@ -872,10 +866,10 @@ class RpcServer:
             text = session.last_assistant_text()  # none: pi writes {} (its docs say null)
             return Response.ok(command, {} if text is None else {"text": text})
         if isinstance(command, Bash):
-            if self._bash_busy or session.is_bash_running:
+            if self._bash_done is not None or session.is_bash_running:
                 return Response.failed(command, BASH_BUSY)
             assert self._nursery is not None
-            self._bash_busy = True
+            self._bash_done = trio.Event()
             # Started, not start_soon: when this returns, the session has the run, so an
             # abort_bash on the very next line finds it.
             await self._nursery.start(self._bash_task, session, command)
@@ -884,11 +878,22 @@ class RpcServer:
             session.abort_bash()
             return Response.ok(command)
         if isinstance(command, ExportHtml):
-            path = await session.export_html(command.output_path)
+            try:
+                path = await session.export_html(command.output_path)
+            except OSError as exc:  # a path that cannot be written: the client's to fix
+                return Response.failed(command, f"cannot write the HTML file: {exc}")
             return Response.ok(command, {"path": str(path)})
         if isinstance(command, GetCommands):
             return Response.ok(command, {"commands": []})
         assert_never(command)
+
+    async def _abort_bash(self) -> None:
+        """Stop the running ``bash`` command, if any; return once its answer is queued."""
+        done = self._bash_done
+        if done is not None:
+            assert self._host is not None
+            self._host.session.abort_bash()
+            await done.wait()
 
     async def _bash_task(
         self, session: AgentSession, command: Bash, *, task_status: trio.TaskStatus[None]
@@ -907,7 +912,9 @@ class RpcServer:
             self._send(Response.failed(command, f"cannot run the command: {exc}"))
             return
         finally:
-            self._bash_busy = False
+            done, self._bash_done = self._bash_done, None
+            if done is not None:
+                done.set()
         data: dict[str, Any] = {
             "output": result.output,
             "exitCode": result.exit_code,
