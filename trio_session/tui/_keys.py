@@ -313,9 +313,9 @@ class KeyDecoder:
     def _escape(self, keys: list[Key]) -> bool:
         """Decode the sequence at the start of ``_pending``; False if it is unfinished."""
         data = self._pending
+        self._end_text(keys)  # ESC ends the text before it, even a half character
         if len(data) == 1:
             return False
-        self._end_text(keys)
         second = data[1]
         if second == _ESC:  # ESC ESC: the first is Esc; the second starts anew
             del data[0]
@@ -344,15 +344,16 @@ class KeyDecoder:
 
     def _csi(self, keys: list[Key]) -> bool:
         data = self._pending
+        limit = min(len(data), 2 + _MAX_SEQUENCE)
         end = 2
-        while end < len(data) and 0x20 <= data[end] <= 0x3F:  # parameter/intermediate bytes
+        while end < limit and 0x20 <= data[end] <= 0x3F:  # parameter/intermediate bytes
             end += 1
+        if end == 2 + _MAX_SEQUENCE:  # no final byte in sight: not a sequence
+            keys.append(Key("other", _raw(data[:end])))
+            del data[:end]
+            return True
         if end == len(data):
-            if end > _MAX_SEQUENCE:  # no final byte in sight: not a sequence
-                keys.append(Key("other", _raw(data)))
-                data.clear()
-                return True
-            return False
+            return False  # the rest is on the way
         final = data[end]
         if not 0x40 <= final <= 0x7E:  # broken off by a control byte or text
             keys.append(Key("other", _raw(data[:end])))
