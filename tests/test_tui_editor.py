@@ -430,3 +430,32 @@ def test_keys_keep_the_cursor_on_a_grapheme_boundary(
         layout = editor.layout(width, max_rows=4)
         assert 0 <= layout.cursor_row < len(layout.lines) <= 4
         assert 0 <= layout.cursor_col < width
+
+
+@settings(deadline=None, max_examples=200)
+@given(TEXTS, WIDTHS, st.integers(1, 6), st.lists(_KEYS, max_size=15))
+def test_max_rows_window_is_a_slice_of_the_full_layout(
+    text: str, width: int, max_rows: int, keys: list[Key]
+) -> None:
+    """The max_rows window is consecutive rows of the full layout, with the cursor's row."""
+    editor = editor_with(text)
+    for key in [Key("home"), *keys]:
+        editor.handle(key, width)
+        window = editor.layout(width, max_rows=max_rows)
+        full = editor_with(editor.text, editor.cursor).layout(width)
+        assert len(window.lines) == min(max_rows, len(full.lines))
+        top = full.cursor_row - window.cursor_row
+        assert window.lines == full.lines[top : top + len(window.lines)]
+        assert window.cursor_col == full.cursor_col
+
+
+def test_wrap_cache_rewraps_only_changed_lines() -> None:
+    """With a cache, a second wrap of an edited text gives the same rows as a fresh one."""
+    cache: dict[tuple[str, int, int], tuple[tuple[int, int, bool], ...]] = {}
+    text = "alpha beta gamma\n中文字符\n\nlast line here"
+    assert wrap(text, 8, 10, cache) == wrap(text, 8, 10)
+    assert len(cache) == 4
+    edited = text.replace("中文字符", "中文x字符")
+    assert wrap(edited, 8, 10, cache) == wrap(edited, 8, 10)
+    assert ("中文字符", 10, 10) not in cache
+    assert ("中文x字符", 10, 10) in cache

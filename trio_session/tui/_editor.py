@@ -77,23 +77,41 @@ class Row:
     soft: bool
 
 
-def wrap(text: str, first_cells: int, rest_cells: int) -> list[Row]:
+_Spans = tuple[tuple[int, int, bool], ...]
+WrapCache = dict[tuple[str, int, int], _Spans]
+
+
+def wrap(text: str, first_cells: int, rest_cells: int, cache: WrapCache | None = None) -> list[Row]:
     """Rows of ``text``: ``first_cells`` wide for the first row, ``rest_cells`` after.
 
     A logical line (between ``"\\n"``) breaks after its last space that fits, or,
     with no such space, before the grapheme that does not fit; a wide character
     never straddles two rows. Every character of ``text`` but the ``"\\n"`` is in
     exactly one row, in order.
+
+    ``cache`` (logical line and widths → its rows) is read, then left holding
+    just this text's lines: an edit re-wraps only the lines it changed.
     """
     rows: list[Row] = []
+    old = cache.copy() if cache else {}
+    if cache is not None:
+        cache.clear()
     base = 0
     for line in text.split("\n"):
-        _wrap_line(line, base, first_cells if not rows else rest_cells, rest_cells, rows)
+        key = (line, first_cells if not rows else rest_cells, rest_cells)
+        spans = old.get(key)
+        if spans is None:
+            spans = _wrap_line(line, key[1], rest_cells)
+        if cache is not None:
+            cache[key] = spans
+        rows.extend(Row(base + start, base + end, soft) for start, end, soft in spans)
         base += len(line) + 1
     return rows
 
 
-def _wrap_line(line: str, base: int, first_cells: int, rest_cells: int, rows: list[Row]) -> None:
+def _wrap_line(line: str, first_cells: int, rest_cells: int) -> _Spans:
+    """The rows of one logical line, as (start, end, soft) offsets into it."""
+    spans: list[tuple[int, int, bool]] = []
     row_start = 0
     cells = 0
     avail = first_cells
@@ -109,13 +127,14 @@ def _wrap_line(line: str, base: int, first_cells: int, rest_cells: int, rows: li
                 end, cells = break_at, cells - break_cells
             else:
                 end, cells = pos, 0
-            rows.append(Row(base + row_start, base + end, soft=True))
+            spans.append((row_start, end, True))
             row_start, avail, break_at = end, rest_cells, None
         cells += width
         pos += len(grapheme)
         if grapheme in _BREAK_SPACES and pos - len(grapheme) > row_start:
             break_at, break_cells = pos, cells
-    rows.append(Row(base + row_start, base + len(line), soft=False))
+    spans.append((row_start, len(line), False))
+    return tuple(spans)
 
 
 @attrs.frozen
@@ -135,17 +154,21 @@ class EditorLayout:
 class _Screen:
     """The full layout before the ``max_rows`` window, for drawing and for up/down."""
 
-    rows: tuple[Row, ...]
-    prefixes: tuple[str, ...]
-    prefix_cells: tuple[int, ...]
+    rows: list[Row]
+    prompt: str
     continuation: str
+    first_cells: int  # the prompt's width
+    rest_cells: int  # the continuation's width
     width: int
-    text_row: int
+    text_row: int  # the row the cursor's index is in
     cursor_row: int
     cursor_col: int
     # The cursor sits after a full row that ends a logical line: it is drawn on an
-    # extra empty row below that one.
+    # extra empty row below that one (cursor_row is text_row + 1).
     overflow: bool
+
+    def prefix_cells(self, row: int) -> int:
+        return self.first_cells if row == 0 else self.rest_cells
 
 
 @attrs.define(eq=False)
@@ -167,7 +190,8 @@ class Editor:
     _browse: int | None = attrs.field(default=None, init=False)
     _draft: str = attrs.field(default="", init=False)
     _top: int = attrs.field(default=0, init=False)
-    _wrap_cache: tuple[tuple[str, int, int], list[Row]] | None = attrs.field(
+    _wrap_cache: WrapCache = attrs.field(factory=dict, init=False)
+    _last_wrap: tuple[tuple[str, int, int], list[Row]] | None = attrs.field(
         default=None, init=False
     )
 
@@ -336,7 +360,7 @@ class Editor:
         row = screen.rows[target]
         text = self._text
         last = previous_boundary(text, row.end) if row.soft else row.end
-        col = screen.prefix_cells[target]
+        col = screen.prefix_cells(target)
         best = row.start
         index = row.start
         for grapheme in wcwidth.iter_graphemes(text, row.start, row.end):
@@ -376,16 +400,18 @@ class Editor:
 
     def _show_entry(self, entry: str, index: int, draft: str) -> None:
         goal = self._goal_col
-        self._replace(clean_text(entry), len(entry))
+        entry = clean_text(entry)
+        self._replace(entry, len(entry))
         self._browse, self._draft, self._goal_col = index, draft, goal
 
     # -- layout -----------------------------------------------------------------
 
     def _rows(self, first_cells: int, rest_cells: int) -> list[Row]:
         key = (self._text, first_cells, rest_cells)
-        if self._wrap_cache is None or self._wrap_cache[0] != key:
-            self._wrap_cache = (key, wrap(self._text, first_cells, rest_cells))
-        return self._wrap_cache[1]
+        if self._last_wrap is None or self._last_wrap[0] != key:
+            rows = wrap(self._text, first_cells, rest_cells, self._wrap_cache)
+            self._last_wrap = (key, rows)
+        return self._last_wrap[1]
 
     def _screen(self, width: int, prompt: str, continuation: str) -> _Screen:
         first, rest = _cells_of_prefix(prompt), _cells_of_prefix(continuation)
@@ -393,19 +419,19 @@ class Editor:
         if width - max(first, rest) < _MIN_TEXT_CELLS:  # too narrow for the prefixes
             prompt, continuation, first, rest = "", "", 0, 0
         rows = self._rows(width - first, width - rest)
-        starts = [row.start for row in rows]
-        row_index = bisect.bisect_right(starts, self._cursor) - 1
+        row_index = bisect.bisect_right(rows, self._cursor, key=lambda row: row.start) - 1
         row = rows[row_index]
-        prefix_cells = tuple(first if i == 0 else rest for i in range(len(rows)))
-        col = prefix_cells[row_index] + _text_cells(self._text[row.start : self._cursor])
+        before = self._text[row.start : self._cursor]
+        col = (first if row_index == 0 else rest) + _text_cells(before)
         overflow = col >= width
         if overflow:  # after a full row that ends a logical line: an extra row below
             col = rest
         return _Screen(
-            rows=tuple(rows),
-            prefixes=(prompt,) + (continuation,) * (len(rows) - 1),
-            prefix_cells=prefix_cells,
+            rows=rows,
+            prompt=prompt,
             continuation=continuation,
+            first_cells=first,
+            rest_cells=rest,
             width=width,
             text_row=row_index,
             cursor_row=row_index + int(overflow),
@@ -433,24 +459,28 @@ class Editor:
             self.prompt if prompt is None else prompt,
             self.continuation if continuation is None else continuation,
         )
-        text = self._text
-        lines = [
-            prefix + text[row.start : row.end]
-            for prefix, row in zip(screen.prefixes, screen.rows, strict=True)
-        ]
-        if screen.overflow:
-            lines.insert(screen.cursor_row, screen.continuation)
+        total = len(screen.rows) + int(screen.overflow)
         cursor_row = screen.cursor_row
-        if max_rows is not None and max_rows > 0 and len(lines) > max_rows:
+        top = 0
+        if max_rows is not None and 0 < max_rows < total:
             top = min(self._top, cursor_row)
             top = max(top, cursor_row - max_rows + 1)
-            top = min(top, len(lines) - max_rows)
-            self._top = top
-            lines = lines[top : top + max_rows]
-            cursor_row -= top
+            top = min(top, total - max_rows)
+            bottom = top + max_rows
         else:
-            self._top = 0
-        return EditorLayout(tuple(lines), cursor_row, screen.cursor_col)
+            bottom = total
+        self._top = top
+        lines = []
+        for index in range(top, bottom):
+            if screen.overflow and index >= screen.cursor_row:
+                if index == screen.cursor_row:
+                    lines.append(screen.continuation)
+                    continue
+                index -= 1
+            row = screen.rows[index]
+            prefix = screen.prompt if index == 0 else screen.continuation
+            lines.append(prefix + self._text[row.start : row.end])
+        return EditorLayout(tuple(lines), cursor_row - top, screen.cursor_col)
 
 
 def _cells_of_prefix(prefix: str) -> int:
