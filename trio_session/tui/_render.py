@@ -44,12 +44,18 @@ CODE_THEME = "monokai"
 
 _NOTE_COLORS = {"✗": "31", "↻": "33", "✓": "32"}  # red, yellow, green; others dim
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# CSI (SGR and the like) and OSC (hyperlinks) sequences: kept by ``fit``, zero cells.
+_SEQUENCE = re.compile(r"(\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\))")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 
 
 def display_width(text: str) -> int:
-    """The cells ``text`` takes on a terminal; ANSI SGR sequences take none."""
-    return int(wcwidth.width(text))
+    """The cells ``text`` takes on a terminal; escape sequences (SGR styles) take none.
+
+    Sequences are removed before measuring: measured in place, one that follows a
+    zero-width joiner would count as text joined to it.
+    """
+    return int(wcwidth.width(wcwidth.strip_sequences(text)))
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -164,15 +170,27 @@ def wrap(text: str, width: int) -> list[str]:
 def fit(line: str, width: int) -> str:
     """``line`` (which may carry SGR styles) cut to ``width`` cells.
 
-    A line that fits is returned unchanged; a cut one keeps its styles and ends with a
-    reset (``\\x1b[0m``) if it has any, so that the style does not leak.
+    A line that fits is returned unchanged. A cut one keeps its escape sequences up to
+    the cut, loses the wide character that would straddle the edge, and ends with a
+    reset (``\x1b[0m``) if it has any styles, so that they do not leak.
     """
     if display_width(line) <= width:
         return line
-    cut: str = wcwidth.clip(line, 0, max(width, 0))
-    if "\x1b[" in cut and not cut.endswith(RESET):
-        cut += RESET
-    return cut
+    out: list[str] = []
+    used = 0
+    styled = False
+    for part in _SEQUENCE.split(line):
+        if _SEQUENCE.fullmatch(part):
+            out.append(part)
+            styled = True
+            continue
+        for grapheme in wcwidth.iter_graphemes(part):
+            cells = display_width(grapheme)
+            if used + cells > width:
+                return "".join(out) + (RESET if styled else "")
+            out.append(grapheme)
+            used += cells
+    return "".join(out) + (RESET if styled else "")  # graphemes one by one may measure less
 
 
 @attrs.frozen
@@ -258,7 +276,7 @@ def split_chunks(text: str) -> list[str]:
             continue
         if blanks and not line[0].isspace():
             chunks.append("\n".join(current))
-            current = []
+            current, blanks = [], []
         current.extend(blanks)
         blanks = []
         current.append(line)
