@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -351,7 +352,7 @@ def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatc
     markdown_class = _render._markdown_class
 
     def counting() -> Callable[..., object]:
-        def make(chunk: str, **options: object) -> object:
+        def make(chunk: str, **options: Any) -> object:
             calls.append(chunk)
             return markdown_class()(chunk, **options)
 
