@@ -337,13 +337,60 @@ def test_markdown_rejects_a_width_below_two() -> None:
         md("x", 0)
 
 
+def texts_of(text: str) -> list[tuple[str, bool]]:
+    return [(chunk.text, chunk.tight) for chunk in split_chunks(text)]
+
+
 def test_split_chunks_at_blank_lines_outside_fences() -> None:
     """Blank lines split; inside a fence, or before an indented line, they do not."""
-    assert split_chunks("a\n\n\nb") == ["a", "b"]
-    assert split_chunks("```\nx\n\ny\n```\n\nz") == ["```\nx\n\ny\n```", "z"]
-    assert split_chunks("- item\n\n  more\n\nnext") == ["- item\n\n  more", "next"]
-    assert split_chunks("\n\n") == []
-    assert split_chunks("~~~\n```\n\n~~~\n\nq") == ["~~~\n```\n\n~~~", "q"]
+    assert texts_of("a\n\n\nb") == [("a", False), ("b", False)]
+    assert texts_of("```\nx\n\ny\n```\n\nz") == [("```\nx\n\ny\n```", False), ("z", False)]
+    assert texts_of("- item\n\n  more\n\nnext") == [("- item\n\n  more", False), ("next", False)]
+    assert texts_of("\n\n") == []
+    assert texts_of("~~~\n```\n\n~~~\n\nq") == [("~~~\n```\n\n~~~", False), ("q", False)]
+
+
+def test_split_chunks_around_code_blocks_and_between_list_items() -> None:
+    """A column-0 fence is a chunk of its own; list items of one kind split tight."""
+    assert texts_of("Look:\n```\nx\n```\nafter") == [
+        ("Look:", False),
+        ("```\nx\n```", False),
+        ("after", False),
+    ]
+    assert texts_of("Steps:\n1. a\n2. b\n   more\n- c") == [
+        ("Steps:\n1. a", False),
+        ("2. b\n   more\n- c", True),
+    ]
+
+
+def test_split_chunks_cuts_a_long_code_block_between_full_lines() -> None:
+    """A long code block becomes fenced pieces of about ``CODE_PIECE`` lines."""
+    body = [f"line {n}" for n in range(40)]
+    body[16] = ""  # no cut next to a blank line: the first cut moves down to 18
+    chunks = split_chunks("\n".join(["```py", *body]))  # still streaming: no closing fence
+    assert [(c.tight, c.trim_top, c.trim_bottom) for c in chunks] == [
+        (False, False, True),
+        (True, True, True),
+        (True, True, False),
+    ]
+    assert chunks[0].text == "\n".join(["```py", *body[:18], "```"])
+    assert chunks[1].text == "\n".join(["```py", *body[18:34], "```"])
+    assert chunks[2].text == "\n".join(["```py", *body[34:]])
+
+
+def test_long_code_block_reads_as_one_block() -> None:
+    """The pieces of a long code block join into one block: no gap, no padding between."""
+    code = "\n".join(f"x{n} = {n}" for n in range(50))
+    lines = MarkdownRenderer().render(f"```python\n{code}\n```", 30)
+    assert [SGR.sub("", line).strip() for line in lines] == ["", *code.split("\n"), ""]
+    assert all("\x1b[48;5;" in line for line in lines)
+    assert md(f"```python\n{code}\n```") == [f" {line}" for line in code.split("\n")]
+
+
+def test_tight_list_reads_as_one_list() -> None:
+    """Items rendered one by one read like the list rendered whole."""
+    items = "\n".join(f"- item {n}" for n in range(30))
+    assert md(f"Intro:\n{items}") == ["Intro:", "", *(f" • item {n}" for n in range(30))]
 
 
 def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -365,6 +412,8 @@ def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatc
     assert calls == ["one", "tw", "two", "thr"]
     renderer.render("one\n\ntwo\n\nthree", 50)  # a new width: everything again
     assert calls[4:] == ["one", "two", "three"]
+    renderer.render("one\n\ntwo\n\nthree", 50)  # the last chunk is not kept
+    assert calls[7:] == ["three"]
 
 
 @settings(max_examples=60)

@@ -8,7 +8,12 @@ none. Every function here returns lines no wider than the width it was given.
 - ``fit`` cuts an already-styled line to a width, keeping its styles.
 - ``MarkdownRenderer`` turns a reply's Markdown into styled lines through rich, and
   is cheap to call again and again while the reply streams in: the text is split into
-  top-level chunks at blank lines, and only the last (growing) chunk is rendered again.
+  chunks (``split_chunks``: at blank lines, around code blocks, between list items,
+  long code blocks in pieces), and only the last (growing) chunk is rendered again.
+  Rendered apart, chunks differ from a whole-text render in small ways: a reference
+  link defined in another chunk stays literal text; a numbered list's number column
+  is sized per item; a string spanning two pieces of a long code block is highlighted
+  per piece.
 
 Text from the outside world (the user, the model, a provider's error) never reaches
 the terminal with its control characters: ESC, CR, BEL and the like are shown as
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
@@ -41,12 +47,14 @@ USER_LABEL = "you: "
 NOTE_INDENT = 4
 TAB_SIZE = 8
 CODE_THEME = "monokai"
+CODE_PIECE = 16  # lines of a long code block rendered (and cached) together
 
 _NOTE_COLORS = {"✗": "31", "↻": "33", "✓": "32"}  # red, yellow, green; others dim
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # CSI (SGR and the like) and OSC (hyperlinks) sequences: kept by ``fit``, zero cells.
 _SEQUENCE = re.compile(r"(\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\))")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_LIST_ITEM = re.compile(r"(?:([-*+])|[0-9]{1,9}([.)]))(?: |$)")
 
 
 def display_width(text: str) -> int:
@@ -251,41 +259,130 @@ def _fence_closes(line: str, fence: str) -> bool:
     )
 
 
-def split_chunks(text: str) -> list[str]:
-    """The top-level chunks of Markdown ``text``: split at blank lines.
+@attrs.frozen
+class Chunk:
+    """A piece of a reply's Markdown that is rendered on its own (and cached).
 
-    A blank line splits only outside a fenced code block, and only when the next
-    non-blank line starts at column 0 (an indented one continues a list item or an
-    indented code block). Blank lines at the ends and between chunks are dropped.
+    ``tight``: joined to the previous chunk with no empty line between (the next item
+    of a list, the next piece of a long code block); otherwise with one. ``trim_top``
+    and ``trim_bottom``: a piece of a long code block without the padding row that the
+    code block has above (or below) it.
     """
-    chunks: list[str] = []
+
+    text: str
+    tight: bool = False
+    trim_top: bool = False
+    trim_bottom: bool = False
+
+
+def _cut_code(lines: list[str], fence: str, closed: bool, tight: bool) -> list[Chunk]:
+    """A fenced code block as pieces of about ``CODE_PIECE`` lines, each a fenced block.
+
+    Cuts fall only between two non-blank lines (rich strips a code block's trailing
+    blank lines). Each piece but the last gets a closing fence; the last keeps the real
+    one, or none while the block is still streaming in.
+    """
+    body = lines[1:-1] if closed else lines[1:]
+    cuts = [0]
+    index = CODE_PIECE
+    while index < len(body):
+        if body[index - 1].strip() and body[index].strip():
+            cuts.append(index)
+            index += CODE_PIECE
+        else:
+            index += 1
+    if len(cuts) == 1:
+        return [Chunk("\n".join(lines), tight)]
+    cuts.append(len(body))
+    pieces: list[Chunk] = []
+    for number, (begin, end) in enumerate(itertools.pairwise(cuts)):
+        first, last = number == 0, end == len(body)
+        closer = ([lines[-1]] if closed else []) if last else [fence]
+        text = "\n".join([lines[0], *body[begin:end], *closer])
+        pieces.append(Chunk(text, tight or not first, trim_top=not first, trim_bottom=not last))
+    return pieces
+
+
+def split_chunks(text: str) -> list[Chunk]:
+    """The top-level chunks of Markdown ``text``, each rendered on its own.
+
+    A chunk ends:
+
+    - at blank lines before a line that starts at column 0 (an indented line continues
+      a list item or an indented code block); the blank lines go;
+    - before and after a fenced code block whose fence starts at column 0; a long code
+      block is cut further into pieces of about ``CODE_PIECE`` lines (tight);
+    - before the next item of a list, at column 0 and of the same kind (tight).
+
+    Nothing splits inside a fenced code block; an unclosed one runs to the end.
+    """
+    chunks: list[Chunk] = []
     current: list[str] = []
-    blanks: list[str] = []
+    tight = False
+    blanks = 0
     fence: str | None = None
+    code_chunk = False  # the current chunk is a fenced code block from column 0
+    item: str | None = None  # the kind of list item the current chunk's last top line is
+
+    def flush(closed: bool = True) -> None:
+        if current and code_chunk:
+            chunks.extend(_cut_code(current, _fence_of(current[0]), closed, tight))
+        elif current:
+            chunks.append(Chunk("\n".join(current), tight))
+
     for line in text.split("\n"):
         if fence is not None:
-            current.extend(blanks)
-            blanks = []
+            current.extend([""] * blanks)
+            blanks = 0
             current.append(line)
             if _fence_closes(line, fence):
                 fence = None
+                if code_chunk:
+                    flush()
+                    current, tight, code_chunk, item = [], False, False, None
             continue
         if not line.strip():
-            if current:
-                blanks.append(line)
+            blanks += 1 if current else 0
             continue
-        if blanks and not line[0].isspace():
-            chunks.append("\n".join(current))
-            current, blanks = [], []
-        current.extend(blanks)
-        blanks = []
+        top = not line[0].isspace()
+        opening = _fence_opening(line)
+        kind = _item_kind(line) if top else None
+        if current and top and (blanks or opening is not None or (kind and kind == item)):
+            flush()
+            tight = not blanks and opening is None
+            current, blanks, code_chunk = [], 0, False
+        current.extend([""] * blanks)
+        blanks = 0
+        if top:
+            item = kind
+        if opening is not None:
+            fence = opening
+            code_chunk = not current and top
         current.append(line)
-        opening = _FENCE_OPEN.fullmatch(line)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = opening.group(1)
-    if current:
-        chunks.append("\n".join(current))
+    flush(closed=fence is None)
     return chunks
+
+
+def _fence_of(line: str) -> str:
+    opening = _fence_opening(line)
+    assert opening is not None
+    return opening
+
+
+def _fence_opening(line: str) -> str | None:
+    r"""The fence (``\`\`\```, ``~~~``…) that ``line`` opens a code block with, if it does."""
+    opening = _FENCE_OPEN.fullmatch(line)
+    if opening is None or (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+        return None
+    return opening.group(1)
+
+
+def _item_kind(line: str) -> str | None:
+    """``-``, ``*``, ``+`` for a bullet item, ``.`` or ``)`` for a numbered one, else None."""
+    match = _LIST_ITEM.match(line)
+    if match is None:
+        return None
+    return match.group(1) or match.group(2)
 
 
 def _line_text(segments: list[Segment], style: Style, color_system: ColorSystem | None) -> str:
@@ -320,14 +417,15 @@ class MarkdownRenderer:
     """Markdown replies as terminal lines, for a reply that grows while it streams.
 
     ``render`` may be called every few milliseconds with a longer text: the text is cut
-    into top-level chunks (``split_chunks``), each complete chunk's lines are cached by
-    (chunk, width, style), and only the last chunk — the one still growing — is rendered
-    again. Chunks are joined with one empty line. The result is the same as a fresh
-    renderer's: the cache cannot be seen.
+    into chunks (``split_chunks``), each complete chunk's lines are cached by (chunk,
+    width) — the style is the renderer's — and only the last chunk, the one still
+    growing, is rendered again. Chunks are joined with one empty line, or none when
+    ``tight``. The result is the same as a fresh renderer's: the cache cannot be seen.
+    Only the chunks of the latest text are kept, for the latest width.
     """
 
     style: Style = Style()
-    _cache: dict[tuple[str, int], list[str]] = attrs.field(factory=dict, init=False)
+    _cache: dict[tuple[Chunk, int], list[str]] = attrs.field(factory=dict, init=False)
     _consoles: dict[int, Console] = attrs.field(factory=dict, init=False)
 
     def render(self, text: str, width: int) -> list[str]:
@@ -339,7 +437,7 @@ class MarkdownRenderer:
             ValueError: ``width`` is below 2.
         """
         _check_width(width)
-        cache: dict[tuple[str, int], list[str]] = {}
+        cache: dict[tuple[Chunk, int], list[str]] = {}
         chunks = split_chunks(_sanitize(text))
         lines: list[str] = []
         for index, chunk in enumerate(chunks):
@@ -350,7 +448,7 @@ class MarkdownRenderer:
             if index < len(chunks) - 1:
                 cache[key] = rendered  # the last chunk may still grow: not worth keeping
             if rendered:
-                if lines:
+                if lines and not chunk.tight:
                     lines.append("")
                 lines.extend(rendered)
         self._cache = cache
@@ -378,21 +476,23 @@ class MarkdownRenderer:
             self._consoles = {width: console}  # one terminal width at a time
         return console
 
-    def _render_chunk(self, chunk: str, width: int) -> list[str]:
+    def _render_chunk(self, chunk: Chunk, width: int) -> list[str]:
         """One chunk through rich; blank rows at its ends dropped; every row fitted."""
         console = self._console(width)
         try:
             segment_lines = console.render_lines(
-                _markdown_class()(chunk, code_theme=CODE_THEME, hyperlinks=False),
+                _markdown_class()(chunk.text, code_theme=CODE_THEME, hyperlinks=False),
                 console.options,
                 pad=False,
                 new_lines=False,
             )
         except Exception:  # rich failed on odd input: show the text rather than nothing
-            lines = wrap(chunk, width)
+            lines = wrap(chunk.text, width)
         else:
             color_system = console._color_system  # what color_system="256" resolved to
             lines = [_line_text(segments, self.style, color_system) for segments in segment_lines]
+            # A piece of a long code block: its padding row towards the next piece goes.
+            lines = lines[1 if chunk.trim_top else 0 : -1 if chunk.trim_bottom else None]
         lines = [fit(line.replace("\t", " " * TAB_SIZE), width) for line in lines]
         while lines and not lines[-1]:
             lines.pop()
