@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -442,3 +444,17 @@ def test_streamed_render_equals_a_fresh_render(
         prefix = text[:cut]
         assert streaming.render(prefix, width) == MarkdownRenderer(style).render(prefix, width)
     assert streaming.render(text, width) == MarkdownRenderer(style).render(text, width)
+
+
+def test_rich_markdown_is_imported_on_first_render_only() -> None:
+    """Importing the renderer does not import rich's Markdown (markdown-it, pygments lexers)."""
+    code = (
+        "import sys, trio_session.tui._render as r\n"
+        "print('rich.markdown' in sys.modules, 'markdown_it' in sys.modules)\n"
+        "r.MarkdownRenderer().render('*x*', 20)\n"
+        "print('rich.markdown' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["False", "False", "True"]
