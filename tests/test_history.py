@@ -905,3 +905,28 @@ def test_latest_session_of_a_file_is_an_error(tmp_path: Path) -> None:
         HistoryError, match=rf"^cannot list session directory {re.escape(str(path))}: "
     ):
         latest_session(path)
+
+
+async def test_list_sessions_newest_first_with_first_message_and_name(tmp_path: Path) -> None:
+    """``list_sessions``: sessions with a conversation, newest first, first message and name."""
+    from trio_session import FauxProvider, FauxReply, list_sessions, open_session
+
+    older, newer, empty = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    async with open_session(FauxProvider([FauxReply(text="x")]), history=older) as session:
+        await session.prompt("first   question\nwith two lines")
+    async with open_session(FauxProvider([FauxReply(text="y")]), history=newer) as session:
+        await session.prompt("second")
+        session.set_session_name("named")
+    async with open_session(FauxProvider([]), history=empty):
+        pass
+    (tmp_path / "notes.jsonl").write_text("not a session\n")
+    (tmp_path / "other.txt").write_text("")
+    os.utime(older, (1_000_000, 1_000_000))
+    found = list_sessions(tmp_path)
+    assert [s.path for s in found] == [newer, older]
+    assert found[0].name == "named"
+    assert found[0].first_message == "second"
+    assert found[1].first_message == "first question with two lines"
+    assert found[1].modified == 1_000_000
+    assert found[1].messages == 2
+    assert list_sessions(tmp_path / "missing") == []

@@ -114,8 +114,10 @@ from .store._credentials import CredentialStore as CredentialStore
 from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
 from .store._history import HistoryError as HistoryError
 from .store._history import LoadedSession as LoadedSession
+from .store._history import SessionSummary as SessionSummary
 from .store._history import default_sessions_dir as default_sessions_dir
 from .store._history import latest_session as latest_session
+from .store._history import list_sessions as list_sessions
 from .store._history import load_session as load_session
 from .store._history import runtime_context as runtime_context
 from .store._history import session_context as session_context
@@ -199,6 +201,7 @@ __all__ = [
     "SessionInfoChanged",
     "SessionRequest",
     "SessionStats",
+    "SessionSummary",
     "Settings",
     "SettingsError",
     "SettingsLayer",
@@ -232,6 +235,7 @@ __all__ = [
     "is_retryable_error",
     "is_usage_limit_error",
     "latest_session",
+    "list_sessions",
     "load_entry_point_extensions",
     "load_extension_file",
     "load_faux_script",

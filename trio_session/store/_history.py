@@ -957,3 +957,62 @@ def latest_session(directory: str | os.PathLike[str]) -> Path | None:
         if best is None or (mtime, path.name) > best[:2]:
             best = (mtime, path.name, path)
     return None if best is None else best[2]
+
+
+@attrs.frozen
+class SessionSummary:
+    """One session file as a picker lists it (``/resume`` in the chat).
+
+    Attributes:
+        path: the file.
+        modified: its modification time (seconds since the epoch).
+        first_message: the text of its first user message (one line, shortened).
+        name: its display name (the last ``session_info``), if it has one.
+        messages: how many messages it holds.
+    """
+
+    path: Path
+    modified: float
+    first_message: str
+    name: str | None = None
+    messages: int = 0
+
+
+def list_sessions(directory: str | os.PathLike[str]) -> list[SessionSummary]:
+    """The session files in ``directory`` that hold a conversation, newest first.
+
+    Files that are not session files, cannot be read, or hold no user message are
+    left out (a picker has nothing to show for them). A missing directory is empty.
+
+    Raises:
+        HistoryError: ``directory`` exists but cannot be listed.
+    """
+    directory = Path(directory)
+    try:
+        paths = [p for p in directory.iterdir() if p.suffix == SUFFIX and _has_header(p)]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        msg = f"cannot list session directory {directory}: {exc.strerror or exc}"
+        raise HistoryError(msg, path=directory) from exc
+    found: list[SessionSummary] = []
+    for path in paths:
+        try:
+            loaded = load_session(path)
+            modified = path.stat().st_mtime
+        except (HistoryError, OSError):
+            continue
+        first: str | None = None
+        name: str | None = None
+        count = 0
+        for entry in loaded.entries:
+            if isinstance(entry, MessageEntry):
+                count += 1
+                if first is None and isinstance(entry.message, UserMessage):
+                    first = " ".join(entry.message.text.split())
+            elif isinstance(entry, SessionInfoEntry):
+                name = entry.name
+        if first is not None:
+            found.append(SessionSummary(path, modified, first[:200], name, count))
+    found.sort(key=lambda s: (s.modified, s.path.name), reverse=True)
+    return found
