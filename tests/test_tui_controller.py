@@ -55,6 +55,7 @@ def ui(keys: Keys) -> EventController:
         (2500, "Retrying (1/3) in 3s… (esc to cancel)"),  # Math.round: half up
         (1499, "Retrying (1/3) in 1s… (esc to cancel)"),
         (0, "Retrying (1/3)… (esc to cancel)"),
+        (400, "Retrying (1/3) in 1s… (esc to cancel)"),  # never "in 0s" while waiting
     ],
 )
 def test_r46_loader_text(delay_ms: int, text: str) -> None:
@@ -67,7 +68,8 @@ def test_r46_start_binds_esc_and_counts_down(ui: EventController, keys: Keys) ->
     ui.handle(start(1, 4000), now=10.0)
     assert ui.loader_text(10.0) == "Retrying (1/3) in 4s… (esc to cancel)"
     assert ui.loader_text(11.2) == "Retrying (1/3) in 3s… (esc to cancel)"
-    assert ui.loader_text(13.9) == "Retrying (1/3) in 0s… (esc to cancel)"
+    assert ui.loader_text(13.1) == "Retrying (1/3) in 1s… (esc to cancel)"
+    assert ui.loader_text(13.9) == "Retrying (1/3) in 1s… (esc to cancel)"  # rounded up
     assert ui.loader_text(14.0) == "Retrying (1/3)… (esc to cancel)"
     ui.press_esc()
     assert keys.calls == ["abort_retry"]

@@ -7,7 +7,8 @@ and calls ``EventController.press_esc`` when Esc arrives.
 * ``auto_retry_start`` (R-46): remember the Esc handler that was bound *before the
   chain* — once per chain, so attempt 2 does not save attempt 1's retry handler (a bug
   users of the reference hit) — bind Esc to ``abort_retry``, and show
-  ``Retrying (<attempt>/<maxAttempts>) in <N>s… (esc to cancel)``, N counting down.
+  ``Retrying (<attempt>/<maxAttempts>) in <N>s… (esc to cancel)``, N counting down
+  (rounded up, so never "in 0s" while the wait lasts).
 * ``auto_retry_end`` (R-47): restore that handler, clear the loader, and when the chain
   failed show ``Retry failed after <attempt> attempts: <finalError>``. An end with no
   start before it (``maxRetries: 0``) restores nothing.
@@ -42,12 +43,22 @@ def js_round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
-def loader_text(attempt: int, max_attempts: int, remaining_ms: float) -> str:
+def loader_text(
+    attempt: int, max_attempts: int, remaining_ms: float, *, delay_ms: float | None = None
+) -> str:
     """R-46: ``Retrying (2/3) in 4s… (esc to cancel)``; once the wait is over and the
-    re-attempt is in flight, ``Retrying (2/3)… (esc to cancel)``."""
+    re-attempt is in flight, ``Retrying (2/3)… (esc to cancel)``.
+
+    N starts at R-46's ``round(delayMs / 1000)`` (``delay_ms``; ``remaining_ms`` when
+    not given) and then counts down *rounded up*, so it never reads "in 0s" while
+    there is still a wait: N = max(1, min(round(delay), ceil(remaining))). The one
+    place this differs from the letter of R-46 is a delay under half a second, which
+    shows "in 1s" rather than "in 0s".
+    """
     if remaining_ms <= 0:
         return f"Retrying ({attempt}/{max_attempts})… (esc to cancel)"
-    seconds = js_round(remaining_ms / 1000)
+    start = remaining_ms if delay_ms is None else delay_ms
+    seconds = max(1, min(js_round(start / 1000), math.ceil(remaining_ms / 1000)))
     return f"Retrying ({attempt}/{max_attempts}) in {seconds}s… (esc to cancel)"
 
 
@@ -83,8 +94,12 @@ class EventController:
         """The loader line at time ``now`` (seconds, same clock as ``handle``)."""
         if self._retry is not None:
             elapsed_ms = (now - self._retry_started_at) * 1000
+            retry = self._retry
             return loader_text(
-                self._retry.attempt, self._retry.max_attempts, self._retry.delay_ms - elapsed_ms
+                retry.attempt,
+                retry.max_attempts,
+                retry.delay_ms - elapsed_ms,
+                delay_ms=retry.delay_ms,
             )
         if self._compacting:
             return "Compacting the conversation…"
