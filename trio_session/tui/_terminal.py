@@ -1,60 +1,74 @@
 """The terminal: raw keys in, a redrawn live region out.
 
-``raw_terminal`` puts the terminal in a cbreak-like raw mode — keys arrive one by
-one, Ctrl+C is a key rather than a signal, output newlines still work — and restores
-the saved modes on every way out (return, exception, cancellation).
+``raw_terminal`` puts the terminal in a raw mode — keys arrive one by one, Ctrl+C
+is a key rather than a signal, bracketed paste is on — and restores the saved
+modes on every way out (return, exception, cancellation), the cursor shown and
+bracketed paste off again.
 
-``KeyReader`` turns bytes from the terminal into ``Key`` values; a lone ESC
-byte is Esc only if no other byte follows within ``ESC_TIMEOUT`` (arrow keys and
-the like start with ESC too).
+``KeyReader`` reads bytes from the terminal through Trio and turns them into
+``Key`` values with the pure ``KeyDecoder``; a lone ESC byte is Esc only if no
+other byte follows within ``ESC_TIMEOUT`` (arrow keys and the like start with
+ESC too).
 
-``Screen`` writes finished lines to the scrollback and keeps a *live region*
-(streaming text, the status or loader line, the input line) at the bottom, redrawn in
-place with one write, so it does not flicker.
+``Screen`` writes finished lines to the scrollback and keeps a *live region* at
+the bottom (the reply being streamed, the status line, the editor, the footer).
+Each redraw rewrites only the rows that changed, from the first changed row down,
+inside one synchronized-output write with the cursor hidden, so nothing flickers.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import termios
-from collections.abc import Iterator, Sequence
-from typing import Literal, TextIO
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TextIO
 
 import attrs
 import trio
 
+from ._keys import Key, KeyDecoder
+
+#: How long a lone ESC waits for the rest of an escape sequence (seconds).
 ESC_TIMEOUT = 0.05
 
-KeyName = Literal[
-    "char", "enter", "backspace", "esc", "ctrl_c", "ctrl_d", "ctrl_u", "up", "down", "other"
-]
-
-
-@attrs.frozen
-class Key:
-    """One key press; ``text`` is set for ``"char"`` keys."""
-
-    name: KeyName
-    text: str = ""
+#: Synchronized output (terminals that know it draw a frame at once; others ignore it).
+SYNC_BEGIN = "\x1b[?2026h"
+SYNC_END = "\x1b[?2026l"
+HIDE_CURSOR = "\x1b[?25l"
+SHOW_CURSOR = "\x1b[?25h"
+PASTE_ON = "\x1b[?2004h"
+PASTE_OFF = "\x1b[?2004l"
+#: Home, clear the screen and the scrollback (a full redraw after a resize).
+CLEAR_ALL = "\x1b[H\x1b[2J\x1b[3J"
+RESET_STYLE = "\x1b[0m"
 
 
 @contextlib.contextmanager
-def raw_terminal(fd: int) -> Iterator[list[int | list[bytes | int]]]:
-    """Keys unbuffered and unechoed, Ctrl+C/Ctrl+Z/Ctrl+S as keys; restored on exit."""
+def raw_terminal(fd: int, out: TextIO) -> Iterator[list[int | list[bytes | int]]]:
+    """Keys unbuffered and unechoed, Ctrl+C/Ctrl+Z/Ctrl+S as keys, bracketed paste on.
+
+    Everything is restored on the way out: the saved ``termios`` modes (``stty -g``
+    reads the same after), bracketed paste off, the cursor shown.
+    """
     saved = termios.tcgetattr(fd)
     mode = termios.tcgetattr(fd)
-    mode[0] &= ~(termios.IXON | termios.ICRNL)  # iflag: no flow control, keep CR as CR
+    mode[0] &= ~(termios.IXON | termios.ICRNL | termios.INLCR)  # iflag: CR stays CR
     mode[3] &= ~(termios.ICANON | termios.ECHO | termios.ISIG | termios.IEXTEN)  # lflag
     mode[6] = list(mode[6])
     mode[6][termios.VMIN] = 1
     mode[6][termios.VTIME] = 0
     termios.tcsetattr(fd, termios.TCSADRAIN, mode)
     try:
+        with contextlib.suppress(OSError):
+            out.write(PASTE_ON)
+            out.flush()
         yield saved
     finally:
         # After SIGHUP the terminal may be gone: then there is nothing to restore.
+        with contextlib.suppress(OSError, ValueError):
+            out.write(RESET_STYLE + PASTE_OFF + SHOW_CURSOR)
+            out.flush()
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
@@ -64,120 +78,131 @@ class KeyReader:
     """Reads keys from a terminal file descriptor through Trio."""
 
     fd: int
-    _pending: bytearray = attrs.field(factory=bytearray, init=False)
-    _decoder: codecs.IncrementalDecoder = attrs.field(
-        factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"), init=False
-    )
+    _decoder: KeyDecoder = attrs.field(factory=KeyDecoder, init=False)
+    _ready: list[Key] = attrs.field(factory=list, init=False)
 
     async def _fill(self, wait: float = float("inf")) -> bool:
-        """Read what is available, waiting at most ``wait`` seconds; False if nothing."""
+        """Decode what is available, waiting at most ``wait`` seconds; False if nothing."""
         with trio.move_on_after(wait):
             await trio.lowlevel.wait_readable(self.fd)
-            data = os.read(self.fd, 1024)
+            data = os.read(self.fd, 65536)
             if not data:
                 raise EOFError
-            self._pending += data
+            self._ready += self._decoder.feed(data)
             return True
         return False
 
     async def read(self) -> Key:
-        """The next key press. Raises ``EOFError`` when the terminal closes."""
-        while not self._pending:
-            await self._fill()
-        first = self._pending[0]
-        if first == 0x1B:
-            if len(self._pending) == 1 and not await self._fill(ESC_TIMEOUT):
-                del self._pending[0]
-                return Key("esc")
-            return self._escape_sequence()
-        del self._pending[0]
-        simple: dict[int, KeyName] = {
-            0x0D: "enter",
-            0x0A: "enter",
-            0x7F: "backspace",
-            0x08: "backspace",
-            0x03: "ctrl_c",
-            0x04: "ctrl_d",
-            0x15: "ctrl_u",
-        }
-        if first in simple:
-            return Key(simple[first])
-        if first < 0x20:
-            return Key("other")
-        text = self._decoder.decode(bytes([first]))
-        while not text:  # the rest of a multi-byte character
-            if not self._pending:
+        """The next key press (or paste). Raises ``EOFError`` when the terminal closes."""
+        while not self._ready:
+            if self._decoder.waiting_for_escape:
+                if not await self._fill(ESC_TIMEOUT):
+                    self._ready += self._decoder.flush()
+            else:
                 await self._fill()
-            text = self._decoder.decode(bytes([self._pending.pop(0)]))
-        return Key("char", text)
-
-    def _escape_sequence(self) -> Key:
-        # ESC [ ... final byte (0x40–0x7E), or ESC O x, or ESC + one key (Alt+key).
-        data = self._pending
-        if len(data) >= 2 and data[1] in (ord("["), ord("O")):
-            end = 2
-            while end < len(data) and not 0x40 <= data[end] <= 0x7E:
-                end += 1
-            final = data[end] if end < len(data) else None
-            del data[: end + 1]
-            arrows: dict[int, KeyName] = {ord("A"): "up", ord("B"): "down"}
-            return Key(arrows.get(final or 0, "other"))
-        del data[:2]
-        return Key("other")
+        return self._ready.pop(0)
 
 
-def _width(out: TextIO) -> int:
+class Output(Protocol):
+    """Where the screen writes: a text stream (``sys.stdout``, or a terminal emulator)."""
+
+    def write(self, text: str, /) -> object:
+        """Write ``text``."""
+
+    def flush(self) -> None:
+        """Send what was written."""
+
+
+def terminal_size(out: object) -> tuple[int, int]:
+    """(columns, rows) of the terminal behind ``out``; 80×24 when it has none."""
     try:
-        return os.get_terminal_size(out.fileno()).columns
-    except (OSError, ValueError):
-        return 80
+        size = os.get_terminal_size(out.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return 80, 24
+    return max(size.columns, 1), max(size.lines, 1)
 
 
 @attrs.define(eq=False)
 class Screen:
-    """Scrollback lines above, a live region below, redrawn in place."""
+    """Scrollback lines above, a live region below, redrawn by difference.
 
-    out: TextIO
-    _live_rows: int = attrs.field(default=0, init=False)
-    _live: list[str] = attrs.field(factory=list, init=False)
+    Lines handed to ``print`` and ``live`` must already fit the width (the layout
+    wraps them); each is ended with a style reset so no colour leaks into the next.
+    The cursor is left where the live region says (the editor's cursor).
+    """
+
+    out: Output
+    size: Callable[[], tuple[int, int]] | None = None
+    _shown: list[str] = attrs.field(factory=list, init=False)
+    _cursor_row: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.size is None:
+            self.size = lambda: terminal_size(self.out)
 
     @property
     def width(self) -> int:
         """Columns of the terminal."""
-        return _width(self.out)
+        assert self.size is not None
+        return self.size()[0]
 
-    def _clip(self, line: str) -> str:
-        width = self.width
-        return line if len(line) < width else line[: max(0, width - 2)] + "…"
+    @property
+    def height(self) -> int:
+        """Rows of the terminal."""
+        assert self.size is not None
+        return self.size()[1]
 
-    def _erase_live(self) -> str:
-        if self._live_rows == 0:
-            return ""
-        up = f"\x1b[{self._live_rows - 1}A" if self._live_rows > 1 else ""
-        return f"\r{up}\x1b[J"
+    def _to_top(self) -> str:
+        """Move from the cursor to the first column of the live region's first row."""
+        return f"\r\x1b[{self._cursor_row}A" if self._cursor_row else "\r"
 
-    def print(self, *lines: str) -> None:
-        """Add finished lines above the live region."""
-        text = "".join(line + "\r\n" for line in lines)
-        self._write(self._erase_live() + text + self._draw(self._live))
+    def print(self, lines: Sequence[str], live: Sequence[str], cursor: tuple[int, int]) -> None:
+        """Add finished ``lines`` to the scrollback, then draw ``live`` below them."""
+        text = "".join(line + RESET_STYLE + "\r\n" for line in lines)
+        self._write(self._to_top() + "\x1b[J" + text + self._draw(live, 0, cursor))
 
-    def live(self, lines: Sequence[str], cursor_col: int | None = None) -> None:
-        """Replace the live region; put the cursor at ``cursor_col`` of its last line."""
-        self._live = [self._clip(line) for line in lines]
-        self._write(self._erase_live() + self._draw(self._live, cursor_col))
+    def live(self, lines: Sequence[str], cursor: tuple[int, int]) -> None:
+        """Replace the live region with ``lines``; the cursor goes to ``cursor`` (row, col)."""
+        first = 0
+        shown = self._shown
+        while first < len(lines) and first < len(shown) and lines[first] == shown[first]:
+            first += 1
+        if first == len(lines) == len(shown):  # nothing changed: only the cursor may move
+            self._write(self._to_top() + self._place(cursor, from_row=0))
+            return
+        move = self._to_top() + (f"\x1b[{first}B" if first else "")
+        self._write(move + "\x1b[J" + self._draw(lines, first, cursor))
 
-    def _draw(self, lines: Sequence[str], cursor_col: int | None = None) -> str:
-        self._live_rows = len(lines)
-        text = "\r\n".join(lines)
-        if cursor_col is not None and lines:
-            text += f"\r\x1b[{min(cursor_col, self.width - 1) + 1}G" if cursor_col else "\r"
-        return text
+    def redraw_all(
+        self, lines: Sequence[str], live: Sequence[str], cursor: tuple[int, int]
+    ) -> None:
+        """Clear the screen and its scrollback, then draw everything again (after a resize)."""
+        self._cursor_row = 0
+        self._shown = []
+        text = "".join(line + RESET_STYLE + "\r\n" for line in lines)
+        self._write(CLEAR_ALL + text + self._draw(live, 0, cursor))
+
+    def _draw(self, lines: Sequence[str], first: int, cursor: tuple[int, int]) -> str:
+        """Rows ``first`` … of ``lines`` from the cursor's row down, then place the cursor."""
+        self._shown = list(lines)
+        body = "\r\n".join(line + RESET_STYLE for line in lines[first:])
+        last = max(len(lines) - 1, 0)
+        return body + self._place(cursor, from_row=last)
+
+    def _place(self, cursor: tuple[int, int], *, from_row: int) -> str:
+        row, col = cursor
+        row = min(max(row, 0), max(len(self._shown) - 1, 0))
+        up = from_row - row
+        self._cursor_row = row
+        move = f"\x1b[{up}A" if up > 0 else f"\x1b[{-up}B" if up < 0 else ""
+        return f"{move}\r\x1b[{col}C" if col else f"{move}\r"
 
     def close(self) -> None:
-        """Leave the live region on screen and move below it."""
-        self._write("\r\n")
-        self._live_rows = 0
+        """Erase the live region and leave the cursor at the start of its first row."""
+        self._write(self._to_top() + "\x1b[J")
+        self._shown = []
+        self._cursor_row = 0
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
+        self.out.write(SYNC_BEGIN + HIDE_CURSOR + text + SHOW_CURSOR + SYNC_END)
         self.out.flush()
