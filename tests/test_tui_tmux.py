@@ -5,70 +5,17 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from .tmux_support import Tmux
+
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 ERROR = "503 Service Unavailable: the server is temporarily overloaded"
-
-
-class Tmux:
-    """A detached tmux session running one shell command in a 100×30 terminal.
-
-    Each has its own tmux server on a private socket (``tmux -L``) and no config file:
-    nobody else's tmux, nor another test, can change or end it, and killing it ends
-    nothing else.
-    """
-
-    def __init__(self, command: str) -> None:
-        token = uuid.uuid4().hex[:8]
-        self.socket = f"trio-session-test-{token}"
-        self.name = f"trio-session-test-{token}"
-        self.tmux("new-session", "-d", "-s", self.name, "-x", "100", "-y", "30", command)
-        self.socket_path = Path(self.tmux("display-message", "-p", "#{socket_path}").stdout.strip())
-
-    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run a tmux command against this terminal's own server."""
-        return subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            check=check,
-            capture_output=True,
-            text=True,
-        )
-
-    def screen(self) -> str:
-        """The visible screen, as text."""
-        return self.tmux("capture-pane", "-p", "-t", self.name).stdout
-
-    def keys(self, *keys: str) -> None:
-        """Type keys (tmux names: ``Escape``, ``C-c``, ``Enter``, or literal text)."""
-        self.tmux("send-keys", "-t", self.name, *keys)
-
-    def wait_for(self, condition: Callable[[str], bool], timeout: float = 60) -> str:
-        """Poll the screen until ``condition(screen)`` holds; fail with the screen if not."""
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if condition(screen):
-                return screen
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting; the screen was:\n{screen}")
-            time.sleep(0.05)  # polling interval, not a wait for an outcome
-
-    def wait_text(self, text: str, timeout: float = 60) -> str:
-        return self.wait_for(lambda screen: text in screen, timeout)
-
-    def kill(self) -> None:
-        """End this terminal's tmux server, and only it; remove its socket."""
-        self.tmux("kill-server", check=False)
-        self.socket_path.unlink(missing_ok=True)
 
 
 @pytest.fixture

@@ -61,6 +61,7 @@ from .rpc._stdio import serve_stdio
 from .store._history import HistoryError
 from .store._session_file import SessionFile, open_history
 from .tui._app import run_terminal_chat
+from .tui._input_history import InputHistory, default_history_path
 
 DEMO_PROMPT = "Say hello, and tell me what just happened."
 DEMO_ANSWER = (
@@ -301,43 +302,55 @@ async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
 
 async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
     extensions = _extensions(args.extension)
+    directory = sessions_dir(settings, _agent_dir_path(args))
     path = history_path(
         resume=args.resume,
         continue_latest=args.continue_,
         save=not args.no_save,
-        directory=sessions_dir(settings, _agent_dir_path(args)),
+        directory=directory,
     )
     async with _provider(args) as (provider, model):
         credentials = credential_store(provider.name, args.api_key)
-        async with open_session(
-            provider,
-            model,
-            settings=settings,
-            credentials=credentials,
-            extensions=extensions,
-            history=path,
-            system_prompt=args.system,
-            models=_models(args, model),
-        ) as session:
-            file = session.history_file
-            warnings = file.loaded.warnings if file is not None and file.loaded else ()
-            if not _is_terminal():
-                for warning in warnings:
-                    print(f"trio-session: warning: {warning}", file=sys.stderr)
-                if path is not None:
-                    print(f"trio-session: session file {path}", file=sys.stderr)
-                return await _chat_lines(session, sys.stdout, sys.stdin.buffer)
-            # The terminal UI: the file and its load warnings head the screen.
-            banner = f"trio-session chat · {model.provider} {model.id}"
-            if path is not None:
-                banner += f"\nsession file: {path}"
-            banner += "".join(f"\nwarning: {w}" for w in warnings)
+
+        def opener(file: Path | None) -> AbstractAsyncContextManager[AgentSession]:
+            """Open ``file``, or a new session (``/new``) when it is None."""
+            if file is None:
+                file = history_path(
+                    resume=None, continue_latest=False, save=not args.no_save, directory=directory
+                )
+            return open_session(
+                provider,
+                model,
+                settings=settings,
+                credentials=credentials,
+                extensions=extensions,
+                history=file,
+                system_prompt=args.system,
+                models=_models(args, model),
+            )
+
+        if _is_terminal():
+            # The terminal UI: it shows the file, its load warnings, the conversation so far.
             try:
-                await run_terminal_chat(session, banner=banner)
+                await run_terminal_chat(
+                    opener=opener,
+                    resume=path,
+                    sessions_dir=None if args.no_save else directory,
+                    history=InputHistory.load(default_history_path()),
+                    banner=f"trio-session chat · {model.provider} {model.id}",
+                )
             except HistoryError as exc:
                 print(f"trio-session: {exc}; stopping", file=sys.stderr)
                 return NOT_SAVED
             return 0
+        async with opener(path) as session:
+            file = session.history_file
+            warnings = file.loaded.warnings if file is not None and file.loaded else ()
+            for warning in warnings:
+                print(f"trio-session: warning: {warning}", file=sys.stderr)
+            if path is not None:
+                print(f"trio-session: session file {path}", file=sys.stderr)
+            return await _chat_lines(session, sys.stdout, sys.stdin.buffer)
 
 
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:

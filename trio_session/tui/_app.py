@@ -1,26 +1,35 @@
-"""The interactive chat: an input line, streamed answers, a retry loader, Esc to cancel.
+"""The interactive chat: a multi-line editor, Markdown replies, a footer, a retry loader.
 
-Everything here is glue between three parts that are tested on their own: the
-session (events in, ``prompt``/``abort``/``abort_retry`` out), the
-``trio_session.tui.EventController`` (events → loader, status, Esc binding),
-and the terminal (``KeyReader``, ``Screen``).
+Everything here is glue between parts that are tested on their own: the session
+(events in; ``prompt``, ``steer``, ``abort``, ``abort_retry`` out), the
+``EventController`` (events → loader, status, Esc binding), the ``Editor`` and
+``KeyDecoder`` (keys → text), the renderers and ``compose`` (text → lines that
+fit), and the terminal (``KeyReader``, ``Screen``). One Trio nursery holds it all:
+the key reader, the event reader, a frame task that redraws at most
+``FRAMES_PER_SECOND`` times a second, a SIGWINCH watcher, and the prompt tasks.
 
-Keys: Enter sends; Esc aborts the running prompt, or — while the retry loader shows —
-cancels the retry; Ctrl+C aborts the running prompt, and a second Ctrl+C (or Ctrl+D on
-an empty line) exits.
+Keys: Enter sends (while the agent works, the message is queued as a steer);
+Shift+Enter, Alt+Enter or Ctrl+J insert a newline; Esc aborts the running prompt, or
+— while the retry loader shows — cancels the retry; Ctrl+C aborts, else clears the
+editor, and a second Ctrl+C (or Ctrl+D on an empty editor) exits. See ``HELP``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
-from collections.abc import Callable
-from typing import TextIO
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
+from typing import Any, TextIO
 
 import attrs
 import trio
 
-from .._errors import SessionBusyError
+from .._errors import SessionBusyError, TrioSessionError
 from .._events import (
     AutoRetryEnd,
     AutoRetryStart,
@@ -33,82 +42,357 @@ from .._events import (
 )
 from .._messages import AssistantMessage, UserMessage
 from .._session import AgentSession, EventStream
-from ..store._history import HistoryError
-from ._controller import EventController
-from ._terminal import Key, KeyReader, Screen, raw_terminal
+from ..providers._base import Model
+from ..store._history import HistoryError, SessionSummary, list_sessions
+from ._controller import EventController, js_round
+from ._editor import Editor
+from ._input_history import InputHistory
+from ._keys import Key
+from ._layout import FooterInfo, Frame, compose, editor_rows, fixed_rows, footer_lines
+from ._picker import Picker
+from ._render import Style
+from ._terminal import KeyReader, Screen, raw_terminal
+from ._transcript import ReplyView, Transcript
 
-HINT = "enter: send · esc: abort · ctrl+c twice: exit"
+HINT = "enter: send · alt+enter: newline · esc: abort · /help: keys, commands"
+FRAMES_PER_SECOND = 60
 TICK = 0.1
+
+#: Opens a session: ``None`` for a new one, else the session file to resume.
+SessionOpener = Callable[[Path | None], AbstractAsyncContextManager[AgentSession]]
+
+COMMANDS = {
+    "/new": "start a new session",
+    "/resume": "pick an earlier session of this directory to continue",
+    "/model": "choose the model (/model NAME picks directly)",
+    "/compact": "summarize the conversation so far (/compact INSTRUCTIONS)",
+    "/name": "name this session (/name TEXT)",
+    "/help": "this help",
+    "/quit": "leave the chat",
+}
+
+KEYS = (
+    ("Enter", "send (while the agent works: queue it as a steer)"),
+    ("Shift+Enter, Alt+Enter, Ctrl+J", "insert a newline"),
+    ("Esc", "abort the running prompt; while a retry waits: cancel the retry"),
+    ("Ctrl+C", "abort, else clear the editor; twice: exit"),
+    ("Ctrl+D", "exit (on an empty editor)"),
+    ("←/→, Ctrl/Alt+←/→", "move by character / by word"),
+    ("Home/End, Ctrl+A/E", "start / end of the line"),
+    ("↑/↓", "move between lines; on the first/last line: input history"),
+    ("Ctrl+U / Ctrl+K / Ctrl+W", "delete to line start / to line end / the word before"),
+    ("Ctrl+L", "redraw the screen"),
+)
+
+
+def help_text() -> str:
+    """The ``/help`` text: the keys, then the commands."""
+    lines = ["keys:"]
+    lines += [f"  {key:<30} {what}" for key, what in KEYS]
+    lines.append("commands:")
+    lines += [f"  {name:<30} {what}" for name, what in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _place() -> str:
+    cwd = str(Path.cwd())
+    home = str(Path.home())
+    return "~" + cwd[len(home) :] if cwd == home or cwd.startswith(home + os.sep) else cwd
+
+
+@attrs.frozen
+class _Switch:
+    """The user asked for another session: a new one (``path`` None) or that file."""
+
+    path: Path | None
 
 
 @attrs.define(eq=False)
 class ChatApp:
-    """One interactive chat on a session, in a terminal."""
+    """One interactive chat, in a terminal (``screen`` and ``keys`` are injected).
 
-    session: AgentSession
+    Args:
+        screen: where lines go.
+        keys: where keys come from.
+        history: the input history (Up/Down), persisted per user by the CLI.
+        opener: opens sessions for ``/new`` and ``/resume``; without one those
+            commands say they are not available (the demo).
+        sessions_dir: where ``/resume`` looks for this directory's sessions.
+        style: colours or not.
+    """
+
     screen: Screen
     keys: KeyReader
+    history: InputHistory = attrs.field(factory=InputHistory)
+    opener: SessionOpener | None = None
+    sessions_dir: Path | None = None
+    style: Style = attrs.field(factory=Style)
     clock: Callable[[], float] = trio.current_time
-    input: str = ""
+    editor: Editor = attrs.field(init=False)
+    transcript: Transcript = attrs.field(init=False)
+    _session: AgentSession | None = attrs.field(default=None, init=False)
     _controller: EventController = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
-    _streaming: str | None = attrs.field(default=None, init=False)
+    _prompts: trio.Nursery | None = attrs.field(default=None, init=False)
+    _fatal: HistoryError | None = attrs.field(default=None, init=False)
+    _reply: ReplyView | None = attrs.field(default=None, init=False)
+    _reply_committed: int = attrs.field(default=0, init=False)
+    _picker: Picker[Any] | None = attrs.field(default=None, init=False)
     _ctrl_c_armed: bool = attrs.field(default=False, init=False)
     _note: str | None = attrs.field(default=None, init=False)
     _shown_status: str | None = attrs.field(default=None, init=False)
+    _footer: FooterInfo | None = attrs.field(default=None, init=False)
+    _size: tuple[int, int] | None = attrs.field(default=None, init=False)
+    _dirty: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _switch: _Switch | None = attrs.field(default=None, init=False)
+    _leave: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._controller = EventController(abort_retry=self.session.abort_retry, esc=self._abort)
+        self.editor = Editor(history=self.history)
+        self.transcript = Transcript(style=self.style)
+        self._controller = self._new_controller()
 
-    async def run(self, *, first_prompt: str | None = None, banner: str | None = None) -> None:
-        """Run until the user exits (Ctrl+C twice, or Ctrl+D on an empty line)."""
+    def _new_controller(self) -> EventController:
+        return EventController(abort_retry=self._abort_retry, esc=self._abort)
+
+    @property
+    def session(self) -> AgentSession:
+        """The session being chatted with now (it changes on ``/new`` and ``/resume``)."""
+        assert self._session is not None
+        return self._session
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def run(
+        self,
+        session: AgentSession | None = None,
+        *,
+        resume: Path | None = None,
+        first_prompt: str | None = None,
+        banner: str | None = None,
+    ) -> None:
+        """Run until the user leaves (``/quit``, Ctrl+C twice, Ctrl+D on an empty editor).
+
+        Chat with ``session``; or, without one, with what ``opener`` opens for
+        ``resume`` (a new session when ``None``). The conversation so far is shown
+        first. The live region is erased on the way out; the transcript stays.
+        """
+        if self.history.warning:
+            self.transcript.note(f"  ! {self.history.warning}")
         if banner:
-            self.screen.print(*banner.splitlines(), "")
+            self.transcript.add("banner", banner)
         try:
-            with self.session.events() as events:
-                async with trio.open_nursery() as nursery:
-                    self._nursery = nursery
-                    nursery.start_soon(self._show_events, events)
-                    nursery.start_soon(self._tick)
-                    if first_prompt:
-                        self._send(first_prompt)
-                    self.render()
-                    await self._read_keys()
-                    nursery.cancel_scope.cancel(reason="the user left the chat")
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._frames)
+                nursery.start_soon(self._watch_resize)
+                nursery.start_soon(self._tick)
+                await self._serve(session, resume, first_prompt)
+                nursery.cancel_scope.cancel(reason="the user left the chat")
         finally:
-            with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+            with contextlib.suppress(OSError, ValueError):  # after SIGHUP: no terminal
+                self._draw()
                 self.screen.close()
+        if self._fatal is not None:
+            raise self._fatal
 
-    # -- drawing -------------------------------------------------------------
+    async def _serve(
+        self, session: AgentSession | None, resume: Path | None, first_prompt: str | None
+    ) -> None:
+        """Chat with one session after another until the user leaves."""
+        async with AsyncExitStack() as owned:
+            if session is None:
+                assert self.opener is not None, "run() needs a session or an opener"
+                session = await owned.enter_async_context(self.opener(resume))
+            self._show_session(session)
+            while True:
+                await self._chat(session, first_prompt)
+                first_prompt = None
+                switch, self._switch = self._switch, None
+                if switch is None:
+                    return
+                assert self.opener is not None
+                fresh = AsyncExitStack()
+                try:
+                    session = await fresh.enter_async_context(self.opener(switch.path))
+                except (TrioSessionError, OSError) as exc:
+                    await fresh.aclose()
+                    self._say(f"  ✗ cannot open that session: {exc}")
+                    continue
+                await owned.aclose()  # the session we leave
+                owned.push_async_exit(fresh)
+                self._show_session(session)
+
+    def _show_session(self, session: AgentSession) -> None:
+        """Make ``session`` the current one and show its conversation so far."""
+        self._session = session
+        self._controller = self._new_controller()
+        self._reply = None
+        self._shown_status = None
+        self._note = None
+        banner = [b for b in self.transcript.blocks if b.kind == "banner"][:1]
+        self.transcript.clear()
+        self.transcript.blocks += banner
+        if session.session_file is not None:
+            self.transcript.note(f"  session file: {session.session_file}")
+        file = session.history_file
+        for warning in file.loaded.warnings if file is not None and file.loaded else ():
+            self.transcript.note(f"  ! warning: {warning}")
+        self.transcript.add_messages(session.messages)
+        self._update_footer()
+        self._size = None  # a full redraw: the screen shows this session only
+        self.render()
+
+    async def _chat(self, session: AgentSession, first_prompt: str | None) -> None:
+        """Serve ``session`` until the user leaves or asks for another session."""
+        with session.events() as events:
+            async with trio.open_nursery() as nursery:
+                self._prompts = nursery
+                nursery.start_soon(self._show_events, events)
+                if first_prompt:
+                    self._send(first_prompt)
+                await self._read_keys()
+                if session.is_running:
+                    await session.abort()
+                nursery.cancel_scope.cancel(reason="the chat moves on")
+
+    # -- drawing ---------------------------------------------------------------------------
 
     def render(self) -> None:
-        """Redraw the live region: streaming line, status or loader, input."""
-        now = self.clock()
-        lines: list[str] = []
-        if self._streaming:
-            lines.append(self._streaming)
-        loader = self._controller.loader_text(now)
-        if self._ctrl_c_armed:
-            lines.append("press Ctrl+C again to exit")
-        elif loader is not None:
-            lines.append(f"{self._controller.spinner(now)} {loader}")
-        elif self._note is not None:
-            lines.append(self._note)
-        elif self.session.is_running:
-            lines.append(f"{self._controller.spinner(now)} working… (esc to abort)")
-        else:
-            lines.append(HINT)
-        prompt = f"> {self.input}"
-        lines.append(prompt)
-        self.screen.live(lines, cursor_col=len(prompt))
+        """Ask for a redraw (the frame task draws at most 60 times a second)."""
+        self._dirty.set()
+
+    async def _frames(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty = trio.Event()
+            self._draw()
+            await trio.sleep(1 / FRAMES_PER_SECOND)
+
+    async def _watch_resize(self) -> None:
+        with trio.open_signal_receiver(signal.SIGWINCH) as signals:
+            async for _ in signals:
+                self.render()
 
     async def _tick(self) -> None:
         while True:
             await trio.sleep(TICK)
-            if self.session.is_running:
+            session = self._session
+            if session is not None and (session.is_running or self._controller.retrying):
                 self.render()
 
-    # -- session events -------------------------------------------------------------
+    def _draw(self) -> None:
+        """Draw a frame: new transcript lines into the scrollback, then the live region."""
+        width, height = self.screen.width, self.screen.height
+        full = self._size != (width, height)
+        self._size = (width, height)
+        if full:
+            self._reply_committed = 0
+            lines = self.transcript.all_lines(width)
+        else:
+            lines = self.transcript.unprinted(width)
+        frame = self._frame(width, height)
+        if frame.overflow:  # the reply outgrew the screen: its head goes to the scrollback
+            reply = self._reply_lines(width)
+            lines += reply[: frame.overflow]
+            self._reply_committed += frame.overflow
+        if full:
+            self.screen.redraw_all(lines, frame.lines, frame.cursor)
+        elif lines:
+            self.screen.print(lines, frame.lines, frame.cursor)
+        else:
+            self.screen.live(frame.lines, frame.cursor)
+
+    def _reply_lines(self, width: int) -> list[str]:
+        """The streaming reply's lines not yet in the scrollback."""
+        if self._reply is None:
+            return []
+        return self._reply.render(width)[self._reply_committed :]
+
+    def _frame(self, width: int, height: int) -> Frame:
+        queue = [f"  ⋯ steer: {' '.join(t.split())}" for t in self._queued()]
+        fixed = fixed_rows(height, len(queue))
+        rows = editor_rows(height, fixed)
+        if self._picker is not None:
+            editor, cursor = self._picker.render(width, rows, self.style)
+        else:
+            layout = self.editor.layout(width, max_rows=rows)
+            editor, cursor = list(layout.lines), (layout.cursor_row, layout.cursor_col)
+        footer = footer_lines(self._footer_info(), width, self.style)
+        return compose(
+            width=width,
+            height=height,
+            reply=self._reply_lines(width),
+            queue=queue,
+            status=self._status_line(),
+            editor=editor,
+            editor_cursor=cursor,
+            footer=footer,
+            style=self.style,
+        )
+
+    def _queued(self) -> tuple[str, ...]:
+        session = self._session
+        if session is None:
+            return ()
+        return session.steering_messages + session.follow_up_messages
+
+    def _status_line(self) -> str:
+        now = self.clock()
+        loader = self._controller.loader_text(now)
+        session = self._session
+        if self._ctrl_c_armed:
+            return "press Ctrl+C again to exit"
+        if loader is not None:
+            return f"{self._controller.spinner(now)} {loader}"
+        if self._note is not None:
+            return self._note
+        if session is not None and session.is_running:
+            return f"{self._controller.spinner(now)} working… (esc to abort)"
+        return HINT
+
+    def _footer_info(self) -> FooterInfo:
+        info = self._footer
+        if info is None:
+            info = self._update_footer()
+        session = self._session
+        retry = None
+        if session is not None and session.is_retrying:
+            retry = f"retry {session.retry_attempt}"
+        queued = len(self._queued())
+        if retry != info.retry or queued != info.queued:
+            info = attrs.evolve(info, retry=retry, queued=queued)
+        return info
+
+    def _update_footer(self) -> FooterInfo:
+        """Read tokens, cost and context use from the session (not on every delta)."""
+        session = self._session
+        if session is None:
+            self._footer = FooterInfo(place=_place(), model="")
+            return self._footer
+        stats = session.stats()
+        usage = stats.context_usage
+        model = session.model
+        self._footer = FooterInfo(
+            place=_place(),
+            model=model.id,
+            session_name=session.session_name,
+            thinking=session.thinking_level if model.reasoning else None,
+            input_tokens=stats.tokens.input,
+            output_tokens=stats.tokens.output,
+            cost=stats.cost,
+            context_percent=usage.percent if usage is not None else None,
+            context_window=model.context_window,
+            auto_compaction=session.auto_compaction_enabled,
+        )
+        return self._footer
+
+    def _say(self, text: str) -> None:
+        """Add a note to the transcript and redraw."""
+        self.transcript.note(text)
+        self.render()
+
+    # -- session events --------------------------------------------------------------------
 
     async def _show_events(self, events: EventStream) -> None:
         async for event in events:
@@ -118,94 +402,116 @@ class ChatApp:
     def _on_event(self, event: SessionEvent) -> None:
         self._controller.handle(event, self.clock())
         if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
-            self._streaming = "assistant: "
-        elif isinstance(event, MessageUpdate):
-            self._stream(event.delta)
-        elif isinstance(event, MessageEnd):
+            self._reply = ReplyView(event.message, style=self.style)
+            self._reply_committed = 0
+            return
+        if isinstance(event, MessageUpdate):
+            if self._reply is None:  # an update without its start: show it all the same
+                self._reply = ReplyView(event.message, style=self.style)
+            self._reply.message = event.message
+            return
+        if isinstance(event, MessageEnd):
             message = event.message
             if isinstance(message, UserMessage):
                 self._note = None
-                self.screen.print(f"you: {message.text}")
+                self.transcript.add("user", message.text)
             elif isinstance(message, AssistantMessage):
-                if self._streaming and self._streaming != "assistant: ":
-                    self.screen.print(self._streaming)
-                self._streaming = None
-                if message.stop_reason == "error":
-                    self.screen.print(f"  ✗ {message.error_message}")
+                self._finish_reply(message)
         elif isinstance(event, AutoRetryStart):
-            seconds = round(event.delay_ms / 1000)
-            self.screen.print(f"  ↻ retry {event.attempt}/{event.max_attempts} in {seconds}s")
+            seconds = max(1, js_round(event.delay_ms / 1000))
+            self.transcript.note(f"  ↻ retry {event.attempt}/{event.max_attempts} in {seconds}s")
         elif isinstance(event, AutoRetryEnd):
             if event.success:
-                self.screen.print(f"  ✓ retry {event.attempt} succeeded")
+                self.transcript.note(f"  ✓ retry {event.attempt} succeeded")
         elif isinstance(event, CompactionStart):
-            self.screen.print("  ⇣ the conversation is too long: compacting")
-        elif isinstance(event, CompactionEnd) and event.result is not None:
-            self.screen.print(f"  ⇣ {event.result.summary.splitlines()[0][:120]}")
+            self.transcript.note("  ⇣ compacting the conversation")
+        elif isinstance(event, CompactionEnd):
+            if event.result is not None:
+                first = event.result.summary.strip().splitlines()[:1]
+                self.transcript.note(f"  ⇣ compacted: {first[0][:200] if first else ''}")
+            elif event.error_message:
+                self.transcript.note(f"  ✗ compaction failed: {event.error_message}")
         status = self._controller.status
         if status != self._shown_status:
             self._shown_status = status
-            if status is not None:
-                self._note = status
-                self.screen.print(f"  ✗ {status}")
+            if status is not None:  # once, in the transcript (not also on the status line)
+                self.transcript.note(f"  ✗ {status}")
+        self._update_footer()
 
-    def _stream(self, delta: str) -> None:
-        text = (self._streaming or "assistant: ") + delta
-        *done, rest = text.split("\n")
-        width = self.screen.width - 1
-        while len(rest) > width:
-            done.append(rest[:width])
-            rest = rest[width:]
-        if done:
-            self.screen.print(*done)
-        self._streaming = rest
+    def _finish_reply(self, message: AssistantMessage) -> None:
+        """The reply is complete: what is not in the scrollback yet goes there."""
+        reply = self._reply or ReplyView(message, style=self.style)
+        reply.message = message
+        self.transcript.add("reply", reply=reply)
+        self.transcript.blocks[-1].skip = self._reply_committed
+        self._reply = None
+        self._reply_committed = 0
 
-    # -- keys ---------------------------------------------------------------------------
+    # -- keys ------------------------------------------------------------------------------
 
     async def _read_keys(self) -> None:
+        """Handle keys until the user leaves or asks for another session."""
         while True:
             try:
                 key = await self.keys.read()
             except EOFError:
                 return
-            if self._on_key(key):
+            if self._on_key(key) or self._switch is not None:
                 return
             self.render()
 
     def _on_key(self, key: Key) -> bool:
-        """Handle one key; True means exit."""
+        """Handle one key; True means leave."""
+        if self._picker is not None:
+            self._on_picker_key(key)
+            return False
         if key.name == "ctrl_c":
             if self._ctrl_c_armed:
                 return True
             self._ctrl_c_armed = True
-            if self.session.is_running:
+            if self._session is not None and self.session.is_running:
                 self._abort()
-            self.input = ""
+            else:
+                self.editor.set_text("")
             return False
         self._ctrl_c_armed = False
-        if key.name == "ctrl_d" and not self.input:
-            return True
+        if key.name == "ctrl_d":
+            if not self.editor.text:
+                return True
+            self.editor.handle(Key("delete"), self.screen.width)
+            return False
         if key.name == "esc":
+            self._note = None
             self._controller.press_esc()
-        elif key.name == "char":
-            self.input += key.text
-        elif key.name == "backspace":
-            self.input = self.input[:-1]
-        elif key.name == "ctrl_u":
-            self.input = ""
         elif key.name == "enter":
-            text = self.input.strip()
-            if text and not self.session.is_running:
-                self.input = ""
-                self._send(text)
-            elif text:
-                self._note = "still working — esc to abort"
+            return self._on_enter()
+        elif key.name == "ctrl_l":
+            self._size = None
+        else:
+            self.editor.handle(key, self.screen.width)
+        return False
+
+    def _on_enter(self) -> bool:
+        text = self.editor.text
+        if not text.strip():
+            return False
+        word = text.split(maxsplit=1)[0]
+        if word in COMMANDS or word == "/exit":
+            self.editor.take()
+            return self._command(word, text[len(word) :].strip())
+        self.editor.take()
+        if self.session.is_running:
+            try:
+                self.session.steer(text)
+            except (SessionBusyError, TrioSessionError, ValueError) as exc:
+                self._say(f"  ✗ {exc}")
+            return False
+        self._send(text)
         return False
 
     def _send(self, text: str) -> None:
-        assert self._nursery is not None
         self._note = None
-        self._nursery.start_soon(self._prompt, text)
+        self._start(self._prompt, text)
 
     async def _prompt(self, text: str) -> None:
         try:
@@ -213,24 +519,150 @@ class ChatApp:
         except SessionBusyError:
             self._note = "still working — esc to abort"
         except HistoryError as exc:  # the chat cannot go on unsaved: say so, then leave
-            self.screen.print(f"✗ not saved: {exc}")
-            raise
+            self._say(f"✗ not saved: {exc}")
+            self._fatal = exc
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel(reason="the session file cannot be written")
         self.render()
 
+    def _start(self, function: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run ``function(*args)`` in the current session's nursery."""
+        assert self._prompts is not None
+        self._prompts.start_soon(function, *args)
+
     def _abort(self) -> None:
-        if self.session.is_running and self._nursery is not None:
-            self._nursery.start_soon(self.session.abort)
+        if self._session is not None and self.session.is_running:
+            self._start(self.session.abort)
+
+    def _abort_retry(self) -> None:
+        if self._session is not None:
+            self.session.abort_retry()
+
+    # -- commands ------------------------------------------------------------------------
+
+    def _command(self, name: str, argument: str) -> bool:
+        """Run a slash command; True means leave."""
+        if name in ("/quit", "/exit"):
+            return True
+        if name == "/help":
+            self._say(help_text())
+        elif name == "/name":
+            if argument:
+                self.session.set_session_name(argument)
+                self._say(f"  session name: {argument}")
+            else:
+                self._say(f"  session name: {self.session.session_name or '(none)'}")
+        elif name == "/compact":
+            self._start(self._compact, argument or None)
+        elif name == "/model":
+            self._choose_model(argument)
+        elif name in ("/new", "/resume"):
+            if self.opener is None:
+                self._say(f"  {name} is not available here (this chat has one session)")
+            elif name == "/new":
+                self._switch = _Switch(None)
+            else:
+                self._start(self._pick_session)
+        return False
+
+    async def _compact(self, instructions: str | None) -> None:
+        if self.session.is_running:
+            self._say("  ✗ the agent is working; /compact when it is done")
+            return
+        try:
+            await self.session.compact(instructions)
+        except HistoryError as exc:
+            self._say(f"✗ not saved: {exc}")
+            self._fatal = exc
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel(reason="the session file cannot be written")
+        except (TrioSessionError, ValueError) as exc:
+            self._say(f"  ✗ cannot compact: {exc}")
+
+    def _choose_model(self, query: str) -> None:
+        models = self.session.available_models
+        if query:
+            matches = [m for m in models if query in (m.id, f"{m.provider}/{m.id}")]
+            if len(matches) == 1:
+                self._start(self._set_model, matches[0])
+                return
+        items = [(f"{m.provider}/{m.id}", m) for m in models]
+        self._picker = Picker("choose a model (enter: choose · esc: close)", items, query)
+
+    async def _set_model(self, model: Model) -> None:
+        try:
+            await self.session.set_model(model)
+        except (TrioSessionError, ValueError) as exc:
+            self._say(f"  ✗ cannot switch model: {exc}")
+            return
+        self._update_footer()
+        self._say(f"  model: {model.provider}/{model.id}")
+
+    async def _pick_session(self) -> None:
+        directory = self.sessions_dir
+        if directory is None:
+            self._say("  /resume: this chat keeps no session files (--no-save)")
+            return
+        try:
+            found = await trio.to_thread.run_sync(list_sessions, directory)
+        except HistoryError as exc:
+            self._say(f"  ✗ {exc}")
+            return
+        current = self.session.session_file
+        items = [(_summary_label(s), s.path) for s in found if s.path != current]
+        self._picker = Picker("resume a session (enter: open · esc: close)", items)
+        self.render()
+
+    def _on_picker_key(self, key: Key) -> None:
+        picker = self._picker
+        assert picker is not None
+        picker.handle(key)
+        if not picker.closed:
+            return
+        self._picker = None
+        chosen = picker.chosen
+        if isinstance(chosen, Path):
+            self._switch = _Switch(chosen)
+        elif isinstance(chosen, Model):
+            self._start(self._set_model, chosen)
+
+
+def _summary_label(summary: SessionSummary) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.modified))
+    name = f"[{summary.name}] " if summary.name else ""
+    return f"{when}  {name}{summary.first_message}"
+
+
+def color_wanted(out: TextIO) -> bool:
+    """Colour unless ``NO_COLOR`` is set (https://no-color.org) or ``TERM=dumb``."""
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 async def run_terminal_chat(
-    session: AgentSession,
+    session: AgentSession | None = None,
     *,
+    opener: SessionOpener | None = None,
+    resume: Path | None = None,
+    sessions_dir: Path | None = None,
+    history: InputHistory | None = None,
     first_prompt: str | None = None,
     banner: str | None = None,
     fd: int = 0,
     out: TextIO | None = None,
 ) -> None:
-    """Run the chat on the terminal at ``fd`` (keys) and ``out`` (screen, stdout)."""
-    with raw_terminal(fd):
-        app = ChatApp(session, Screen(out or sys.stdout), KeyReader(fd))
-        await app.run(first_prompt=first_prompt, banner=banner)
+    """Run the chat on the terminal at ``fd`` (keys) and ``out`` (screen, stdout).
+
+    Give it a ``session`` to chat with, or an ``opener`` (with ``resume``) that
+    opens sessions, so ``/new`` and ``/resume`` work.
+    """
+    out = out or sys.stdout
+    with raw_terminal(fd, out):
+        app = ChatApp(
+            Screen(out),
+            KeyReader(fd),
+            history=history if history is not None else InputHistory(),
+            opener=opener,
+            sessions_dir=sessions_dir,
+            style=Style(color=color_wanted(out)),
+        )
+        await app.run(session, resume=resume, first_prompt=first_prompt, banner=banner)

@@ -1,0 +1,187 @@
+"""The chat app without a real terminal: keys through a pipe, the screen in pyte."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+import wcwidth
+
+from trio_session import FauxProvider, FauxReply, Model, UserMessage, open_session
+from trio_session.tui._app import ChatApp
+from trio_session.tui._input_history import InputHistory
+from trio_session.tui._render import Style
+from trio_session.tui._terminal import KeyReader, Screen
+
+from .vt import VirtualTerminal
+
+MODEL = Model(id="faux-model", provider="faux", context_window=10_000)
+
+
+class Harness:
+    """A ChatApp wired to a pipe (keys) and a virtual terminal (screen)."""
+
+    def __init__(self, width: int = 60, height: int = 20) -> None:
+        self.vt = VirtualTerminal(width, height)
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.app = ChatApp(
+            Screen(self.vt, size=self.vt.size),
+            KeyReader(self.read_fd),
+            history=InputHistory(),
+            style=Style(color=False),
+        )
+
+    def send(self, data: str | bytes) -> None:
+        """Bytes as the terminal would send them for keys typed or pasted."""
+        os.write(self.write_fd, data.encode() if isinstance(data, str) else data)
+
+    def screen(self) -> str:
+        return "\n".join(self.vt.scrollback() + self.vt.rows)
+
+    async def wait_for(self, condition: Callable[[str], bool]) -> str:
+        """Wait until the screen (with its scrollback) satisfies ``condition``."""
+        with trio.move_on_after(30):
+            while not condition(self.screen()):
+                await self.vt.changed.wait()
+        screen = self.screen()
+        if not condition(screen):
+            pytest.fail(f"timed out; the screen was:\n{screen}")
+        return screen
+
+    def close(self) -> None:
+        os.close(self.write_fd)  # the app reads end of input and leaves
+        os.close(self.read_fd)
+
+
+@asynccontextmanager
+async def running(
+    replies: list[FauxReply], *, width: int = 60, height: int = 20
+) -> AsyncIterator[Harness]:
+    harness = Harness(width, height)
+    async with (
+        open_session(FauxProvider(replies), MODEL) as session,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(harness.app.run, session)
+        try:
+            await harness.wait_for(lambda s: "enter: send" in s)
+            yield harness
+        finally:
+            nursery.cancel_scope.cancel()
+    harness.close()
+
+
+async def test_typed_text_is_sent_and_answered() -> None:
+    """Typed keys and Enter send a message; the reply shows under one label."""
+    async with running(
+        [
+            FauxReply(
+                text="Hello there.\n\nSecond paragraph.",
+                chunks=(
+                    "Hello there.\n",
+                    "\n",
+                    "Second paragraph.",
+                ),
+            )
+        ]
+    ) as h:
+        h.send("hi\r")
+        screen = await h.wait_for(lambda s: "Second paragraph." in s)
+        assert "you: hi" in screen
+        assert screen.count("assistant:") == 1
+
+
+async def test_a_bracketed_paste_is_one_message() -> None:
+    """A pasted block with newlines is one message; its lines are not sent one by one."""
+    async with running([FauxReply(text="ok")]) as h:
+        h.send("\x1b[200~one\rtwo\r\nthree\x1b[201~")
+        await h.wait_for(lambda s: "  three" in s)
+        assert "you:" not in h.screen()
+        h.send("\r")
+        screen = await h.wait_for(lambda s: "ok" in s.split("you:")[-1])
+        assert "you: one\n     two\n     three" in screen
+        first = h.app.session.messages[0]
+        assert isinstance(first, UserMessage)
+        assert first.text == "one\ntwo\nthree"
+
+
+async def test_wide_text_never_exceeds_the_width() -> None:
+    """CJK and emoji wrap by display width in the editor and in replies."""
+    answer = "日本語の文章はとても長くなることがあります。😀" * 4
+    async with running([FauxReply(text=answer)], width=40) as h:
+        h.send("漢字とかなの長い質問です。🎉" * 3 + "\r")
+        await h.wait_for(lambda s: s.count("😀") == 4)
+        for row in h.vt.scrollback() + h.vt.rows:
+            assert wcwidth.width(row) <= 40
+
+
+async def test_a_resize_redraws_at_the_new_width() -> None:
+    """After the terminal shrinks, the next frame redraws everything at the new width."""
+    async with running([FauxReply(text="word " * 40 + "END")], width=60) as h:
+        h.send("go\r")
+        await h.wait_for(lambda s: "END" in s)
+        h.vt.resize(30, 20)
+        h.app.render()
+        await h.wait_for(lambda s: all(len(r) <= 30 for r in h.vt.rows) and "END" in s)
+        assert h.screen().count("assistant:") == 1
+
+
+async def test_esc_during_the_loader_cancels_the_retry() -> None:
+    """R-46/R-47 through the app: Esc while the loader shows ends the chain, once."""
+    async with running([FauxReply(error="503 Service Unavailable")] * 5) as h:
+        h.send("hi\r")
+        await h.wait_for(lambda s: "(esc to cancel)" in s)
+        h.send("\x1b")
+        screen = await h.wait_for(lambda s: "Retry failed after 1 attempts" in s)
+        await h.wait_for(lambda s: "(esc to cancel)" not in s)
+        assert screen.count("Retry failed after 1 attempts: Retry cancelled") == 1
+
+
+async def test_help_lists_keys_and_commands() -> None:
+    """/help prints the key table and every command."""
+    async with running([]) as h:
+        h.send("/help\r")
+        screen = await h.wait_for(lambda s: "/quit" in s)
+        for command in ("/new", "/resume", "/model", "/compact", "/name", "/help"):
+            assert command in screen
+        assert "Shift+Enter" in screen
+
+
+async def test_name_sets_the_session_name_in_the_footer() -> None:
+    """/name names the session; the footer shows it."""
+    async with running([]) as h:
+        h.send("/name my work\r")
+        await h.wait_for(lambda s: "• my work" in s)
+        assert h.app.session.session_name == "my work"
+
+
+async def test_new_and_resume_without_an_opener_say_so() -> None:
+    """A chat with one session (the demo) explains that /new is not available."""
+    async with running([]) as h:
+        h.send("/new\r")
+        await h.wait_for(lambda s: "/new is not available here" in s)
+
+
+async def test_resume_shows_the_conversation_so_far(tmp_path: Path) -> None:
+    """Opening a session file shows its messages before anything is typed."""
+    path = tmp_path / "s.jsonl"
+    async with open_session(FauxProvider([FauxReply(text="Paris.")]), MODEL, history=path) as s:
+        await s.prompt("capital of France?")
+
+    harness = Harness()
+
+    def opener(file: Path | None):  # type: ignore[no-untyped-def]
+        return open_session(FauxProvider([]), MODEL, history=file or tmp_path / "new.jsonl")
+
+    harness.app.opener = opener
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: harness.app.run(resume=path))
+        screen = await harness.wait_for(lambda s: "Paris." in s)
+        assert "you: capital of France?" in screen
+        nursery.cancel_scope.cancel()
+    harness.close()

@@ -1,0 +1,366 @@
+"""The chat as people use it: ``trio-session chat`` on a scripted model, in tmux."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wcwidth
+
+from trio_session import UserMessage, load_session
+from trio_session.store._history import MessageEntry
+
+from .tmux_support import Tmux
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+Start = Callable[..., Tmux]
+
+
+class Chat:
+    """Where one test's chats keep their files: a home of their own."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = root / "home"
+        self.work = root / "work"
+        for directory in (self.home, self.work):
+            directory.mkdir(exist_ok=True)
+        self.started: list[Tmux] = []
+        self.runs = 0
+
+    def start(
+        self,
+        script: Sequence[dict[str, Any]],
+        *args: str,
+        width: int = 100,
+        height: int = 30,
+    ) -> Tmux:
+        """``trio-session chat --faux SCRIPT`` in a fresh terminal; stty saved around it."""
+        self.runs += 1
+        n = self.runs
+        script_file = self.root / f"script{n}.json"
+        script_file.write_text(json.dumps(list(script)))
+        env = {
+            "HOME": str(self.home),
+            "XDG_DATA_HOME": str(self.home / "data"),
+            "XDG_CONFIG_HOME": str(self.home / "config"),
+            "TERM": "xterm-256color",
+        }
+        program = shlex.join(
+            [
+                "env",
+                *(f"{k}={v}" for k, v in env.items()),
+                sys.executable,
+                "-m",
+                "trio_session",
+                "chat",
+                "--faux",
+                str(script_file),
+                *args,
+            ]
+        )
+        before, after, done = (self.root / f"{name}{n}" for name in ("before", "after", "done"))
+        command = (
+            f"cd {shlex.quote(str(self.work))}; stty -g > {before}; {program}; "
+            f"echo EXIT=$? > {done}; stty -g > {after}; sleep 600"
+        )
+        tmux = Tmux(command, width=width, height=height)
+        self.started.append(tmux)
+        return tmux
+
+    def exited(self, run: int) -> bool:
+        """Whether run ``run`` has exited and saved its stty state after."""
+        after = self.root / f"after{run}"
+        return after.exists() and after.stat().st_size > 0
+
+    def stty(self, run: int) -> tuple[str, str]:
+        """``stty -g`` before and after run ``run``."""
+        return (
+            (self.root / f"before{run}").read_text(),
+            (self.root / f"after{run}").read_text(),
+        )
+
+    def status(self, run: int) -> str:
+        """What the shell saw run ``run`` exit with."""
+        return (self.root / f"done{run}").read_text().strip()
+
+    def session_files(self) -> list[Path]:
+        """The session files the chats wrote."""
+        found = (self.home / "data").rglob("*.jsonl")
+        return sorted(p for p in found if p.name != "chat-history.jsonl")
+
+    def user_messages(self, path: Path) -> list[str]:
+        """The user messages saved in one session file."""
+        return [
+            e.message.text
+            for e in load_session(path).entries
+            if isinstance(e, MessageEntry) and isinstance(e.message, UserMessage)
+        ]
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> Iterator[Chat]:
+    runner = Chat(tmp_path)
+    yield runner
+    for tmux in runner.started:
+        tmux.kill()
+
+
+def reply(text: str, *, chunks: Sequence[str] | None = None, delay: float = 0.0) -> dict[str, Any]:
+    """A scripted reply, streamed in ``chunks`` (``delay`` seconds apart) when given."""
+    out: dict[str, Any] = {"text": text}
+    if chunks is not None:
+        assert "".join(chunks) == text
+        out["chunks"] = list(chunks)
+        out["chunkDelay"] = delay
+    return out
+
+
+def no_row_wider_than(tmux: Tmux, width: int, *, history: bool = True) -> list[str]:
+    """Every row (tmux's wrapping undone) fits ``width`` cells; the rows are returned."""
+    rows = tmux.rows(history=history)
+    wide = [row for row in rows if wcwidth.width(row) > width]
+    assert not wide, f"rows wider than {width}:\n" + "\n".join(wide)
+    return rows
+
+
+def ready(tmux: Tmux) -> None:
+    """Wait for the chat's hint line: it reads keys now."""
+    tmux.wait_text("enter: send")
+
+
+def test_a_bracketed_paste_of_three_lines_is_one_message(chat: Chat) -> None:
+    """A 3-line paste lands in the editor whole and goes out as one message on Enter."""
+    tmux = chat.start([reply("got all three")])
+    ready(tmux)
+    tmux.paste("first line\nsecond line\nthird line")
+    tmux.wait_text("  third line")
+    assert "you:" not in tmux.screen()  # nothing was sent by the paste's newlines
+    tmux.keys("Enter")
+    screen = tmux.wait_text("got all three")
+    assert screen.count("you:") == 1
+    assert "you: first line\n     second line\n     third line" in screen
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+    [path] = chat.session_files()
+    assert chat.user_messages(path) == ["first line\nsecond line\nthird line"]
+
+
+def test_a_streamed_multi_paragraph_reply_has_one_label(chat: Chat) -> None:
+    """Chunks that end in newlines do not start new labels: one ``assistant:`` per reply."""
+    chunks = [
+        "First paragraph, line one.\n",
+        "\n",
+        "Second paragraph.\n",
+        "\n",
+        "- a list item\n",
+        "- another item\n",
+        "\n",
+        "Last words.",
+    ]
+    tmux = chat.start([reply("".join(chunks), chunks=chunks, delay=0.05)])
+    ready(tmux)
+    tmux.type("tell me")
+    tmux.keys("Enter")
+    screen = tmux.wait_text("Last words.")
+    assert screen.count("assistant:") == 1
+    assert "• a list item" in screen
+    assert "• another item" in screen
+    assert screen.index("First paragraph") < screen.index("Second paragraph")
+
+
+@pytest.mark.parametrize("width", [40, 60])
+def test_cjk_and_emoji_fit_the_screen(chat: Chat, width: int) -> None:
+    """CJK and emoji, typed and replied, wrap by display width: no row wider than the screen."""
+    answer = "日本語の文章はとても長くなることがあります。😀 絵文字も幅が二つです。" * 3
+    tmux = chat.start([reply(answer)], width=width, height=30)
+    ready(tmux)
+    typed = "漢字とかなを混ぜた長い質問です。🎉 これで折り返されますか？"
+    tmux.type(typed)
+    tmux.wait_text("🎉")
+    no_row_wider_than(tmux, width)
+    tmux.keys("Enter")
+    tmux.wait_text("you: 漢字")
+    tmux.wait_for(lambda s: s.count("絵文字も") == 3)
+    rows = no_row_wider_than(tmux, width)
+    text = "".join("".join(rows).split())
+    assert "".join(answer.split()) in text
+    assert "".join(typed.split()) in text
+
+
+def test_resize_mid_stream_redraws_to_the_new_width(chat: Chat) -> None:
+    """A resize while a reply streams: everything is redrawn at the new width, one label."""
+    words = [f"word{i:02d} " for i in range(60)]
+    text = "".join(words) + "END"
+    tmux = chat.start([reply(text, chunks=[*words, "END"], delay=0.05)], width=80, height=24)
+    ready(tmux)
+    tmux.type("go")
+    tmux.keys("Enter")
+    tmux.wait_text("word05")
+    tmux.resize(50, 24)
+    tmux.wait_text("END")
+    rows = no_row_wider_than(tmux, 50)
+    screen = "\n".join(rows)
+    assert screen.count("assistant:") == 1
+    assert all(f"word{i:02d}" in screen for i in range(60))
+
+
+def test_history_recall_with_up_and_across_chats(chat: Chat) -> None:
+    """Up recalls what was sent; the history is kept for the next chat of the same user."""
+    tmux = chat.start([reply("one"), reply("two")])
+    ready(tmux)
+    tmux.type("my first question")
+    tmux.keys("Enter")
+    tmux.wait_text("one")
+    tmux.keys("Up")
+    tmux.wait_for(lambda s: "> my first question" in s)
+    tmux.keys("Enter")
+    screen = tmux.wait_text("two")
+    assert screen.count("you: my first question") == 2
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+
+    again = chat.start([reply("three")])
+    ready(again)
+    again.keys("Up")
+    again.wait_for(lambda s: "> /quit" in s)
+    again.keys("Up")
+    again.wait_for(lambda s: "> my first question" in s)
+
+
+def test_a_long_input_at_40_columns_stays_visible_and_editable(chat: Chat) -> None:
+    """A 150-character input wraps in the editor; it can be edited in the middle and sent."""
+    tmux = chat.start([reply("noted")], width=40, height=24)
+    ready(tmux)
+    words = " ".join(f"w{i:02d}" for i in range(38))  # 151 characters
+    tmux.type(words)
+    tmux.wait_text("w37")
+    rows = no_row_wider_than(tmux, 40, history=False)
+    shown = " ".join(" ".join(rows).split())
+    assert words in shown  # every word on screen, in order
+    tmux.keys("Home")  # the start of the (logical) line
+    tmux.type("START ")
+    tmux.wait_text("> START w00")
+    tmux.keys("End")
+    tmux.type(" END")
+    tmux.wait_text("w37 END")
+    tmux.keys("Enter")
+    tmux.wait_text("noted")
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+    [path] = chat.session_files()
+    assert chat.user_messages(path) == [f"START {words} END"]
+
+
+def test_a_markdown_code_block_is_rendered(chat: Chat) -> None:
+    """Markdown in a reply: the code block's lines keep their indentation, no fences."""
+    answer = "Here is **the** code:\n\n```python\ndef double(x):\n    return 2 * x\n```\n\nDone."
+    tmux = chat.start([reply(answer)])
+    ready(tmux)
+    tmux.type("code please")
+    tmux.keys("Enter")
+    screen = tmux.wait_text("Done.")
+    assert "def double(x):" in screen
+    assert "    return 2 * x" in screen
+    assert "```" not in screen
+    assert "**" not in screen
+    assert "Here is the code:" in screen
+
+
+def test_resume_shows_the_earlier_turns(chat: Chat) -> None:
+    """``--continue`` opens the last session with its conversation on screen."""
+    tmux = chat.start([reply("The capital of France is Paris.")])
+    ready(tmux)
+    tmux.type("capital of France?")
+    tmux.keys("Enter")
+    tmux.wait_text("Paris.")
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+
+    again = chat.start([reply("Lyon is second.")], "--continue")
+    screen = again.wait_text("The capital of France is Paris.")
+    assert "you: capital of France?" in screen
+    ready(again)
+    again.type("and the second city?")
+    again.keys("Enter")
+    again.wait_text("Lyon is second.")
+
+
+def test_resume_command_picks_an_earlier_session(chat: Chat) -> None:
+    """``/resume`` lists this directory's sessions by first message; Enter opens one."""
+    tmux = chat.start([reply("apples are red")])
+    ready(tmux)
+    tmux.type("about apples")
+    tmux.keys("Enter")
+    tmux.wait_text("apples are red")
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+
+    again = chat.start([reply("pears are green")])
+    ready(again)
+    again.type("about pears")
+    again.keys("Enter")
+    again.wait_text("pears are green")
+    again.type("/resume")
+    again.keys("Enter")
+    screen = again.wait_text("resume a session")
+    assert "about apples" in screen
+    assert "about pears" not in screen.split("resume a session")[1]
+    again.keys("Enter")
+    screen = again.wait_text("apples are red")
+    assert "pears are green" not in screen
+
+
+def test_quit_erases_the_live_region_and_restores_the_terminal(chat: Chat) -> None:
+    """``/quit`` exits 0, leaves no status line or footer behind, and ``stty -g`` is as before."""
+    tmux = chat.start([])
+    ready(tmux)
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+    assert chat.status(1) == "EXIT=0"
+    before, after = chat.stty(1)
+    assert before == after
+    screen = tmux.screen()
+    assert "enter: send" not in screen
+    assert "─" * 20 not in screen
+
+
+def test_ctrl_c_while_streaming_aborts_then_exits(chat: Chat) -> None:
+    """Ctrl+C aborts a streaming reply; a second Ctrl+C exits 0 with the terminal restored."""
+    words = [f"slow{i} " for i in range(200)]
+    tmux = chat.start([reply("".join(words), chunks=words, delay=0.2)])
+    ready(tmux)
+    tmux.type("go slowly")
+    tmux.keys("Enter")
+    tmux.wait_text("slow2")
+    tmux.keys("C-c")
+    tmux.wait_text("press Ctrl+C again to exit")
+    tmux.wait_text("✗ aborted")
+    tmux.keys("C-c")
+    tmux.wait_for(lambda _: chat.exited(1))
+    assert chat.status(1) == "EXIT=0"
+    before, after = chat.stty(1)
+    assert before == after
+
+
+def test_typing_while_the_agent_works_queues_a_steer(chat: Chat) -> None:
+    """Enter while a reply streams queues the message as a steer; the footer counts it."""
+    words = [f"busy{i} " for i in range(40)]
+    tmux = chat.start([reply("".join(words), chunks=words, delay=0.1), reply("steered answer")])
+    ready(tmux)
+    tmux.type("start")
+    tmux.keys("Enter")
+    tmux.wait_text("busy2")
+    tmux.type("change of plan")
+    tmux.keys("Enter")
+    screen = tmux.wait_text("⋯ steer: change of plan")
+    assert "⋯ 1 queued" in screen
+    screen = tmux.wait_text("steered answer")
+    assert "you: change of plan" in screen
