@@ -185,3 +185,65 @@ async def test_resume_shows_the_conversation_so_far(tmp_path: Path) -> None:
         assert "you: capital of France?" in screen
         nursery.cancel_scope.cancel()
     harness.close()
+
+
+async def test_model_picker_switches_the_model() -> None:
+    """/model opens a picker of the available models; Enter on one switches to it."""
+    other = Model(id="faux-other", provider="faux", context_window=20_000)
+    harness = Harness()
+    async with (
+        open_session(FauxProvider([]), MODEL, models=[MODEL, other]) as session,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(harness.app.run, session)
+        await harness.wait_for(lambda s: "enter: send" in s)
+        harness.send("/model\r")
+        await harness.wait_for(lambda s: "choose a model" in s)
+        harness.send("other")  # filter
+        await harness.wait_for(lambda s: "filter: other" in s)
+        harness.send("\r")
+        await harness.wait_for(lambda s: "model: faux/faux-other" in s)
+        assert session.model.id == "faux-other"
+        # the footer's second row ends with the model, its window is the new one's
+        await harness.wait_for(
+            lambda s: any(r.endswith("faux-other") and "/20k" in r for r in harness.vt.rows)
+        )
+        nursery.cancel_scope.cancel()
+    harness.close()
+
+
+async def test_compact_summarizes_the_conversation() -> None:
+    """/compact runs a manual compaction; the summary's first line is shown."""
+    replies = [FauxReply(text="an answer"), FauxReply(text="Summary: we said hello.")]
+    async with running(replies) as h:
+        h.send("hello\r")
+        await h.wait_for(lambda s: "an answer" in s)
+        h.send("/compact keep it short\r")
+        screen = await h.wait_for(lambda s: "⇣ compacted:" in s)
+        assert "Summary: we said hello." in screen
+
+
+async def test_new_opens_a_fresh_session(tmp_path: Path) -> None:
+    """/new closes this session and opens a new one: an empty conversation, a new file."""
+    files: list[Path] = []
+
+    def opener(file: Path | None):  # type: ignore[no-untyped-def]
+        if file is None:
+            file = tmp_path / f"new{len(files)}.jsonl"
+        files.append(file)
+        return open_session(FauxProvider([FauxReply(text="first reply")]), MODEL, history=file)
+
+    harness = Harness()
+    harness.app.opener = opener
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(harness.app.run)
+        await harness.wait_for(lambda s: "enter: send" in s)
+        harness.send("hello\r")
+        await harness.wait_for(lambda s: "first reply" in s)
+        harness.send("/new\r")
+        await harness.wait_for(lambda s: "new1.jsonl" in s)
+        assert "first reply" not in harness.screen()
+        assert harness.app.session.messages == ()
+        assert files == [tmp_path / "new0.jsonl", tmp_path / "new1.jsonl"]
+        nursery.cancel_scope.cancel()
+    harness.close()

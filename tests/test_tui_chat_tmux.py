@@ -41,6 +41,7 @@ class Chat:
         *args: str,
         width: int = 100,
         height: int = 30,
+        shell: str = "",
     ) -> Tmux:
         """``trio-session chat --faux SCRIPT`` in a fresh terminal; stty saved around it."""
         self.runs += 1
@@ -68,7 +69,7 @@ class Chat:
         )
         before, after, done = (self.root / f"{name}{n}" for name in ("before", "after", "done"))
         command = (
-            f"cd {shlex.quote(str(self.work))}; stty -g > {before}; {program}; "
+            f"cd {shlex.quote(str(self.work))}; stty -g > {before}; ({shell}{program}); "
             f"echo EXIT=$? > {done}; stty -g > {after}; sleep 600"
         )
         tmux = Tmux(command, width=width, height=height)
@@ -274,8 +275,9 @@ def test_a_markdown_code_block_is_rendered(chat: Chat) -> None:
     assert "Here is the code:" in screen
 
 
-def test_resume_shows_the_earlier_turns(chat: Chat) -> None:
-    """``--continue`` opens the last session with its conversation on screen."""
+@pytest.mark.parametrize("how", ["--continue", "--resume"])
+def test_resume_shows_the_earlier_turns(chat: Chat, how: str) -> None:
+    """``--continue`` / ``--resume FILE`` open a session with its conversation on screen."""
     tmux = chat.start([reply("The capital of France is Paris.")])
     ready(tmux)
     tmux.type("capital of France?")
@@ -284,7 +286,9 @@ def test_resume_shows_the_earlier_turns(chat: Chat) -> None:
     tmux.keys("/quit", "Enter")
     tmux.wait_for(lambda _: chat.exited(1))
 
-    again = chat.start([reply("Lyon is second.")], "--continue")
+    [path] = chat.session_files()
+    args = [how] if how == "--continue" else [how, str(path)]
+    again = chat.start([reply("Lyon is second.")], *args)
     screen = again.wait_text("The capital of France is Paris.")
     assert "you: capital of France?" in screen
     ready(again)
@@ -364,3 +368,27 @@ def test_typing_while_the_agent_works_queues_a_steer(chat: Chat) -> None:
     assert "⋯ 1 queued" in screen
     screen = tmux.wait_text("steered answer")
     assert "you: change of plan" in screen
+
+
+def test_a_session_file_that_cannot_grow_stops_the_chat_with_a_clear_message(
+    chat: Chat,
+) -> None:
+    """Under ``ulimit -f`` the second prompt cannot be saved: the chat says why, exits 1,
+    restores the terminal, and the file holds the first exchange intact."""
+    tmux = chat.start([reply("Hello"), reply("never asked")], shell="ulimit -f 4; ")
+    ready(tmux)
+    tmux.type("hi")
+    tmux.keys("Enter")
+    tmux.wait_text("Hello")
+    tmux.paste("x" * 3000)
+    tmux.keys("Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+    assert chat.status(1) == "EXIT=1"
+    screen = tmux.screen()
+    assert "cannot write session file" in screen
+    assert "File too large; stopping" in screen
+    assert "Traceback" not in screen
+    before, after = chat.stty(1)
+    assert before == after
+    [path] = chat.session_files()
+    assert chat.user_messages(path) == ["hi"]

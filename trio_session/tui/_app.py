@@ -94,10 +94,14 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
+def _tilde(path: Path) -> str:
+    """``path`` with the home directory written ``~``."""
+    text, home = str(path), str(Path.home())
+    return "~" + text[len(home) :] if text == home or text.startswith(home + os.sep) else text
+
+
 def _place() -> str:
-    cwd = str(Path.cwd())
-    home = str(Path.home())
-    return "~" + cwd[len(home) :] if cwd == home or cwd.startswith(home + os.sep) else cwd
+    return _tilde(Path.cwd())
 
 
 @attrs.frozen
@@ -234,7 +238,7 @@ class ChatApp:
         self.transcript.clear()
         self.transcript.blocks += banner
         if session.session_file is not None:
-            self.transcript.note(f"  session file: {session.session_file}")
+            self.transcript.note(f"  session file: {_tilde(session.session_file)}")
         file = session.history_file
         for warning in file.loaded.warnings if file is not None and file.loaded else ():
             self.transcript.note(f"  ! warning: {warning}")

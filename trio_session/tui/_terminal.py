@@ -27,10 +27,7 @@ from typing import Protocol, TextIO
 import attrs
 import trio
 
-from ._keys import Key, KeyDecoder
-
-#: How long a lone ESC waits for the rest of an escape sequence (seconds).
-ESC_TIMEOUT = 0.05
+from ._keys import ESC_TIMEOUT, Key, KeyDecoder
 
 #: Synchronized output (terminals that know it draw a frame at once; others ignore it).
 SYNC_BEGIN = "\x1b[?2026h"
