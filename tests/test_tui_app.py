@@ -247,3 +247,23 @@ async def test_new_opens_a_fresh_session(tmp_path: Path) -> None:
         assert files == [tmp_path / "new0.jsonl", tmp_path / "new1.jsonl"]
         nursery.cancel_scope.cancel()
     harness.close()
+
+
+async def test_resume_with_no_other_session_says_so(tmp_path: Path) -> None:
+    """/resume in a directory with no other session shows the picker saying so."""
+    harness = Harness()
+    harness.app.sessions_dir = tmp_path / "sessions"
+
+    def opener(file: Path | None):  # type: ignore[no-untyped-def]
+        return open_session(FauxProvider([]), MODEL, history=file or tmp_path / "s.jsonl")
+
+    harness.app.opener = opener
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(harness.app.run)
+        await harness.wait_for(lambda s: "enter: send" in s)
+        harness.send("/resume\r")
+        await harness.wait_for(lambda s: "(no other session in" in s)
+        harness.send("\x1b")
+        await harness.wait_for(lambda s: "resume a session" not in s)
+        nursery.cancel_scope.cancel()
+    harness.close()

@@ -199,3 +199,26 @@ def test_transcript_prints_each_block_once_and_everything_on_redraw() -> None:
     transcript.note("  ✓ done")
     assert transcript.unprinted(40) == ["  ✓ done"]
     assert transcript.all_lines(40) == [*first, "  ✓ done"]
+
+
+def test_compose_fits_every_row_it_is_given() -> None:
+    """A row wider than the screen is cut: the terminal must never wrap a live row."""
+    frame = compose(
+        width=20,
+        height=20,
+        reply=["r" * 50],
+        queue=[],
+        status="s" * 30,
+        editor=["e" * 40],
+        editor_cursor=(0, 0),
+        footer=["f" * 25, "g"],
+        style=PLAIN,
+    )
+    assert all(wcwidth.width(line) <= 20 for line in frame.lines)
+
+
+def test_picker_rows_fit_even_when_empty() -> None:
+    """The 'nothing to choose' row is cut to the width too."""
+    picker: Picker[int] = Picker("t", [], empty="x" * 100)
+    lines, _ = picker.render(30, 8, PLAIN)
+    assert all(wcwidth.width(line) <= 30 for line in lines)

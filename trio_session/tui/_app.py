@@ -614,7 +614,11 @@ class ChatApp:
             return
         current = self.session.session_file
         items = [(_summary_label(s), s.path) for s in found if s.path != current]
-        self._picker = Picker("resume a session (enter: open · esc: close)", items)
+        self._picker = Picker(
+            "resume a session (enter: open · esc: close)",
+            items,
+            empty=f"(no other session in {_tilde(directory)})",
+        )
         self.render()
 
     def _on_picker_key(self, key: Key) -> None:

@@ -123,8 +123,10 @@ def compose(
     bottom += editor
     if not small:
         bottom += [rule, *footer]
+    # Every row fits: a row the terminal wrapped would shift the region under our feet.
+    bottom = [fit(line, width) for line in bottom]
     room = max(height - len(queue_lines) - len(bottom), 0)
-    shown = list(reply[len(reply) - room :]) if room else []
+    shown = [fit(line, width) for line in reply[len(reply) - room :]] if room else []
     overflow = len(reply) - len(shown)
     lines = [*shown, *queue_lines, *bottom]
     row, col = editor_cursor

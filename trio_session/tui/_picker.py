@@ -27,6 +27,7 @@ class Picker(Generic[T]):
     items: Sequence[tuple[str, T]]
     query: str = ""
     selected: int = 0
+    empty: str = "(nothing to choose)"
     chosen: T | None = attrs.field(default=None, init=False)
     closed: bool = attrs.field(default=False, init=False)
 
@@ -70,6 +71,6 @@ class Picker(Generic[T]):
             line = fit(marker + label, width)
             lines.append(styled(line, "7", style) if index == self.selected else line)
         if not visible:
-            lines.append("  (nothing matches)" if self.items else "  (nothing to choose)")
+            lines.append(fit("  (nothing matches)" if self.items else f"  {self.empty}", width))
         cursor = (1, min(display_width("filter: " + self.query), width - 1))
         return lines[: max(rows, 2)], cursor
