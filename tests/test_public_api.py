@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+import attrs
+
 import trio_session
 
 
@@ -32,4 +34,17 @@ def test_exports_are_documented() -> None:
         if (inspect.isclass(obj := getattr(trio_session, name)) or inspect.isfunction(obj))
         and not inspect.getdoc(obj)
     ]
+    assert undocumented == []
+
+
+def test_agent_session_surface_is_deliberate() -> None:
+    """The retry chain's hooks are not public methods of ``AgentSession`` (they live on a
+    private adapter), and every public method and property has a docstring."""
+    public = {n for n in dir(trio_session.AgentSession) if not n.startswith("_")}
+    hooks = {"emit", "reattempt", "rotate_credential", "retry_settings", "next_step"}
+    assert public & (hooks | {"drop_from_context"}) == set()
+    fields = set(attrs.fields_dict(trio_session.AgentSession))  # in the class docstring
+    undocumented = sorted(
+        n for n in public - fields if not inspect.getdoc(getattr(trio_session.AgentSession, n))
+    )
     assert undocumented == []

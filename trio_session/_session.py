@@ -412,7 +412,9 @@ class AgentSession:
             if isinstance(message, AssistantMessage) and not message.failed:
                 self._compacted = False
                 if self._chain is not None and self._chain.alive and self._chain.attempt > 0:
-                    self._chain.succeed(self)  # R-23, R-23a: after message_end, before turn_end
+                    self._chain.succeed(
+                        _ChainHost(self)
+                    )  # R-23, R-23a: after message_end, before turn_end
 
     # -- prompting -----------------------------------------------------------
 
@@ -609,7 +611,7 @@ class AgentSession:
             return
 
     async def _run_chain(self, chain: RetryChain, error: AssistantMessage) -> None:
-        leftover = await chain.run(self, error)
+        leftover = await chain.run(_ChainHost(self), error)
         if leftover is not None:
             await self._settle(leftover)
 
@@ -617,7 +619,7 @@ class AgentSession:
         """The overflow path (R-50): drop the error, compact, continue once."""
         self._next = Next.DONE
         if resume:
-            self.drop_from_context(message)
+            self._drop_from_context(message)
             self._compacted = True
         result = await self._run_compaction("overflow", will_retry=resume)
         if result is None or not resume:
@@ -687,28 +689,14 @@ class AgentSession:
         self._emit(CompactionEnd(reason, result=result, aborted=False, will_retry=will_retry))
         return result
 
-    # -- RetryHost ----------------------------------------------------------------
+    # -- what a retry chain may do (through ``_ChainHost``) ------------------------
 
-    @property
-    def retry_settings(self) -> RetrySettings:
-        """The ``retry`` group, read fresh (R-11)."""
-        return self._settings.current.retry
-
-    @property
-    def next_step(self) -> Next:
-        """What the last run's ``agent_end`` decided."""
-        return self._next
-
-    def emit(self, event: SessionEvent) -> None:
-        """Deliver a session event to every subscriber."""
-        self._emit(event)
-
-    def drop_from_context(self, message: AssistantMessage) -> None:
+    def _drop_from_context(self, message: AssistantMessage) -> None:
         """Remove ``message`` from the end of the runtime context (R-20); history keeps it."""
         if self._agent.messages and self._agent.messages[-1] is message:
             self._agent.messages.pop()
 
-    async def rotate_credential(self, hint_ms: int | None) -> bool:
+    async def _rotate_credential(self, hint_ms: int | None) -> bool:
         """R-17: report a usage limit; True if the store moved us to another credential."""
         if self._credentials is None:
             return False
@@ -719,7 +707,7 @@ class AgentSession:
             base_url=self._model.base_url,
         )
 
-    async def reattempt(self) -> AssistantMessage:
+    async def _reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22), with any prompts that
         joined the retry during its backoff (``join_retry``)."""
         joined, self._joined = self._joined, []
@@ -1224,6 +1212,41 @@ def _instructions(compactor: Compactor, custom_instructions: str | None) -> dict
     return {"custom_instructions": custom_instructions}
 
 
+@attrs.frozen
+class _ChainHost:
+    """A session as its retry chains see it (``RetryHost``).
+
+    The hooks a chain needs — read the retry settings and the decision, emit
+    events, drop a failed attempt, rotate the credential, re-attempt — are the
+    session's private methods; this adapter hands exactly those to the chain, so
+    they are not part of ``AgentSession``'s public surface.
+    """
+
+    session: AgentSession
+
+    @property
+    def retry_settings(self) -> RetrySettings:
+        """The ``retry`` group, read fresh (R-11)."""
+        return self.session._settings.current.retry
+
+    @property
+    def next_step(self) -> Next:
+        """What the last run's ``agent_end`` decided."""
+        return self.session._next
+
+    def emit(self, event: SessionEvent) -> None:
+        self.session._emit(event)
+
+    def drop_from_context(self, message: AssistantMessage) -> None:
+        self.session._drop_from_context(message)
+
+    async def rotate_credential(self, hint_ms: int | None) -> bool:
+        return await self.session._rotate_credential(hint_ms)
+
+    async def reattempt(self) -> AssistantMessage:
+        return await self.session._reattempt()
+
+
 @asynccontextmanager
 async def open_session(
     provider: Provider,
@@ -1285,7 +1308,7 @@ async def open_session(
         runner = None
         if loaded:
             runner = ExtensionRunner(
-                loaded, report=lambda event: session.emit(event), handler_timeout=extension_timeout
+                loaded, report=lambda event: session._emit(event), handler_timeout=extension_timeout
             )
         session = AgentSession(
             provider=provider,
