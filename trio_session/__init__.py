@@ -18,10 +18,12 @@ from ._classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
 from ._classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
 from ._classify import Classifier as Classifier
 from ._classify import PatternClassifier as PatternClassifier
+from ._classify import error_status as error_status
 from ._classify import is_context_overflow as is_context_overflow
 from ._classify import is_retryable_error as is_retryable_error
 from ._classify import is_usage_limit_error as is_usage_limit_error
 from ._classify import parse_retry_after_ms as parse_retry_after_ms
+from ._classify import provider_error as provider_error
 from ._codec import event_from_json as event_from_json
 from ._codec import event_to_json as event_to_json
 from ._codec import message_from_json as message_from_json
@@ -32,9 +34,16 @@ from ._compaction import Compaction as Compaction
 from ._compaction import Compactor as Compactor
 from ._compaction import DropOldestCompactor as DropOldestCompactor
 from ._compaction import SummarizingCompactor as SummarizingCompactor
+from ._errors import AuthenticationError as AuthenticationError
 from ._errors import CodecError as CodecError
 from ._errors import CompactionError as CompactionError
+from ._errors import ContextOverflowError as ContextOverflowError
 from ._errors import EventStreamLagged as EventStreamLagged
+from ._errors import OverloadedError as OverloadedError
+from ._errors import ProviderConnectionError as ProviderConnectionError
+from ._errors import ProviderError as ProviderError
+from ._errors import RateLimitError as RateLimitError
+from ._errors import ServerError as ServerError
 from ._errors import SessionBusyError as SessionBusyError
 from ._errors import SessionClosedError as SessionClosedError
 from ._errors import SettingsError as SettingsError
@@ -144,6 +153,7 @@ __all__ = [
     "AnthropicProvider",
     "Ask",
     "AssistantMessage",
+    "AuthenticationError",
     "AutoCompactionEnd",
     "AutoCompactionStart",
     "AutoRetryEnd",
@@ -158,6 +168,7 @@ __all__ = [
     "CompactionSettings",
     "CompactionStart",
     "Compactor",
+    "ContextOverflowError",
     "ContextUsage",
     "CredentialStore",
     "CredentialStoreError",
@@ -183,17 +194,22 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "OpenAIProvider",
+    "OverloadedError",
     "PatternClassifier",
     "Provider",
+    "ProviderConnectionError",
+    "ProviderError",
     "ProviderRequest",
     "ProviderRetrySettings",
     "QueueUpdate",
+    "RateLimitError",
     "RetrySettings",
     "RpcClient",
     "RpcCommandError",
     "RpcConnectionError",
     "RpcError",
     "RpcServer",
+    "ServerError",
     "SessionBusyError",
     "SessionClosedError",
     "SessionEvent",
@@ -227,6 +243,7 @@ __all__ = [
     "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",
+    "error_status",
     "event_from_json",
     "event_to_json",
     "exponential_delay_ms",
@@ -250,6 +267,7 @@ __all__ = [
     "parse_retry_after_ms",
     "persist_setting",
     "plan_delay",
+    "provider_error",
     "runtime_context",
     "serve_rpc",
     "session_context",

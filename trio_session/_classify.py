@@ -26,6 +26,15 @@ from typing import Protocol
 
 import attrs
 
+from ._errors import (
+    AuthenticationError,
+    ContextOverflowError,
+    OverloadedError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+)
 from ._messages import AssistantMessage
 
 #: R-5: the reference's retryable pattern, searched anywhere, case-insensitive.
@@ -237,3 +246,63 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     if ms is None:
         return None
     return max(0, round(min(ms, MAX_HINT_MS)))
+
+
+_STATUS = re.compile(
+    r"^\s*(?:HTTP\s+)?([1-5]\d\d)(?!\d)|status(?: code)?:?\s*([1-5]\d\d)(?!\d)", re.I
+)
+_AUTH = re.compile(
+    r"invalid.?api.?key|incorrect api key|authentication|unauthori[sz]ed|permission|forbidden"
+    r"|api key not valid|no api key",
+    re.IGNORECASE,
+)
+_RATE = re.compile(r"rate.?limit|too many requests|usage.?limit|quota|resource.?exhausted", re.I)
+_OVERLOADED = re.compile(r"overloaded|service.?unavailable", re.IGNORECASE)
+_SERVER = re.compile(r"server.?error|internal.?error|bad gateway|gateway time-?out", re.I)
+_CONNECTION = re.compile(
+    r"connection.?error|fetch failed|timed out|connection (?:refused|reset)", re.I
+)
+
+
+def error_status(text: str) -> int | None:
+    """The HTTP status an error text gives (``"503 Service Unavailable: …"`` → 503)."""
+    match = _STATUS.search(text)
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2))
+
+
+def provider_error(message: AssistantMessage, context_window: int | None = None) -> ProviderError:
+    """The ``ProviderError`` for a failed reply, its class read from the error text (R-52).
+
+    In order: context overflow (R-7's patterns); authentication (401, 403, "invalid api
+    key"); rate limit (429, "rate limit", "usage limit", quota); overloaded (503, 529,
+    "overloaded"); other server errors (5xx); connection errors ("Connection error",
+    timeouts); anything else is a plain ``ProviderError``.
+    """
+    text = message.error_message or "the model request failed"
+    status = error_status(text)
+    cls: type[ProviderError]
+    if is_context_overflow(message, context_window):
+        cls = ContextOverflowError
+    elif status in (401, 403) or (status is None and _AUTH.search(text)):
+        cls = AuthenticationError
+    elif status == 429 or _RATE.search(text):
+        cls = RateLimitError
+    elif status in (503, 529) or _OVERLOADED.search(text):
+        cls = OverloadedError
+    elif (status is not None and status >= 500) or _SERVER.search(text):
+        cls = ServerError
+    elif _CONNECTION.search(text):
+        cls = ProviderConnectionError
+    else:
+        cls = ProviderError
+    return cls(
+        text,
+        status=status,
+        provider=message.provider,
+        model=message.model,
+        retry_after_ms=parse_retry_after_ms(text),
+        retryable=is_retryable_error(message, context_window),
+        reply=message,
+    )

@@ -1,10 +1,20 @@
 """The exception tree of trio_session.
 
-Errors from model providers are not exceptions: they end the stream as an
-assistant message with ``stopReason: "error"`` (see ``_messages``). Exceptions
-are for misuse and bad input::
+Errors from model providers are values first: they end the stream as an
+assistant message with ``stopReason: "error"`` (see ``_messages``), which the
+retry policy reads. They become exceptions when asked —
+``reply.raise_for_error()``, or ``session.prompt(..., raise_on_error=True)`` —
+as a ``ProviderError`` of the class the error text says (R-52: classification
+reads the text). The other exceptions are for misuse and bad input::
 
     TrioSessionError
+    ├── ProviderError           a model request failed (status, provider, model, retry hint)
+    │   ├── RateLimitError      429, rate or usage limits
+    │   ├── AuthenticationError 401/403, a bad or missing key
+    │   ├── ContextOverflowError  the prompt does not fit the model's window
+    │   ├── ProviderConnectionError  no connection, a timeout, a dropped stream
+    │   └── ServerError         5xx
+    │       └── OverloadedError 503/529, "overloaded"
     ├── SessionBusyError        prompt() while another prompt runs (R-36)
     ├── SessionClosedError      using a session after its ``open_session`` block
     ├── SettingsError           a bad settings value or file, naming file and key (R-38)
@@ -67,3 +77,59 @@ class EventStreamLagged(TrioSessionError):
     Event delivery never waits for a subscriber; instead, a subscriber whose buffer
     fills up is dropped and sees this error after the events it did receive.
     """
+
+
+class ProviderError(TrioSessionError):
+    """A request to the model failed; raised by ``AssistantMessage.raise_for_error``.
+
+    Attributes:
+        status: the HTTP status the error text starts with (``503``), if any.
+        provider: the provider's name (``"openai"``).
+        model: the model id.
+        retry_after_ms: the wait the server asked for (R-18), if it said.
+        retryable: whether the retry policy retries it (the reference's rules, R-5).
+        reply: the failed ``AssistantMessage`` itself.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str = "",
+        model: str = "",
+        retry_after_ms: int | None = None,
+        retryable: bool = False,
+        reply: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.provider = provider
+        self.model = model
+        self.retry_after_ms = retry_after_ms
+        self.retryable = retryable
+        self.reply = reply
+
+
+class RateLimitError(ProviderError):
+    """429, a rate limit or a usage limit: wait (``retry_after_ms``) or rotate keys."""
+
+
+class AuthenticationError(ProviderError):
+    """401/403: the key is missing, wrong, or not allowed this model. Waiting won't help."""
+
+
+class ContextOverflowError(ProviderError):
+    """The conversation does not fit the model's context window: compact it (R-50)."""
+
+
+class ProviderConnectionError(ProviderError):
+    """No answer: the connection failed, timed out, or dropped mid-stream."""
+
+
+class ServerError(ProviderError):
+    """A 5xx answer: the provider failed on its side."""
+
+
+class OverloadedError(ServerError):
+    """503/529 or "overloaded": the provider is busy; retried with backoff (R-5)."""

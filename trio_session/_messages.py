@@ -180,6 +180,23 @@ class AssistantMessage:
         """Whether the message ended in ``error`` or ``aborted`` (never re-sent, R-20a)."""
         return self.stop_reason in ("error", "aborted")
 
+    def raise_for_error(self, context_window: int | None = None) -> AssistantMessage:
+        """Raise the ``ProviderError`` this reply ended with; return the reply if it did not.
+
+        The exception's class is read from ``error_message`` (R-52): ``RateLimitError``,
+        ``OverloadedError``, ``AuthenticationError``, ``ContextOverflowError``,
+        ``ProviderConnectionError``, ``ServerError`` or ``ProviderError``. An aborted
+        reply is not an error here. ``context_window`` lets a silent overflow count.
+
+        Raises:
+            ProviderError: ``stop_reason`` is ``"error"``.
+        """
+        if self.stop_reason != "error":
+            return self
+        from ._classify import provider_error
+
+        raise provider_error(self, context_window)
+
 
 @attrs.frozen
 class ToolResultMessage:

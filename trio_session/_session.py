@@ -418,7 +418,13 @@ class AgentSession:
 
     # -- prompting -----------------------------------------------------------
 
-    async def prompt(self, text: str, *, images: Sequence[ImageContent] = ()) -> AssistantMessage:
+    async def prompt(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        raise_on_error: bool = False,
+    ) -> AssistantMessage:
         """Send a user message and run until the logical prompt is over.
 
         The message is ``UserMessage.of(text, images)``: a text part, then the
@@ -428,8 +434,9 @@ class AgentSession:
 
         That includes every retry re-attempt and any overflow compaction: the
         retry chain is a child of this call's nursery, so this returns only when
-        it has ended (R-35). Errors from the model are not raised; look at the
-        returned message's ``stop_reason`` and ``error_message``.
+        it has ended (R-35). Errors from the model are not raised unless
+        ``raise_on_error`` is set: look at the returned message's ``stop_reason``
+        and ``error_message``, or call its ``raise_for_error()``.
 
         With a session file, the user message is on disk before the request goes
         out, and every run's messages before the next request or backoff sleep.
@@ -446,6 +453,10 @@ class AgentSession:
                 there (no request goes out with a context that is not on disk), a
                 ``history_write_failed`` event was emitted, and the session is idle
                 again: what was not written stays staged for the next flush.
+            ProviderError: with ``raise_on_error``, the prompt ended in an error
+                (after its retries): ``RateLimitError``, ``OverloadedError``,
+                ``AuthenticationError``, ``ContextOverflowError``, … (see
+                ``AssistantMessage.raise_for_error``).
         """
         if self._closed:
             msg = "the session is closed"
@@ -470,7 +481,10 @@ class AgentSession:
                     # opened only now, so a turn that succeeds first time pays for none.
                     async with trio.open_nursery() as self._nursery:
                         await self._settle(last)
-        return self._last_assistant()
+        reply = self._last_assistant()
+        if raise_on_error:
+            reply.raise_for_error(self._model.context_window)
+        return reply
 
     @asynccontextmanager
     async def _busy(self) -> AsyncIterator[None]:
