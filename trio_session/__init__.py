@@ -96,6 +96,7 @@ from ._settings import persist_setting as persist_setting
 from ._stats import ContextUsage as ContextUsage
 from ._stats import SessionStats as SessionStats
 from ._stats import TokenTotals as TokenTotals
+from ._stream import ReplyStream as ReplyStream
 from .providers._anthropic import AnthropicProvider as AnthropicProvider
 from .providers._base import THINKING_LEVELS as THINKING_LEVELS
 from .providers._base import Model as Model
@@ -203,6 +204,7 @@ __all__ = [
     "ProviderRetrySettings",
     "QueueUpdate",
     "RateLimitError",
+    "ReplyStream",
     "RetrySettings",
     "RpcClient",
     "RpcCommandError",

@@ -19,9 +19,9 @@ import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import attrs
 import trio
@@ -69,6 +69,7 @@ from ._messages import (
 from ._retry import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
 from ._stats import SessionStats, session_stats
+from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
 from .providers._base import (
     DEFAULT_THINKING_LEVEL,
@@ -458,11 +459,7 @@ class AgentSession:
                 ``AuthenticationError``, ``ContextOverflowError``, … (see
                 ``AssistantMessage.raise_for_error``).
         """
-        if self._closed:
-            msg = "the session is closed"
-            raise SessionClosedError(msg)
-        if self._running:
-            raise SessionBusyError(BUSY)
+        self._refuse_prompt()
         text, replaced = valid_text(text)
         if replaced:
             logger.warning(
@@ -485,6 +482,70 @@ class AgentSession:
         if raise_on_error:
             reply.raise_for_error(self._model.context_window)
         return reply
+
+    @overload
+    def stream(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        events: Literal[False] = False,
+        raise_on_error: bool = False,
+    ) -> AbstractAsyncContextManager[ReplyStream[str]]: ...
+
+    @overload
+    def stream(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        events: Literal[True],
+        raise_on_error: bool = False,
+    ) -> AbstractAsyncContextManager[ReplyStream[SessionEvent]]: ...
+
+    def stream(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        events: bool = False,
+        raise_on_error: bool = False,
+    ) -> AbstractAsyncContextManager[ReplyStream[str] | ReplyStream[SessionEvent]]:
+        """Run ``prompt(text)`` and stream it: ``async with session.stream(text) as reply:``.
+
+        ``async for delta in reply`` yields the text deltas as they arrive — across
+        every retry re-attempt and compaction of the prompt — and ends exactly when
+        ``prompt()`` would return; then ``reply.reply`` is the final message. With
+        ``events=True`` it yields every ``SessionEvent`` of the prompt instead.
+
+        The prompt runs in a nursery of the block. Leaving the block before the
+        prompt is over cancels it (recorded as aborted) and waits for it; so does
+        cancelling the caller's scope. Either way nothing is left running::
+
+            async with session.stream("Explain backoff") as reply:
+                async for delta in reply:
+                    print(delta, end="", flush=True)
+            print(reply.reply.usage)
+
+        Raises:
+            SessionBusyError: on entering the block, if another prompt runs (R-36).
+            SessionClosedError: on entering the block, if the session is closed.
+            HistoryError: from the iteration (or on leaving the block, if it was not
+                iterated to its end): the session file could not be written.
+            ProviderError: likewise, with ``raise_on_error``, when the prompt ended
+                in an error.
+        """
+        return open_reply_stream(
+            self, text, images=images, events=events, raise_on_error=raise_on_error
+        )
+
+    def _refuse_prompt(self) -> None:
+        """Raise what ``prompt()`` raises before it starts: closed, or busy (R-36)."""
+        if self._closed:
+            msg = "the session is closed"
+            raise SessionClosedError(msg)
+        if self._running:
+            raise SessionBusyError(BUSY)
 
     @asynccontextmanager
     async def _busy(self) -> AsyncIterator[None]:

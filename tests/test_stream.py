@@ -1,0 +1,202 @@
+"""Streaming in one call: ``async with session.stream(text) as reply: async for …``."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from trio_session import (
+    AgentEnd,
+    AgentSession,
+    AutoRetryEnd,
+    AutoRetryStart,
+    FauxProvider,
+    FauxReply,
+    MessageStart,
+    OpenAIProvider,
+    OverloadedError,
+    ReplyStream,
+    SessionBusyError,
+    SessionEvent,
+    open_session,
+)
+
+from .conftest import assert_idle, retry_settings
+from .http_server import ScriptedServer, event_stream, respond, sse
+
+CHUNKS = ("Hel", "lo, ", "wor", "ld!")
+
+
+async def drain(reply: ReplyStream[str]) -> list[str]:
+    """Iterate a stream to its end."""
+    return [delta async for delta in reply]
+
+
+async def drain_stream(session: AgentSession, text: str) -> list[str]:
+    """Stream one prompt to its end."""
+    async with session.stream(text) as reply:
+        return await drain(reply)
+
+
+def retrying_script() -> list[FauxReply]:
+    """Two 503s, then an answer in four chunks."""
+    return [
+        FauxReply(error="503 Service Unavailable"),
+        FauxReply(error="503 Service Unavailable"),
+        FauxReply(text="".join(CHUNKS), chunks=CHUNKS, chunk_delay=0.5),
+    ]
+
+
+async def test_deltas_span_the_retries_and_end_when_prompt_would(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-35 through the stream: deltas join to the reply; the end comes at t = 2 + 4 + 1.5,
+    after ``auto_retry_end``; the session is idle then."""
+    seen: list[SessionEvent] = []
+    async with open_session(FauxProvider(retrying_script())) as session:
+        session.subscribe(seen.append)
+        deltas: list[tuple[float, str]] = []
+        async with session.stream("hi") as reply:
+            async for delta in reply:
+                deltas.append((trio.current_time(), delta))
+            ended = trio.current_time()
+            assert reply.done
+        assert [d for _, d in deltas] == list(CHUNKS)
+        assert "".join(d for _, d in deltas) == reply.reply.text == "Hello, world!"
+        assert [t for t, _ in deltas] == [6.0, 6.5, 7.0, 7.5]
+        assert ended == 7.5
+        assert [type(e) for e in seen if isinstance(e, AutoRetryStart | AutoRetryEnd)] == [
+            AutoRetryStart,
+            AutoRetryStart,
+            AutoRetryEnd,
+        ]
+        assert isinstance(seen[-1], AgentEnd)  # nothing after the stream ended
+        assert reply.text == "Hello, world!"
+        assert_idle(session)
+
+
+async def test_events_mode_yields_every_event_of_the_prompt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``events=True``: the same events a subscriber sees, the retry ones included."""
+    async with open_session(FauxProvider(retrying_script())) as session:
+        seen: list[SessionEvent] = []
+        session.subscribe(seen.append)
+        async with session.stream("hi", events=True) as reply:
+            streamed = [event async for event in reply]
+    assert streamed == seen
+    assert sum(isinstance(e, MessageStart) for e in streamed) == 4  # user + three attempts
+    assert isinstance(streamed[-1], AgentEnd)
+
+
+async def test_cancelling_the_callers_scope_leaves_nothing_running(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A deadline on the caller's scope ends the stream mid-answer; nothing runs after."""
+    provider = FauxProvider([FauxReply(text="partial", hang=True), FauxReply(text="next")])
+    async with open_session(provider) as session:
+        got: list[str] = []
+        with trio.move_on_after(10) as scope:
+            async with session.stream("hi") as reply:
+                async for delta in reply:
+                    got.append(delta)
+        assert scope.cancelled_caught
+        assert trio.current_time() == 10.0
+        assert got == ["partial"]
+        assert_idle(session)
+        assert (await session.prompt("again")).text == "next"  # usable again
+
+
+async def test_leaving_the_block_early_aborts_the_prompt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``break`` out of the stream: the prompt is aborted and recorded as such."""
+    provider = FauxProvider([FauxReply(text="partial", hang=True)])
+    async with open_session(provider) as session:
+        async with session.stream("hi") as reply:
+            async for _ in reply:
+                break
+        assert session.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+        assert_idle(session)
+
+
+async def test_cancelling_during_the_backoff_sleep(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Cancelled in the middle of a 2 s backoff: it ends at once, no chain left."""
+    async with open_session(FauxProvider(retrying_script())) as session:
+        with trio.move_on_after(1):
+            async with session.stream("hi") as reply:
+                async for _ in reply:
+                    pass
+        assert trio.current_time() == 1.0
+        assert_idle(session)
+
+
+async def test_raise_on_error_raises_from_the_iteration(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With ``raise_on_error`` the final error comes out of ``async for``, typed."""
+    provider = FauxProvider([FauxReply(error="503 Service Unavailable")] * 2)
+    async with open_session(provider, settings=retry_settings(maxRetries=1)) as session:
+        async with session.stream("hi", raise_on_error=True) as reply:
+            with pytest.raises(OverloadedError):
+                await drain(reply)
+        with pytest.raises(RuntimeError, match="raised instead of replying"):
+            _ = reply.reply
+
+
+async def test_a_stream_while_a_prompt_runs_raises_busy() -> None:
+    """R-36: a stream while another prompt runs raises ``SessionBusyError`` on entry, and
+    leaves the running prompt alone."""
+    provider = FauxProvider([FauxReply(text="slow", hang=True)])
+    async with open_session(provider) as session, trio.open_nursery() as nursery:
+        nursery.start_soon(session.prompt, "first")
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(SessionBusyError):
+            await drain_stream(session, "second")
+        assert session.is_running  # the first prompt was not touched
+        await session.abort()
+
+
+async def test_reply_before_the_end_is_an_error() -> None:
+    """``reply`` before the prompt is over says to iterate first."""
+    async with open_session(FauxProvider([FauxReply(text="ok")])) as session:
+        async with session.stream("hi") as reply:
+            with pytest.raises(RuntimeError, match="iterate the stream to its end first"):
+                _ = reply.reply
+            assert [d async for d in reply] == ["ok"]
+        assert reply.reply.text == "ok"
+
+
+def chunk(content: str | None = None, finish: str | None = None) -> str:
+    delta = {} if content is None else {"content": content}
+    return sse({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+
+async def test_streaming_over_loopback_http_with_a_retry(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A real OpenAI-compatible server: a 503, then a streamed answer; the deltas are its
+    chunks, joined they are the reply, and the stream ends after the retry ended."""
+    server = ScriptedServer()
+    await nursery.start(server.run)
+    server.script(
+        respond(503, {"error": {"message": "overloaded"}}),
+        event_stream(
+            [chunk("Str"), chunk("eam"), chunk("ed."), chunk(finish="stop"), "data: [DONE]\n\n"]
+        ),
+    )
+    events: list[SessionEvent] = []
+    async with (
+        OpenAIProvider(base_url=f"{server.url}/v1", api_key="sk-test") as provider,
+        open_session(provider, "gpt-test") as session,
+    ):
+        session.subscribe(events.append)
+        async with session.stream("hi") as reply:
+            deltas = [delta async for delta in reply]
+            assert any(isinstance(e, AutoRetryEnd) and e.success for e in events)
+    assert deltas == ["Str", "eam", "ed."]
+    assert "".join(deltas) == reply.reply.text
+    assert trio.current_time() == pytest.approx(2.0, abs=0.01)
