@@ -8,10 +8,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
-from trio_session import FauxProvider, FauxReply, Model, Usage, open_session
+from trio_session import FauxProvider, FauxReply, Model, ModelCost, Usage, open_session
 from trio_session.rpc import RpcServer, encode_line
 from trio_session.rpc._client import default_command
 
@@ -262,3 +263,43 @@ async def test_a_bash_running_at_end_of_input_is_answered(tmp_path: Path) -> Non
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_cost_totals_from_model_prices_in_stats_and_over_rpc() -> None:
+    """Each reply is priced from its model's $/M rates; the session totals and RPC
+    ``get_session_stats`` add them up (1000 in + 200 out, then 2000 in + 100 out + 500
+    cache reads at $3 / $15 / $0.30 per million)."""
+    priced = Model(
+        id="priced",
+        provider="faux",
+        context_window=10_000,
+        cost=ModelCost(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75),
+    )
+    script = [
+        FauxReply(text="a", usage=Usage(input=1000, output=200)),
+        FauxReply(text="b", usage=Usage(input=2000, output=100, cache_read=500)),
+    ]
+    first = 1000 * 3 / 1e6 + 200 * 15 / 1e6
+    second = 2000 * 3 / 1e6 + 100 * 15 / 1e6 + 500 * 0.3 / 1e6
+    async with open_session(FauxProvider(list(script)), priced) as session:
+        reply = await session.prompt("x")
+        assert reply.usage.cost.total == pytest.approx(first)
+        await session.prompt("y")
+        stats = session.stats()
+        assert stats.cost == pytest.approx(first + second)
+        assert (stats.tokens.input, stats.tokens.output, stats.tokens.cache_read) == (
+            3000,
+            300,
+            500,
+        )
+        assert stats.context_usage is not None
+        assert stats.context_usage.tokens == 2600
+        assert stats.context_usage.percent == pytest.approx(26.0)
+    async with served(list(script), [priced]) as raw:
+        for text in ("x", "y"):
+            await raw.send({"id": 1, "type": "prompt", "message": text})
+            while (await raw.read()).get("type") != "agent_end":
+                pass
+        data = (await ask(raw, {"id": 1, "type": "get_session_stats"}))["data"]
+        assert data["cost"] == pytest.approx(first + second)
+        assert data["contextUsage"]["percent"] == pytest.approx(26.0)

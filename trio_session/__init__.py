@@ -100,6 +100,7 @@ from ._stream import ReplyStream as ReplyStream
 from .providers._anthropic import AnthropicProvider as AnthropicProvider
 from .providers._base import THINKING_LEVELS as THINKING_LEVELS
 from .providers._base import Model as Model
+from .providers._base import ModelCost as ModelCost
 from .providers._base import Provider as Provider
 from .providers._base import ProviderRequest as ProviderRequest
 from .providers._base import StreamEnd as StreamEnd
@@ -194,6 +195,7 @@ __all__ = [
     "MessageStart",
     "MessageUpdate",
     "Model",
+    "ModelCost",
     "OpenAIProvider",
     "OverloadedError",
     "PatternClassifier",
