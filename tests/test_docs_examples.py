@@ -96,3 +96,30 @@ async def test_doc_page_python_blocks_run(page: Path, nursery: trio.Nursery) -> 
         )
         assert result.returncode == 0, result.stderr.decode()
         assert result.stdout.decode() == "Hello!\n"
+
+
+def test_stream_reply_example_streams_after_the_retry() -> None:
+    """docs/examples/stream_reply.py: the chunks arrive after the 2 s backoff and join
+    to the reply it prints."""
+    example = Path(__file__).parent.parent / "docs" / "examples" / "stream_reply.py"
+    out = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "t=2.0s  'Backoff waits '",
+        "t=2.0s  '2 s, '",
+        "t=2.0s  'then 4 s, '",
+        "t=2.0s  'then 8 s.'",
+        "done at t=2.0s: Backoff waits 2 s, then 4 s, then 8 s.",
+    ]
+
+
+def test_typed_errors_example_raises_a_connection_error() -> None:
+    """docs/examples/typed_errors.py: an unreachable server is a typed, retryable error."""
+    example = Path(__file__).parent.parent / "docs" / "examples" / "typed_errors.py"
+    out = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()
+    assert out[0].startswith("ProviderConnectionError from openai: Connection error: ")
+    assert out[1] == "retryable: True"
+    assert "sk-example" not in "\n".join(out)
