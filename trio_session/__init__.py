@@ -87,6 +87,8 @@ from ._settings import persist_setting as persist_setting
 from ._stats import ContextUsage as ContextUsage
 from ._stats import SessionStats as SessionStats
 from ._stats import TokenTotals as TokenTotals
+from ._tools import ToolArgumentError as ToolArgumentError
+from ._tools import tool as tool
 from .providers._anthropic import AnthropicProvider as AnthropicProvider
 from .providers._base import THINKING_LEVELS as THINKING_LEVELS
 from .providers._base import Model as Model
@@ -214,6 +216,7 @@ __all__ = [
     "ThinkingLevelChanged",
     "TokenTotals",
     "Tool",
+    "ToolArgumentError",
     "ToolCall",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -253,4 +256,5 @@ __all__ = [
     "runtime_context",
     "serve_rpc",
     "session_context",
+    "tool",
 ]
