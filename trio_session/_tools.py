@@ -455,7 +455,13 @@ def _class_node(cls: type, seen: tuple[type, ...]) -> _Node:
     if typing.is_typeddict(cls):
         required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         for name, hint in hints.items():
-            add(name, hint, name in required_keys, _NO_DEFAULT)
+            # Under ``from __future__ import annotations`` Python 3.11 cannot see
+            # ``NotRequired`` when it builds ``__required_keys__``: the hint says it.
+            marked = typing.get_origin(hint)
+            required = name in required_keys
+            if marked is typing.Required or marked is typing.NotRequired:
+                required = marked is typing.Required
+            add(name, hint, required, _NO_DEFAULT)
         return _object(fields, dict)
     if dataclasses.is_dataclass(cls):
         for f in dataclasses.fields(cls):
