@@ -6,7 +6,10 @@ import dataclasses
 import datetime
 import enum
 import re
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, Optional, TypedDict
 
 import attrs
@@ -481,7 +484,8 @@ def fn_name(fn: Any) -> str:
         (
             set_of_lists,
             'the parameter "groups" of {f} has the type set[tuple[list[int], str]], which a'
-            " tool cannot take: the items of set[tuple[list[int], str]] cannot be put in a set.",
+            " tool cannot take: the items of set[tuple[list[int], str]] cannot be put in a set"
+            " (use str, int, float, bool, Literal, Enum, or tuples of them).",
         ),
         (
             recursive,
@@ -559,3 +563,18 @@ def test_sequence_parameters() -> None:
         "type": "array",
         "items": {"type": "integer"},
     }
+
+
+def test_the_docs_example_shows_a_retry_after_bad_arguments() -> None:
+    """docs/examples/tools.py: the bad unit is an error result, the retry succeeds."""
+    example = Path(__file__).parent.parent / "docs" / "examples" / "tools.py"
+    out = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()
+    assert out[0] == "get_weather: Get the weather forecast for a city."
+    assert out[-3:] == [
+        'tool result (error): ToolArgumentError: invalid arguments for tool "get_weather":'
+        ' "unit" must be one of "c", "f", not "k"',
+        'tool result (ok): {"city": "Oslo", "temperature": 21, "unit": "c", "days": 1}',
+        "reply: It is 21 °C in Oslo.",
+    ]

@@ -424,7 +424,11 @@ def _node(tp: Any, seen: tuple[type, ...]) -> _Node:
     if tp in (set, frozenset) or origin in (set, frozenset):
         items = _node(args[0], seen) if args else _ANY
         if not items.hashable:
-            raise _Unsupported(f"the items of {_type_name(tp)} cannot be put in a set")
+            msg = (
+                f"the items of {_type_name(tp)} cannot be put in a set"
+                " (use str, int, float, bool, Literal, Enum, or tuples of them)"
+            )
+            raise _Unsupported(msg)
         make = frozenset if (origin or tp) is frozenset else set
         return _array(items, make=make, unique=True)
     if tp in (dict, Mapping) or origin in (dict, Mapping):
