@@ -97,6 +97,8 @@ from ._stats import ContextUsage as ContextUsage
 from ._stats import SessionStats as SessionStats
 from ._stats import TokenTotals as TokenTotals
 from ._stream import ReplyStream as ReplyStream
+from ._tools import ToolArgumentError as ToolArgumentError
+from ._tools import tool as tool
 from .providers._anthropic import AnthropicProvider as AnthropicProvider
 from .providers._base import THINKING_LEVELS as THINKING_LEVELS
 from .providers._base import Model as Model
@@ -234,6 +236,7 @@ __all__ = [
     "ThinkingLevelChanged",
     "TokenTotals",
     "Tool",
+    "ToolArgumentError",
     "ToolCall",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -275,4 +278,5 @@ __all__ = [
     "runtime_context",
     "serve_rpc",
     "session_context",
+    "tool",
 ]

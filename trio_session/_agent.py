@@ -74,6 +74,42 @@ class Tool:
         factory=lambda: {"type": "object", "properties": {}}
     )
 
+    @classmethod
+    def from_function(
+        cls, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> Tool:
+        """A tool that calls ``fn``, sync or async, with arguments checked against its hints.
+
+        The JSON schema of the arguments comes from ``fn``'s type hints: ``str``,
+        ``int``, ``float``, ``bool``, ``None``, ``X | None``, ``Literal``, ``Enum``
+        subclasses, ``list`` / ``tuple`` / ``set`` / ``dict[str, X]``, ``Any``, and
+        nested ``TypedDict``, dataclass and attrs classes. A parameter with a default is
+        not required (its JSON-able default is shown); ``Annotated[X, "text"]`` and the
+        docstring's ``Args:`` entries describe parameters; the docstring's summary
+        paragraph describes the tool. No additional arguments are allowed.
+
+        Before ``fn`` runs, the model's arguments are checked: a missing or unknown
+        argument, a value of the wrong type (``bool`` is not an integer; an integer is
+        taken for a float) or outside a ``Literal`` / ``Enum`` raises
+        ``ToolArgumentError`` naming every problem, which the model gets as the error
+        result. A sync ``fn`` runs inline in the agent's task (a blocking one should
+        be async, or use ``trio.to_thread.run_sync`` itself). What ``fn`` returns is
+        the result: a ``str`` as it is, ``None`` as ``""``, anything else as JSON.
+
+        Args:
+            fn: the function.
+            name: the tool's name; ``fn.__name__`` if not given.
+            description: what the tool does; the docstring's summary if not given.
+
+        Raises:
+            TypeError: ``fn`` takes ``*args`` / ``**kwargs``, a parameter has no type
+                hint, or a hint has no JSON schema (the message names the parameter).
+            ValueError: the name is not 1 to 64 letters, digits, ``_`` or ``-``.
+        """
+        from ._tools import function_tool  # _tools builds on this module
+
+        return function_tool(cls, fn, name=name, description=description)
+
     @property
     def spec(self) -> ToolSpec:
         """The tool as sent to the model."""
