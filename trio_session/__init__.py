@@ -90,6 +90,7 @@ from ._stats import TokenTotals as TokenTotals
 from .providers._anthropic import AnthropicProvider as AnthropicProvider
 from .providers._base import THINKING_LEVELS as THINKING_LEVELS
 from .providers._base import Model as Model
+from .providers._base import ModelCost as ModelCost
 from .providers._base import Provider as Provider
 from .providers._base import ProviderRequest as ProviderRequest
 from .providers._base import StreamEnd as StreamEnd
@@ -99,7 +100,9 @@ from .providers._faux import FauxProvider as FauxProvider
 from .providers._faux import FauxReply as FauxReply
 from .providers._faux import FauxScriptError as FauxScriptError
 from .providers._faux import load_faux_script as load_faux_script
+from .providers._gemini import GeminiProvider as GeminiProvider
 from .providers._http import HttpProvider as HttpProvider
+from .providers._models import builtin_model as builtin_model
 from .providers._openai import OpenAIProvider as OpenAIProvider
 from .rpc import RpcClient as RpcClient
 from .rpc import RpcCommandError as RpcCommandError
@@ -172,6 +175,7 @@ __all__ = [
     "FauxProvider",
     "FauxReply",
     "FauxScriptError",
+    "GeminiProvider",
     "HistoryError",
     "HistoryWriteFailed",
     "HttpProvider",
@@ -182,6 +186,7 @@ __all__ = [
     "MessageStart",
     "MessageUpdate",
     "Model",
+    "ModelCost",
     "OpenAIProvider",
     "PatternClassifier",
     "Provider",
@@ -224,6 +229,7 @@ __all__ = [
     "TurnStart",
     "Usage",
     "UserMessage",
+    "builtin_model",
     "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",

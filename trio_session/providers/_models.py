@@ -14,6 +14,7 @@ own ``cost``, or a models.json override, corrects one.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -27,7 +28,7 @@ PROVIDER_APIS: Mapping[str, str] = {
     "google": "google-generative-ai",  # pi's name for the same API
 }
 
-_IMAGE: tuple[str, ...] = ("text", "image")
+_IMAGE: Any = ("text", "image")  # Any: mypy cannot type ``Model.input``'s converter
 
 
 def _model(
@@ -39,16 +40,16 @@ def _model(
     reasoning: bool,
     cost: tuple[float, float, float, float],
 ) -> Model:
-    model = Model(
+    return Model(
         id=id,
         provider="",
         name=name,
         context_window=context,
         max_tokens=max_tokens,
         reasoning=reasoning,
+        input=_IMAGE,  # every model here reads images
         cost=ModelCost(*cost),
     )
-    return attrs.evolve(model, input=_IMAGE)  # every model here reads images
 
 
 # -- the table (prices: input, output, cache read, cache write; $ per million tokens) ----------
