@@ -66,7 +66,7 @@ def models_json(base_url: str, **provider: Any) -> str:
                 "cost": {"input": 0.5, "output": 1.5, "cacheRead": 0.05, "cacheWrite": 0.6},
             },
             {"id": "tiny"},
-            {"id": "gemma", "api": "google-generative-ai"},
+            {"id": "codestral", "api": "mistral-conversations"},
         ],
         **provider,
     }
@@ -125,7 +125,7 @@ def test_models_json_gives_the_custom_models(tmp_path: Path) -> None:
             cost=ModelCost(input=0.5, output=1.5, cache_read=0.05, cache_write=0.6),
         ),
         Model(id="tiny", provider="local", api="openai-completions", base_url=base),
-        Model(id="gemma", provider="local", api="google-generative-ai", base_url=base),
+        Model(id="codestral", provider="local", api="mistral-conversations", base_url=base),
     )
     assert config.settings_paths == (
         tmp_path / "agent" / "settings.json",
@@ -303,14 +303,14 @@ def test_select_model_errors_name_what_is_missing(tmp_path: Path) -> None:
         select_model(provider="nowhere", model_id="m", settings=Settings(), agent_dir=config)
     with pytest.raises(CommandError, match=r"^unknown provider 'local'; choose openai, "):
         select_model(provider="local", model_id=None, settings=Settings(), agent_dir=None)
-    gemma = config.find_model("local", "gemma")
-    assert gemma is not None
+    codestral = config.find_model("local", "codestral")
+    assert codestral is not None
     expected = (
-        "model local/gemma uses the api 'google-generative-ai', which trio-session does not "
-        "speak (it speaks openai-completions and anthropic-messages)"
+        "model local/codestral uses the api 'mistral-conversations', which trio-session does "
+        "not speak (it speaks openai-completions, anthropic-messages and google-generative-ai)"
     )
     with pytest.raises(CommandError, match=f"^{re.escape(expected)}$"):
-        provider_class(gemma)
+        provider_class(codestral)
     assert provider_class(Model(id="x", provider="openai")) is OpenAIProvider
     assert provider_class(Model(id="x", provider="kimi-coding")) is AnthropicProvider
 
@@ -543,15 +543,16 @@ async def test_the_environment_variable_names_the_agent_dir(tmp_path: Path) -> N
 
 
 async def test_a_model_of_an_api_we_do_not_speak_stops_the_command(tmp_path: Path) -> None:
-    """--model local/gemma (google-generative-ai): exit 2, one line naming the api."""
+    """--model local/codestral (mistral-conversations): exit 2, one line naming the api."""
     directory = agent_dir(tmp_path)
     status, out, err = await run_trio_session(
-        tmp_path, "rpc", "--agent-dir", str(directory), "--model", "local/gemma"
+        tmp_path, "rpc", "--agent-dir", str(directory), "--model", "local/codestral"
     )
     assert (status, out) == (2, "")
     assert err == (
-        "trio-session: model local/gemma uses the api 'google-generative-ai', which "
-        "trio-session does not speak (it speaks openai-completions and anthropic-messages)\n"
+        "trio-session: model local/codestral uses the api 'mistral-conversations', which "
+        "trio-session does not speak (it speaks openai-completions, anthropic-messages and "
+        "google-generative-ai)\n"
     )
 
 

@@ -427,7 +427,7 @@ def test_rpc_unknown_provider_is_a_usage_error() -> None:
     result = run_cli("rpc", "--provider", "bogus")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
-        "trio-session: unknown provider 'bogus'; choose openai, anthropic or faux "
+        "trio-session: unknown provider 'bogus'; choose openai, anthropic, gemini or faux "
         "(or a provider of pi's models.json, with --agent-dir)\n"
     )
 

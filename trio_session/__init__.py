@@ -112,7 +112,9 @@ from .providers._faux import FauxProvider as FauxProvider
 from .providers._faux import FauxReply as FauxReply
 from .providers._faux import FauxScriptError as FauxScriptError
 from .providers._faux import load_faux_script as load_faux_script
+from .providers._gemini import GeminiProvider as GeminiProvider
 from .providers._http import HttpProvider as HttpProvider
+from .providers._models import builtin_model as builtin_model
 from .providers._openai import OpenAIProvider as OpenAIProvider
 from .rpc import RpcClient as RpcClient
 from .rpc import RpcCommandError as RpcCommandError
@@ -187,6 +189,7 @@ __all__ = [
     "FauxProvider",
     "FauxReply",
     "FauxScriptError",
+    "GeminiProvider",
     "HistoryError",
     "HistoryWriteFailed",
     "HttpProvider",
@@ -247,6 +250,7 @@ __all__ = [
     "TurnStart",
     "Usage",
     "UserMessage",
+    "builtin_model",
     "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",

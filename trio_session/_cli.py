@@ -28,6 +28,7 @@ from ._commands import (
     history_path,
     load_settings,
     open_provider,
+    preflight,
     read_api_key_file,
     select_model,
     sessions_dir,
@@ -466,9 +467,9 @@ def _provider_options(command: argparse.ArgumentParser, *, default: str | None) 
         "--provider",
         metavar="NAME",
         default=default,
-        help="the model provider: openai, anthropic, faux, or (with --agent-dir) a provider "
-        "of pi's (default: the settings' defaultProvider, else openai; keys: trio-session "
-        "auth, OPENAI_API_KEY, ANTHROPIC_API_KEY)",
+        help="the model provider: openai, anthropic, gemini, faux, or (with --agent-dir) a "
+        "provider of pi's (default: the settings' defaultProvider, else openai; keys: "
+        "trio-session auth, OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY)",
     )
     command.add_argument(
         "--model",
@@ -482,7 +483,11 @@ def _provider_options(command: argparse.ArgumentParser, *, default: str | None) 
         f"and ./.pi/settings.json (default: ${AGENT_DIR_VARIABLE} if set)",
     )
     command.add_argument(
-        "--base-url", metavar="URL", help="the API endpoint (an OpenAI-compatible local server)"
+        "--base-url",
+        metavar="URL",
+        help="the API root, e.g. a local OpenAI-compatible server's http://127.0.0.1:8080/v1 "
+        "(default: the model's, else $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL / "
+        "$GEMINI_BASE_URL, else the provider's own; a key is optional off the provider's own)",
     )
     keys = command.add_mutually_exclusive_group()
     keys.add_argument(
@@ -538,7 +543,9 @@ def _provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
 
     A flag wins over the settings; a timeout flag left out takes its setting. The key
     of ``--api-key-file`` is read here, so ``-`` takes its line of stdin before the
-    chat or the RPC server reads any.
+    chat or the RPC server reads any. Then the pre-flight (``preflight``): a malformed
+    base URL, or no key where one is needed, stops the command here (exit 2), before
+    any session opens.
     """
     args.model_choice = None
     if args.faux is not None or args.provider == "faux":
@@ -557,6 +564,13 @@ def _provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
         args.api_key = read_api_key_file(args.api_key_file)
     elif args.agent_dir_config is not None and provider != "faux":
         args.api_key = args.agent_dir_config.api_key(provider)
+    if args.model_choice is not None:
+        preflight(
+            args.model_choice,
+            base_url=args.base_url,
+            api_key=args.api_key,
+            agent_dir=args.agent_dir_config,
+        )
     timeouts = settings.current.retry.provider
     if args.timeout is None:
         args.timeout = timeouts.timeout_ms / 1000

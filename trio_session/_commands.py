@@ -12,7 +12,7 @@ import os
 import stat
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,17 +24,34 @@ from ._errors import SettingsError, TrioSessionError
 from ._pi_config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
 from ._settings import Settings, SettingsLayer, SettingsStore, default_settings_paths
 from .providers._anthropic import AnthropicProvider
-from .providers._base import Model, Provider
+from .providers._base import Model, Provider, excerpt
 from .providers._faux import FauxProvider, load_faux_script
-from .providers._http import DEFAULT_ATTEMPT_TIMEOUT, HttpProvider
+from .providers._gemini import GeminiProvider
+from .providers._http import DEFAULT_ATTEMPT_TIMEOUT, HttpProvider, env_base_url
+from .providers._models import PROVIDER_APIS, builtin_model
 from .providers._openai import OpenAIProvider
 from .store._credentials import CredentialStore, InMemoryCredentialStore
 from .store._history import default_sessions_dir, latest_session
-from .store._sqlite_credentials import SqliteCredentialStore
+from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
 
-#: ``--provider`` names → the environment variable holding their key.
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-DEFAULT_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+#: ``--provider`` names of our own → the environment variables holding their key, in
+#: the order they are looked at (``GOOGLE_API_KEY`` is Google's other name for it).
+KEY_VARIABLES: Mapping[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+DEFAULT_MODELS = {
+    "openai": "gpt-4.1-mini",
+    "anthropic": "claude-sonnet-4-5",
+    "gemini": "gemini-2.5-flash",
+}
+#: The adapter of each wire API trio_session speaks.
+ADAPTERS: Mapping[str, type[HttpProvider]] = {
+    "openai-completions": OpenAIProvider,
+    "anthropic-messages": AnthropicProvider,
+    "google-generative-ai": GeminiProvider,
+}
 
 
 class CommandError(Exception):
@@ -98,7 +115,9 @@ def select_model(
     ``--model PROVIDER/ID`` names both, as in pi. Without a model id, the provider's
     default model is ours (``DEFAULT_MODELS``) or its first in models.json. With
     ``agent_dir`` the model comes from models.json (custom providers and models) or a
-    built-in provider of pi's; without it, only ``openai`` and ``anthropic`` are known.
+    built-in provider of pi's; ``openai``, ``anthropic`` and ``gemini`` are always
+    known. A model of the built-in table (``builtin_model``) carries its context
+    window and prices, so ``usage.cost`` is filled in.
 
     Raises:
         CommandError: an unknown provider or model, or one with no default model.
@@ -113,10 +132,10 @@ def select_model(
     if agent_dir is None:
         if name not in KEY_VARIABLES:
             raise CommandError(
-                f"unknown provider {name!r}; choose openai, anthropic or faux "
+                f"unknown provider {name!r}; choose openai, anthropic, gemini or faux "
                 "(or a provider of pi's models.json, with --agent-dir)"
             )
-        return Model(id=model_id or DEFAULT_MODELS[name], provider=name)
+        return known_model(name, model_id or DEFAULT_MODELS[name])
     customs = agent_dir.provider_models(name)
     if model_id is None:
         if name in DEFAULT_MODELS:
@@ -126,6 +145,8 @@ def select_model(
         else:
             raise CommandError(f"no default model for provider {name!r}; name one with --model")
     model = agent_dir.find_model(name, model_id)
+    if model is None and not customs and name in KEY_VARIABLES:
+        return known_model(name, model_id)  # ours, not pi's: gemini
     if model is None:
         if customs:
             listed = ", ".join(m.id for m in customs)
@@ -136,6 +157,15 @@ def select_model(
             f"defined in {agent_dir.models_path}"
         )
     return model
+
+
+def known_model(provider: str, model_id: str) -> Model:
+    """``provider``/``model_id`` from the built-in table, else a plain ``Model`` of the
+    provider's API (a 128k context window and no prices)."""
+    known = builtin_model(provider, model_id)
+    if known is not None:
+        return known
+    return Model(id=model_id, provider=provider, api=PROVIDER_APIS.get(provider, ""))
 
 
 # -- providers ----------------------------------------------------------------------------
@@ -175,9 +205,11 @@ async def open_provider(
     """The provider and model a command talks to; HTTP clients are closed on exit.
 
     ``model`` is what ``select_model`` chose (else ``kind``/``model_id`` are used);
-    its ``api`` picks the adapter: ``openai-completions`` → ``OpenAIProvider``,
-    ``anthropic-messages`` → ``AnthropicProvider``; ``base_url`` (``--base-url``)
-    wins over the model's. ``attempt_timeout`` (``--timeout``) and ``idle_timeout``
+    its ``api`` picks the adapter (``ADAPTERS``). The endpoint is ``base_url``
+    (``--base-url``), else the model's own (models.json), else the adapter's
+    environment variable (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``,
+    ``GEMINI_BASE_URL``), else the provider's default; see ``endpoint``.
+    ``attempt_timeout`` (``--timeout``) and ``idle_timeout``
     (``--idle-timeout``) are seconds; see ``provider_timeouts``. The faux provider
     has no use for them.
     """
@@ -204,9 +236,8 @@ async def open_provider(
     cls = provider_class(model)
     timeouts = provider_timeouts(attempt_timeout=attempt_timeout, idle_timeout=idle_timeout)
     headers = agent_dir.headers(model.provider, model.id) if agent_dir is not None else {}
-    http = cls(
-        base_url=base_url or model.base_url, name=model.provider, headers=headers, **timeouts
-    )
+    url, _ = endpoint(model, base_url)
+    http = cls(base_url=url, name=model.provider, headers=headers, **timeouts)
     async with http:
         yield (
             http,
@@ -225,16 +256,125 @@ def provider_class(model: Model) -> type[HttpProvider]:
         CommandError: an API trio_session does not speak, named.
     """
     built_in = BUILT_IN_PROVIDERS.get(model.provider)
-    api = model.api or (built_in.api if built_in is not None else "")
-    if api == "openai-completions":
-        return OpenAIProvider
-    if api == "anthropic-messages":
-        return AnthropicProvider
-    speaks = " and ".join(SUPPORTED_APIS)
+    api = model.api or (
+        built_in.api if built_in is not None else PROVIDER_APIS.get(model.provider, "")
+    )
+    adapter = ADAPTERS.get(api)
+    if adapter is not None:
+        return adapter
+    speaks = ", ".join(SUPPORTED_APIS[:-1]) + f" and {SUPPORTED_APIS[-1]}"
     raise CommandError(
         f"model {model.provider}/{model.id} uses the api {api or 'none'!r}, which "
         f"trio-session does not speak (it speaks {speaks})"
     )
+
+
+def endpoint(model: Model, base_url: str | None = None) -> tuple[str, str]:
+    """The base URL a command sends ``model``'s requests to, and where it came from.
+
+    ``base_url`` (``--base-url``) first; then the model's own, unless it is the
+    adapter's default endpoint (a built-in provider of pi's says it, and the
+    environment may move it); then the adapter's ``BASE_URL_VARIABLE``; then
+    its default. The second item names the source for messages: ``"--base-url"``,
+    ``"the model's baseUrl"``, the variable's name, or ``"default"``.
+    """
+    cls = provider_class(model)
+    default = cls.DEFAULT_BASE_URL.rstrip("/")
+    if base_url:
+        return base_url, "--base-url"
+    if model.base_url and model.base_url.rstrip("/") != default:
+        return model.base_url, "the model's baseUrl"
+    from_env = env_base_url(cls)
+    if from_env is not None and cls.BASE_URL_VARIABLE:
+        return from_env, cls.BASE_URL_VARIABLE
+    return default, "default"
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an API root, or ``None`` if it can."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "is not a URL"
+    if parsed.scheme not in ("http", "https"):
+        return "is not an absolute http:// or https:// URL"
+    if not parsed.host:
+        return "has no host"
+    return None
+
+
+def key_variables(provider: str) -> tuple[str, ...]:
+    """The environment variables that may hold ``provider``'s key (ours, else pi's)."""
+    built_in = BUILT_IN_PROVIDERS.get(provider)
+    return KEY_VARIABLES.get(provider) or (built_in.key_variables if built_in else ())
+
+
+def env_api_key(provider: str, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """``(variable, key)`` of the first of ``key_variables(provider)`` that is set."""
+    for variable in key_variables(provider):
+        value = environ.get(variable, "").strip()
+        if value:
+            return variable, value
+    return None
+
+
+def preflight(
+    model: Model,
+    *,
+    base_url: str | None,
+    api_key: str | None,
+    agent_dir: AgentDirConfig | None = None,
+    environ: Mapping[str, str] = os.environ,
+    stored: Callable[[str], bool] | None = None,
+) -> None:
+    """Check, before any session opens, what would otherwise fail at the first prompt.
+
+    The endpoint (``endpoint``) must be an absolute http(s) URL with a host. A key is
+    needed when the requests go to a provider's own service (its default endpoint, or
+    the one pi knows for it): from ``--api-key``/``--api-key-file`` (or pi's auth.json,
+    already in ``api_key``), the provider's environment variable, or the credential
+    store (``stored(provider)``, by default: the SQLite store has a key for it). A
+    custom endpoint — ``--base-url``, ``OPENAI_BASE_URL``, a models.json ``baseUrl`` —
+    may run without a key (a local server), so none is demanded there.
+
+    Raises:
+        CommandError: one line saying what is wrong and how to fix it; never a key.
+    """
+    url, source = endpoint(model, base_url)
+    problem = _url_problem(url)
+    if problem is not None:
+        shown = excerpt(url, 120)
+        where = f"{source} {shown!r}" if source == "--base-url" else f"{source}={shown!r}"
+        if source == "the model's baseUrl":
+            where = f"the baseUrl {shown!r} of {model.provider}/{model.id}"
+        raise CommandError(
+            f"{where} {problem}; give the API root, like https://api.example.com/v1 "
+            "or http://127.0.0.1:8080/v1"
+        )
+    built_in = BUILT_IN_PROVIDERS.get(model.provider)
+    official = {provider_class(model).DEFAULT_BASE_URL.rstrip("/")}
+    if built_in is not None and built_in.base_url:
+        official.add(built_in.base_url.rstrip("/"))
+    if url.rstrip("/") not in official or api_key:
+        return
+    if env_api_key(model.provider, environ) is not None:
+        return
+    if (stored or _has_stored_key)(model.provider):
+        return
+    ways = [f"set {' or '.join(key_variables(model.provider)) or 'its key variable'}"]
+    ways.append(f"run 'trio-session auth add {model.provider}'")
+    ways.append("pass --api-key-file PATH")
+    if agent_dir is not None:
+        ways.append(f"add it to {agent_dir.auth_path}")
+    raise CommandError(f"no API key for {model.provider}: {', '.join(ways[:-1])} or {ways[-1]}")
+
+
+def _has_stored_key(provider: str) -> bool:
+    try:
+        with SqliteCredentialStore.open(env_vars={}) as store:
+            return any(info.source == "store" for info in store.list(provider))
+    except TrioSessionError:
+        return False
 
 
 #: The longest key ``--api-key-file`` reads, in bytes.
@@ -243,9 +383,9 @@ MAX_KEY_BYTES = 64 * 1024
 
 def api_key_flag_warning(provider: str) -> str:
     """What ``--api-key`` costs, and what to use instead; never the key itself."""
-    variable = KEY_VARIABLES.get(provider)
+    variables = key_variables(provider)
     instead = "--api-key-file PATH, --api-key-file - (one line of stdin), "
-    instead += f"{variable}, " if variable else ""
+    instead += f"{variables[0]}, " if variables else ""
     return (
         "trio-session: warning: --api-key puts the key on the command line, where every "
         f"user of this machine can read it (ps, /proc/PID/cmdline); use {instead}"
@@ -328,19 +468,23 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
     and the env variable.
 
     The SQLite store (in the user data directory) holds ``trio-session auth add`` keys and
-    counts ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` as one more. If that file cannot be
+    counts the provider's environment variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+    ``GEMINI_API_KEY`` else ``GOOGLE_API_KEY``) as one more. If that file cannot be
     used, the environment variable alone is used.
     """
     if provider == "faux":
         return None
     if api_key:
         return InMemoryCredentialStore(keys={provider: [api_key]})
+    found = env_api_key(provider)
+    env_vars = dict(DEFAULT_ENV_VARS)
+    if found is not None:
+        env_vars[provider] = found[0]
     try:
-        return SqliteCredentialStore.open()
+        return SqliteCredentialStore.open(env_vars=env_vars)
     except TrioSessionError as exc:
-        env = os.environ.get(KEY_VARIABLES.get(provider, ""), "")
         print(f"trio-session: warning: credential store unusable ({exc})", file=sys.stderr)
-        return InMemoryCredentialStore(keys={provider: [env] if env else []})
+        return InMemoryCredentialStore(keys={provider: [found[1]] if found else []})
 
 
 # -- history ---------------------------------------------------------------------------------

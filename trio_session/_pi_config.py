@@ -40,13 +40,14 @@ import attrs
 from ._errors import SettingsError
 from ._settings import SettingsLayer, resolve
 from .providers._base import Model, ModelCost
+from .providers._models import builtin_model
 
 #: The environment variable that names pi's agent directory.
 AGENT_DIR_VARIABLE = "PI_CODING_AGENT_DIR"
 #: The project directory pi reads settings from, relative to the working directory.
 PROJECT_DIR_NAME = ".pi"
 #: The APIs trio_session speaks, and the provider classes that speak them.
-SUPPORTED_APIS = ("openai-completions", "anthropic-messages")
+SUPPORTED_APIS = ("openai-completions", "anthropic-messages", "google-generative-ai")
 #: The largest models.json or auth.json read, in bytes.
 MAX_CONFIG_FILE_BYTES = 1 << 20
 #: Seconds a ``"!command"`` key may take (pi's limit).
@@ -207,8 +208,9 @@ class AgentDirConfig:
 
     def find_model(self, provider: str, model_id: str) -> Model | None:
         """The model ``provider``/``model_id``: a custom one of models.json, else one at a
-        built-in provider (its endpoint, or the models.json ``baseUrl`` override, and any
-        ``modelOverrides``), else ``None``."""
+        built-in provider (its endpoint, or the models.json ``baseUrl`` override; the
+        context window and prices of trio_session's built-in table, if it knows the
+        model; then any ``modelOverrides``), else ``None``."""
         for model in self.models:
             if model.provider == provider and model.id == model_id:
                 return model
@@ -216,11 +218,12 @@ class AgentDirConfig:
         if built_in is None:
             return None
         config = self._providers.get(provider, _ProviderConfig())
-        model = Model(
-            id=model_id,
-            provider=provider,
-            api=built_in.api,
-            base_url=config.base_url or built_in.base_url or None,
+        base_url = config.base_url or built_in.base_url or None
+        known = builtin_model(provider, model_id, base_url=base_url)
+        model = (
+            attrs.evolve(known, api=built_in.api)
+            if known is not None
+            else Model(id=model_id, provider=provider, api=built_in.api, base_url=base_url)
         )
         override = config.model_overrides.get(model_id)
         return _overridden(model, override) if override else model

@@ -335,12 +335,16 @@ class AnthropicProvider(HttpProvider):
         async with AnthropicProvider(api_key=key) as provider:
             async with open_session(provider, "claude-sonnet-4-5") as session: ...
 
+    Without ``base_url``, ``$ANTHROPIC_BASE_URL`` is the endpoint if it is set (as in
+    the anthropic SDK), else ``https://api.anthropic.com``.
+
     Args (besides those of ``HttpProvider``):
         max_tokens: the answer's token budget (required by the API).
     """
 
     DEFAULT_NAME: ClassVar[str] = "anthropic"
     DEFAULT_BASE_URL: ClassVar[str] = "https://api.anthropic.com"
+    BASE_URL_VARIABLE: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
 
     _max_tokens: int = attrs.field(default=DEFAULT_MAX_TOKENS, alias="max_tokens", kw_only=True)
 

@@ -43,7 +43,7 @@ import logging
 import math
 import os
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, Self
 
 import attrs
@@ -79,6 +79,9 @@ DEFAULT_ATTEMPT_TIMEOUT = 600.0
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
 _UNDECODABLE = invalid_response_message("the response body could not be decoded")
+
+#: ``http_error_message``'s signature: what an adapter uses to word an HTTP error response.
+ErrorWording = Callable[..., str]
 
 
 def _as_timeout(value: httpx.Timeout | float | None) -> httpx.Timeout:
@@ -186,6 +189,9 @@ class HttpProvider:
     Args:
         api_key: used when the request carries none (``ProviderRequest.api_key`` wins).
         base_url: the API root; a ``Model`` with its own ``base_url`` overrides it.
+            Omitted (or ``None``), it is the environment variable ``BASE_URL_VARIABLE``
+            of the subclass (``OPENAI_BASE_URL`` …) if that is set and not blank, read
+            once when the provider is made, else ``DEFAULT_BASE_URL``.
         name: the provider name credentials are keyed by (``"llama.cpp"`` for a local
             OpenAI-compatible server).
         timeout: an ``httpx.Timeout``, seconds for all phases, or ``None`` for
@@ -204,6 +210,8 @@ class HttpProvider:
 
     DEFAULT_NAME: ClassVar[str] = "http"
     DEFAULT_BASE_URL: ClassVar[str] = "http://127.0.0.1"
+    #: The environment variable that gives the base URL when none is passed.
+    BASE_URL_VARIABLE: ClassVar[str | None] = None
 
     _api_key: str | None = attrs.field(default=None, alias="api_key", kw_only=True, repr=False)
     _base_url: str | None = attrs.field(default=None, alias="base_url", kw_only=True)
@@ -227,6 +235,14 @@ class HttpProvider:
 
     def __attrs_post_init__(self) -> None:
         self._owns_client = self._client is None
+        if self._base_url is None:
+            self._base_url = env_base_url(type(self))
+
+    @property
+    def base_url_is_default(self) -> bool:
+        """Whether requests go to ``DEFAULT_BASE_URL`` (no base URL given, none in the
+        environment): the provider's own service, which needs a key."""
+        return self.base_url == self.DEFAULT_BASE_URL.rstrip("/")
 
     # -- configuration -------------------------------------------------------------
 
@@ -299,6 +315,22 @@ class HttpProvider:
     def _root(self, model: Model) -> str:
         return (model.base_url or self.base_url).rstrip("/")
 
+    def _http_error_message(
+        self,
+        status: int,
+        reason: str = "",
+        body: str = "",
+        headers: Mapping[str, str] | None = None,
+        *,
+        content_type: str = "",
+        secrets: tuple[str, ...] = (),
+    ) -> str:
+        """The ``errorMessage`` of an HTTP error response; ``http_error_message`` unless
+        the API words its errors in its own shape (Gemini)."""
+        return http_error_message(
+            status, reason, body, headers, content_type=content_type, secrets=secrets
+        )
+
     # -- one request -----------------------------------------------------------------
 
     async def stream(self, request: ProviderRequest, sink: StreamSink) -> StreamEnd:
@@ -365,7 +397,9 @@ class HttpProvider:
             ) as response:
                 attempt.response = response
                 if not response.is_success:
-                    return StreamEnd.error(await _error_response_message(response, secrets))
+                    return StreamEnd.error(
+                        await _error_response_message(response, secrets, self._http_error_message)
+                    )
                 return await self._read_events(response, self._parser(sink, secrets), secrets)
         except httpx.InvalidURL as exc:
             return StreamEnd.error(f"Invalid request: {exc}")
@@ -378,7 +412,11 @@ class HttpProvider:
     ) -> StreamEnd:
         content_type = response.headers.get("content-type", "")
         if content_type and "event-stream" not in content_type.lower():
-            return StreamEnd.error(await _not_a_stream_message(response, content_type, secrets))
+            return StreamEnd.error(
+                await _not_a_stream_message(
+                    response, content_type, secrets, self._http_error_message
+                )
+            )
         reader = _EventReader(_content_decoder(response), parser)
         end: StreamEnd | None = None
         failure: Exception | None = None
@@ -461,6 +499,13 @@ class HttpProvider:
             content_type="text/plain",
             secrets=secrets,
         )
+
+
+def env_base_url(cls: type[HttpProvider], environ: Mapping[str, str] = os.environ) -> str | None:
+    """The base URL ``cls.BASE_URL_VARIABLE`` holds, stripped; ``None`` if unset or blank."""
+    variable = cls.BASE_URL_VARIABLE
+    value = environ.get(variable, "").strip() if variable else ""
+    return value or None
 
 
 class _ContentDecoder(Protocol):
@@ -560,12 +605,16 @@ async def _read_capped(
     return redact(text, *secrets, cut=cut), problem
 
 
-async def _error_response_message(response: httpx.Response, secrets: tuple[str, ...]) -> str:
+async def _error_response_message(
+    response: httpx.Response,
+    secrets: tuple[str, ...],
+    wording: ErrorWording = http_error_message,
+) -> str:
     body, problem = await _read_capped(response, secrets)
     content_type = response.headers.get("content-type", "")
     if problem is not None and not body.strip():
         body, content_type = f"({problem})", "text/plain"
-    return http_error_message(
+    return wording(
         response.status_code,
         response.reason_phrase,
         body,
@@ -576,7 +625,10 @@ async def _error_response_message(response: httpx.Response, secrets: tuple[str, 
 
 
 async def _not_a_stream_message(
-    response: httpx.Response, content_type: str, secrets: tuple[str, ...]
+    response: httpx.Response,
+    content_type: str,
+    secrets: tuple[str, ...],
+    wording: ErrorWording = http_error_message,
 ) -> str:
     """A 2xx that is not an event stream: a JSON error in disguise, or the wrong server."""
     body, _ = await _read_capped(response, secrets)
@@ -584,8 +636,10 @@ async def _not_a_stream_message(
         data = json.loads(body) if "json" in content_type.lower() else None
     except ValueError:
         data = None
+    if isinstance(data, list) and len(data) == 1:  # Gemini wraps its error in a list
+        data = data[0]
     if isinstance(data, Mapping) and data.get("error"):
-        return http_error_message(
+        return wording(
             response.status_code, response.reason_phrase, body, response.headers, secrets=secrets
         )
     kind = content_type.split(";")[0].strip()

@@ -288,6 +288,9 @@ class OpenAIProvider(HttpProvider):
 
         local = OpenAIProvider(base_url="http://127.0.0.1:8080/v1", name="llama.cpp")
 
+    Without ``base_url``, ``$OPENAI_BASE_URL`` is the endpoint if it is set (as in the
+    openai SDK), else ``https://api.openai.com/v1``.
+
     Args (besides those of ``HttpProvider``):
         include_usage: ask for a usage chunk (``stream_options.include_usage``);
             turn off for a server that rejects the option.
@@ -295,6 +298,7 @@ class OpenAIProvider(HttpProvider):
 
     DEFAULT_NAME: ClassVar[str] = "openai"
     DEFAULT_BASE_URL: ClassVar[str] = "https://api.openai.com/v1"
+    BASE_URL_VARIABLE: ClassVar[str | None] = "OPENAI_BASE_URL"
 
     _include_usage: bool = attrs.field(default=True, alias="include_usage", kw_only=True)
 
