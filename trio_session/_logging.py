@@ -20,6 +20,11 @@ logger                      level     when
 ``trio_session.provider``   WARNING   an assistant message ended with ``stopReason: "error"``
 ==========================  ========  ===============================================
 
+Nothing is printed unless the application configures logging: each of these
+loggers has a ``NullHandler`` (as the logging HOWTO advises for libraries), so
+Python's last-resort handler never writes them to stderr; records still propagate
+to the application's handlers.
+
 Each record carries these ``extra`` fields (attributes of the ``LogRecord``):
 
 - all: ``session_id``, ``provider``, ``model``;
@@ -34,8 +39,8 @@ Each record carries these ``extra`` fields (attributes of the ``LogRecord``):
 
 Never a secret: the API keys a session has used (and its provider's own) are
 replaced by ``redact(key)`` in every record of the ``trio_session`` loggers — the
-message, its arguments, string extras and a formatted traceback — whoever logged
-it, for instance a provider error that echoes the key. A ``logging.Filter`` does
+message, its arguments, string extras and a formatted traceback (whose exception
+object is then dropped from the record) — whoever logged it, for instance a provider error that echoes the key. A ``logging.Filter`` does
 it, so it runs only for records that are actually made.
 """
 
@@ -126,7 +131,10 @@ class ScrubFilter(logging.Filter):
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text and any(s in record.exc_text for s in secrets):
+            # Formatters print exc_text as it is; the exception itself still holds the
+            # key, so a handler that reads exc_info (to report it elsewhere) gets none.
             record.exc_text = scrub(record.exc_text, secrets)
+            record.exc_info = None
         if record.stack_info and any(s in record.stack_info for s in secrets):
             record.stack_info = scrub(record.stack_info, secrets)
         return True
@@ -135,6 +143,11 @@ class ScrubFilter(logging.Filter):
 _filter = ScrubFilter()
 for _name in SCRUBBED_LOGGERS:
     logging.getLogger(_name).addFilter(_filter)
+# An application that configured no logging sees none of these records: without a
+# handler of their own, Python's last-resort handler would print every WARNING on
+# stderr — through a terminal UI's screen, or an RPC client's error stream.
+for _child in (retry_logger, compaction_logger, credentials_logger, provider_logger):
+    _child.addHandler(logging.NullHandler())
 
 
 @attrs.define(eq=False, weakref_slot=True)
