@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -337,3 +338,26 @@ def test_without_opentelemetry_no_span_code_runs() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["fine 0", "['opentelemetry']"]
+
+
+def test_observe_example_prints_the_story() -> None:
+    """docs/examples/observe.py: the retry lines, then prompt → attempts → backoffs."""
+    example = Path(__file__).parent.parent / "docs" / "examples" / "observe.py"
+    out = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()
+    assert [line.split()[1] for line in out[:5]] == [
+        "trio_session.provider",
+        "trio_session.retry",
+        "trio_session.provider",
+        "trio_session.retry",
+        "trio_session.retry",
+    ]
+    assert [" ".join(line.split()) for line in out[6:]] == [
+        "trio_session.prompt at 0.0s for 6.0s attempts=2 stop_reason=stop",
+        "trio_session.attempt at 0.0s for 0.0s attempt=0 stop_reason=error",
+        "trio_session.backoff at 0.0s for 2.0s attempt=1 delay_ms=2000",
+        "trio_session.attempt at 2.0s for 0.0s attempt=1 stop_reason=error",
+        "trio_session.backoff at 2.0s for 4.0s attempt=2 delay_ms=4000",
+        "trio_session.attempt at 6.0s for 0.0s attempt=2 stop_reason=stop",
+    ]
