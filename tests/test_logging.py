@@ -17,6 +17,7 @@ from trio_session import (
     FauxReply,
     InMemoryCredentialStore,
     Model,
+    OpenAIProvider,
     ProviderRequest,
     open_session,
 )
@@ -275,3 +276,17 @@ async def test_credential_rotation_records(
         "retry_after_ms": 600_000,
     }
     assert not any(key in caplog.text for key in keys)
+
+
+async def test_a_providers_own_key_is_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
+    """A provider configured with a key (no credential store): no record shows it."""
+    caplog.set_level(logging.INFO, logger="trio_session")
+    key = "sk-own-provider-key-0123456789"
+    async with (
+        OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key=key) as provider,
+        open_session(provider, "gpt-test"),
+    ):
+        logging.getLogger("trio_session.provider").warning("sent %s", key)
+    (record,) = caplog.records
+    assert record.getMessage() == f"sent {redact(key)}"
+    assert key not in caplog.text
