@@ -40,8 +40,10 @@ Each record carries these ``extra`` fields (attributes of the ``LogRecord``):
 Never a secret: the API keys a session has used (and its provider's own) are
 replaced by ``redact(key)`` in every record of the ``trio_session`` loggers — the
 message, its arguments, string extras and a formatted traceback (whose exception
-object is then dropped from the record) — whoever logged it, for instance a provider error that echoes the key. A ``logging.Filter`` does
-it, so it runs only for records that are actually made.
+object is then dropped from the record) — whoever logged it, for instance a
+provider error that echoes the key. A ``logging.Filter`` does it, so it runs only
+for records that are actually made. Keys shorter than ``MIN_SECRET_LENGTH`` (4)
+are left alone.
 """
 
 from __future__ import annotations
