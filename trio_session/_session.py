@@ -57,6 +57,7 @@ from ._extensions import (
     load_extension_file,
 )
 from ._groups import unwrapped as _unwrapped
+from ._logging import SessionObserver  # -- observe (issue 14) --
 from ._messages import (
     AssistantMessage,
     BashExecutionMessage,
@@ -175,6 +176,8 @@ class AgentSession:
             ``model`` is always one of them.
         thinking_level: the starting thinking level; ``"medium"`` (the reference's
             default) if omitted, clamped to the model (``"off"`` unless it reasons).
+        tracer_provider: the OpenTelemetry ``TracerProvider`` for the session's spans;
+            the global one if omitted (see ``trio_session._tracing``).
     """
 
     _provider: Provider = attrs.field(alias="provider")
@@ -216,9 +219,13 @@ class AgentSession:
         factory=trio.lowlevel.ParkingLot, init=False
     )
     _session_name: str | None = attrs.field(default=None, init=False)
+    # -- observe (issue 14): logs and spans from this session's events --
+    _tracer_provider: Any = attrs.field(default=None, alias="tracer_provider")
+    _observer: SessionObserver = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._idle.set()
+        self._observer = SessionObserver.install(self, self._tracer_provider)  # -- observe --
         self._agent = Agent(
             provider=self._provider,
             model=self._model,
@@ -468,7 +475,8 @@ class AgentSession:
                 replaced,
             )
         async with self._busy():
-            with trio.CancelScope() as self._run_scope, _unwrapped():
+            # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry)
+            with trio.CancelScope() as self._run_scope, _unwrapped(), self._observer.prompt():
                 user = UserMessage.of(text, tuple(images))
                 if self._history_file is not None:
                     await self._stage_prompt(self._history_file, user)
@@ -775,12 +783,14 @@ class AgentSession:
         """R-17: report a usage limit; True if the store moved us to another credential."""
         if self._credentials is None:
             return False
-        return await self._credentials.mark_usage_limit_reached(
+        rotated = await self._credentials.mark_usage_limit_reached(
             self._provider.name,
             self.session_id,
             retry_after_ms=hint_ms,
             base_url=self._model.base_url,
         )
+        self._observer.credential_rotated(rotated=rotated, retry_after_ms=hint_ms)  # -- observe --
+        return rotated
 
     async def _reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22), with any prompts that
@@ -792,7 +802,9 @@ class AgentSession:
 
     async def _api_key(self) -> str | None:
         assert self._credentials is not None
-        return await self._credentials.api_key(self._provider.name, self.session_id)
+        key = await self._credentials.api_key(self._provider.name, self.session_id)
+        self._observer.saw_key(key)  # -- observe --: no log record or span shows it
+        return key
 
     def _last_assistant(self) -> AssistantMessage:
         for message in reversed(self._history):
@@ -1339,6 +1351,7 @@ async def open_session(
     history: str | Path | SessionFile | None = None,
     models: Sequence[Model] = (),
     thinking_level: str | None = None,
+    tracer_provider: Any = None,  # -- observe (issue 14) --
 ) -> AsyncIterator[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
@@ -1359,6 +1372,9 @@ async def open_session(
 
     ``models`` are the models ``set_model`` / ``cycle_model`` switch between (they all
     use ``provider``); ``thinking_level`` is the starting level (see ``AgentSession``).
+
+    ``tracer_provider`` is the OpenTelemetry ``TracerProvider`` the session's spans go
+    to (``trio-session[otel]``); the global one if omitted. See ``trio_session._tracing``.
 
     Example::
 
@@ -1399,6 +1415,7 @@ async def open_session(
             history_file=history_file,
             models=models,
             thinking_level=thinking_level,
+            tracer_provider=tracer_provider,  # -- observe --
         )
         if runner is None:
             try:

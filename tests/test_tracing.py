@@ -1,0 +1,363 @@
+"""Issue 14: OpenTelemetry spans for prompt → attempts → backoff and compaction, on
+virtual time, with the SDK's in-memory exporter; and nothing at all without the SDK."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from trio_session import (
+    DropOldestCompactor,
+    FauxProvider,
+    FauxReply,
+    InMemoryCredentialStore,
+    Model,
+    ProviderRequest,
+    Usage,
+    open_session,
+)
+
+from .conftest import ERR_503, ERR_OVERFLOW, err, hang, ok
+
+SECOND = 1_000_000_000  # ns
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    """Finished spans, in the order they ended."""
+    exporter = InMemorySpanExporter()
+    yield exporter
+    exporter.shutdown()
+
+
+@pytest.fixture
+def tracer_provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    """A provider that exports every span to ``exporter`` as it ends."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+def spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    """The finished spans called ``name``, in start order."""
+    found = [s for s in exporter.get_finished_spans() if s.name == name]
+    return sorted(found, key=lambda s: s.start_time or 0)
+
+
+def duration(span: ReadableSpan) -> int:
+    """The span's length in ns."""
+    assert span.start_time is not None
+    assert span.end_time is not None
+    return span.end_time - span.start_time
+
+
+def parent_id(span: ReadableSpan) -> int | None:
+    """The span id of the span's parent, if it has one."""
+    return span.parent.span_id if span.parent is not None else None
+
+
+def span_id(span: ReadableSpan) -> int:
+    """The span's own id."""
+    assert span.context is not None
+    ident: int = span.context.span_id
+    return ident
+
+
+async def run(
+    script: Sequence[Any], tracer_provider: TracerProvider | None, **kwargs: Any
+) -> FauxProvider:
+    """Prompt once over ``script``."""
+    provider = FauxProvider(script)
+    async with open_session(
+        provider, session_id="s-1", tracer_provider=tracer_provider, **kwargs
+    ) as session:
+        await session.prompt("hi")
+    return provider
+
+
+async def test_prompt_attempts_and_backoff_spans(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """[503, 503, ok]: one prompt span over three attempts and two backoffs of 2 s and 4 s."""
+    app = tracer_provider.get_tracer("app")
+    with app.start_as_current_span("request") as outer:
+        await run([err(), err(), ok(usage=Usage(input=120, output=7))], tracer_provider)
+    (prompt,) = spans(exporter, "trio_session.prompt")
+    attempts = spans(exporter, "trio_session.attempt")
+    backoffs = spans(exporter, "trio_session.backoff")
+    # The application's current span is the prompt's parent; the rest hang off the prompt.
+    assert parent_id(prompt) == outer.get_span_context().span_id
+    assert {parent_id(s) for s in attempts + backoffs} == {span_id(prompt)}
+    assert [s.name for s in sorted(attempts + backoffs, key=lambda s: s.start_time or 0)] == [
+        "trio_session.attempt",
+        "trio_session.backoff",
+        "trio_session.attempt",
+        "trio_session.backoff",
+        "trio_session.attempt",
+    ]
+    assert [duration(s) for s in backoffs] == [2 * SECOND, 4 * SECOND]
+    assert duration(prompt) == 6 * SECOND
+    assert [dict(s.attributes or {}) for s in backoffs] == [
+        {
+            "gen_ai.system": "faux",
+            "gen_ai.request.model": "faux-model",
+            "trio_session.retry.attempt": attempt,
+            "trio_session.retry.max_attempts": 3,
+            "trio_session.retry.delay_ms": delay,
+            "trio_session.retry.error": ERR_503,
+            "trio_session.retry.cancelled": False,
+        }
+        for attempt, delay in ((1, 2000), (2, 4000))
+    ]
+    assert [s.status.status_code for s in backoffs] == [StatusCode.UNSET] * 2
+    summary = [
+        (
+            a.attributes["trio_session.attempt"],
+            a.attributes["trio_session.retry.attempt"],
+            a.attributes["trio_session.stop_reason"],
+            a.attributes.get("error.type"),
+            a.status.status_code,
+        )
+        for a in attempts
+        if a.attributes is not None
+    ]
+    assert summary == [
+        (1, 0, "error", "retryable", StatusCode.ERROR),
+        (2, 1, "error", "retryable", StatusCode.ERROR),
+        (3, 2, "stop", None, StatusCode.UNSET),
+    ]
+    assert attempts[0].attributes is not None
+    assert attempts[0].attributes["trio_session.error"] == ERR_503
+    last = attempts[-1].attributes
+    assert last is not None
+    assert (last["gen_ai.usage.input_tokens"], last["gen_ai.usage.output_tokens"]) == (120, 7)
+    assert dict(prompt.attributes or {}) == {
+        "trio_session.session_id": "s-1",
+        "gen_ai.system": "faux",
+        "gen_ai.request.model": "faux-model",
+        "trio_session.retry.attempts": 2,
+        "trio_session.requests": 3,
+        "trio_session.stop_reason": "stop",
+    }
+    assert prompt.status.status_code is StatusCode.UNSET
+
+
+async def test_abort_retry_marks_the_backoff_cancelled(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """R-30: abort_retry() 0.5 s into the 2 s sleep ends the backoff span there, cancelled."""
+    provider = FauxProvider([err(), ok()])
+    async with (
+        open_session(provider, tracer_provider=tracer_provider) as session,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(session.prompt, "hi")
+        await trio.sleep(0.5)
+        assert session.is_waiting_to_retry
+        session.abort_retry()
+    (backoff,) = spans(exporter, "trio_session.backoff")
+    assert duration(backoff) == SECOND // 2
+    assert backoff.attributes is not None
+    assert backoff.attributes["trio_session.retry.cancelled"] is True
+    assert backoff.attributes["error.type"] == "cancelled"
+    assert (backoff.status.status_code, backoff.status.description) == (
+        StatusCode.ERROR,
+        "Retry cancelled",
+    )
+    (prompt,) = spans(exporter, "trio_session.prompt")
+    assert prompt.attributes is not None
+    assert prompt.attributes["trio_session.stop_reason"] == "error"  # the 503 stays
+    assert prompt.attributes["trio_session.retry.attempts"] == 1
+    assert len(spans(exporter, "trio_session.attempt")) == 1
+
+
+async def test_caller_cancellation_ends_every_span(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """R-33: the caller's timeout during a re-attempt ends attempt and prompt, cancelled."""
+    provider = FauxProvider([err(), hang()])
+    async with open_session(provider, tracer_provider=tracer_provider) as session:
+        with trio.move_on_after(3):
+            await session.prompt("hi")
+    assert session.is_running is False
+    _, second = spans(exporter, "trio_session.attempt")
+    assert second.attributes is not None
+    assert second.attributes["trio_session.stop_reason"] == "aborted"
+    assert second.attributes["trio_session.cancelled"] is True
+    assert duration(second) == SECOND  # from t = 2 to the timeout at t = 3
+    (prompt,) = spans(exporter, "trio_session.prompt")
+    assert duration(prompt) == 3 * SECOND
+    assert prompt.attributes is not None
+    assert prompt.attributes["trio_session.cancelled"] is True
+    assert (prompt.attributes["error.type"], prompt.status.status_code) == (
+        "cancelled",
+        StatusCode.ERROR,
+    )
+    assert all(s.end_time is not None for s in exporter.get_finished_spans())
+    assert len(exporter.get_finished_spans()) == 4  # prompt, 2 attempts, 1 backoff
+
+
+MODEL = Model(id="small", provider="faux", context_window=1000)
+
+
+async def test_compaction_span(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """R-50: an overflow's compaction is a child of the prompt, with reason and tokens."""
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("a2")])
+    async with open_session(
+        provider, MODEL, compactor=DropOldestCompactor(), tracer_provider=tracer_provider
+    ) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+    prompts = spans(exporter, "trio_session.prompt")
+    (compaction,) = spans(exporter, "trio_session.compaction")
+    assert parent_id(compaction) == span_id(prompts[1])
+    attributes = dict(compaction.attributes or {})
+    assert attributes["trio_session.compaction.reason"] == "overflow"
+    assert attributes["trio_session.compaction.aborted"] is False
+    assert attributes["trio_session.compaction.will_retry"] is True
+    before = attributes["trio_session.compaction.tokens_before"]
+    after = attributes["trio_session.compaction.tokens_after"]
+    assert isinstance(before, int)
+    assert isinstance(after, int)
+    assert 0 < after < before
+    overflow = spans(exporter, "trio_session.attempt")[1].attributes
+    assert overflow is not None
+    assert overflow["error.type"] == "overflow"
+
+
+async def test_manual_compaction_hangs_off_the_current_span(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Outside a prompt the compaction span's parent is the caller's current span."""
+    provider = FauxProvider([ok("a1"), ok("a2")])
+    async with open_session(
+        provider, MODEL, compactor=DropOldestCompactor(), tracer_provider=tracer_provider
+    ) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+        with tracer_provider.get_tracer("app").start_as_current_span("compact") as outer:
+            await session.compact()
+    (compaction,) = spans(exporter, "trio_session.compaction")
+    assert parent_id(compaction) == outer.get_span_context().span_id
+    assert compaction.attributes is not None
+    assert compaction.attributes["trio_session.compaction.reason"] == "manual"
+
+
+def _echo_key(request: ProviderRequest) -> FauxReply:
+    return err(f"503 rejected key {request.api_key}")
+
+
+async def test_no_key_in_any_span(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A key the provider echoes in its error is in no attribute or status of any span."""
+    secret = "sk-ant-0123456789abcdefSECRET"
+    store = InMemoryCredentialStore(keys={"faux": [secret]}, clock=trio.current_time)
+    await run([_echo_key, ok()], tracer_provider, credentials=store)
+    finished = exporter.get_finished_spans()
+    assert len(finished) == 4
+    for span in finished:
+        assert secret not in repr(dict(span.attributes or {}))
+        assert secret not in (span.status.description or "")
+    (backoff,) = spans(exporter, "trio_session.backoff")
+    assert backoff.attributes is not None
+    assert backoff.attributes["trio_session.retry.error"] == "503 rejected key sk-…CRET"
+
+
+async def test_tracing_uses_the_global_provider_by_default(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Without tracer_provider the session asks OpenTelemetry's global one (a no-op here)."""
+    assert not isinstance(trace.get_tracer_provider(), TracerProvider)
+    await run([ok()], None)
+
+
+HIDDEN = textwrap.dedent(
+    """
+    import sys
+    sys.modules["opentelemetry"] = None  # as if trio-session[otel] were not installed
+    import trio
+    import trio_session._tracing as tracing
+    from trio_session import FauxProvider, FauxReply, open_session
+
+    assert tracing.AVAILABLE is False
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("span code ran")
+
+    for name in ("prompt", "on_event", "_start", "_finish_prompt"):
+        setattr(tracing.SessionTracer, name, refuse)
+
+    async def main():
+        script = [FauxReply(error="503 Service Unavailable"), FauxReply(text="fine")]
+        settings = {"retry": {"baseDelayMs": 1}}
+        async with open_session(FauxProvider(script), settings=settings) as session:
+            assert session._observer._tracer is None
+            reply = await session.prompt("hi")
+        print(reply.text, session.retry_attempt)
+
+    trio.run(main)
+    print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
+    """
+)
+
+
+def test_without_opentelemetry_no_span_code_runs() -> None:
+    """With opentelemetry not importable, a retried prompt works and no span code runs."""
+    env = {**os.environ, "PYTHONWARNINGS": "error"}
+    result = subprocess.run(
+        [sys.executable, "-c", HIDDEN], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["fine 0", "['opentelemetry']"]
+
+
+def test_observe_example_prints_the_story() -> None:
+    """docs/examples/observe.py: the retry lines, then prompt → attempts → backoffs."""
+    example = Path(__file__).parent.parent / "docs" / "examples" / "observe.py"
+    out = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()
+    assert [line.split()[1] for line in out[:5]] == [
+        "trio_session.provider",
+        "trio_session.retry",
+        "trio_session.provider",
+        "trio_session.retry",
+        "trio_session.retry",
+    ]
+    assert [" ".join(line.split()) for line in out[6:]] == [
+        "trio_session.prompt at 0.0s for 6.0s attempts=2 stop_reason=stop",
+        "trio_session.attempt at 0.0s for 0.0s attempt=0 stop_reason=error",
+        "trio_session.backoff at 0.0s for 2.0s attempt=1 delay_ms=2000",
+        "trio_session.attempt at 2.0s for 0.0s attempt=1 stop_reason=error",
+        "trio_session.backoff at 2.0s for 4.0s attempt=2 delay_ms=4000",
+        "trio_session.attempt at 6.0s for 0.0s attempt=2 stop_reason=stop",
+    ]

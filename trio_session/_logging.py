@@ -1,0 +1,343 @@
+"""What a session logs, and the observer that turns its events into log records and spans.
+
+Every session gets a ``SessionObserver`` when it is made: an internal subscriber
+to its own events (the same ones ``subscribe`` delivers), so the records follow
+the events exactly and cost one level check each when logging is off. Records go
+to child loggers of ``trio_session``:
+
+==========================  ========  ===============================================
+logger                      level     when
+==========================  ========  ===============================================
+``trio_session.retry``      INFO      ``auto_retry_start``: "retry 1/3 in 2000 ms after: …"
+``trio_session.retry``      INFO      ``auto_retry_end`` that succeeded
+``trio_session.retry``      WARNING   ``auto_retry_end`` that failed (over the maximum,
+                                      cancelled, a non-retryable re-attempt)
+``trio_session.compaction`` INFO      ``compaction_start``; a ``compaction_end`` that
+                                      compacted or found nothing to do
+``trio_session.compaction`` WARNING   a ``compaction_end`` aborted or failed
+``trio_session.credentials`` INFO     a usage limit moved the session to another key
+``trio_session.credentials`` WARNING  a usage limit, and no other key was free
+``trio_session.provider``   WARNING   an assistant message ended with ``stopReason: "error"``
+==========================  ========  ===============================================
+
+Nothing is printed unless the application configures logging: each of these
+loggers has a ``NullHandler`` (as the logging HOWTO advises for libraries), so
+Python's last-resort handler never writes them to stderr; records still propagate
+to the application's handlers.
+
+Each record carries these ``extra`` fields (attributes of the ``LogRecord``):
+
+- all: ``session_id``, ``provider``, ``model``;
+- retry start: ``attempt``, ``max_attempts``, ``delay_ms``, ``error``;
+- retry end: ``attempt``, ``success``, ``final_error`` (``None`` on success);
+- compaction: ``reason``; at the end also ``aborted``, ``will_retry``,
+  ``tokens_before``, ``tokens_after`` (``None`` without a result), ``error``;
+- credentials: ``rotated``, ``retry_after_ms`` (the hint parsed from the error, or
+  ``None``);
+- provider failure: ``stop_reason``, ``error``, ``classification``
+  (``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says).
+
+Never a secret: the API keys a session has used (and its provider's own) are
+replaced by ``redact(key)`` in every record of the ``trio_session`` loggers — the
+message, its arguments, string extras and a formatted traceback (whose exception
+object is then dropped from the record) — whoever logged it, for instance a
+provider error that echoes the key. A ``logging.Filter`` does it, so it runs only
+for records that are actually made. Keys shorter than ``MIN_SECRET_LENGTH`` (4)
+are left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._classify import CLASSIFIERS
+from ._events import (
+    AutoRetryEnd,
+    AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
+    MessageEnd,
+    SessionEvent,
+)
+from ._messages import AssistantMessage
+from ._tracing import SessionTracer, session_tracer
+from .store._credentials import redact
+
+if TYPE_CHECKING:
+    from ._session import AgentSession
+
+logger = logging.getLogger("trio_session")
+retry_logger = logging.getLogger("trio_session.retry")
+compaction_logger = logging.getLogger("trio_session.compaction")
+credentials_logger = logging.getLogger("trio_session.credentials")
+provider_logger = logging.getLogger("trio_session.provider")
+
+#: Loggers whose records are scrubbed of API keys (a filter runs per logger, so each
+#: child needs its own: a parent's filters do not see what its children propagate).
+SCRUBBED_LOGGERS = (
+    "trio_session",
+    "trio_session.retry",
+    "trio_session.compaction",
+    "trio_session.credentials",
+    "trio_session.provider",
+    "trio_session.rpc",
+)
+
+#: Keys shorter than this are not scrubbed (they would garble every record).
+MIN_SECRET_LENGTH = 4
+
+_STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+}
+
+_observers: weakref.WeakSet[SessionObserver] = weakref.WeakSet()
+
+
+def known_secrets() -> set[str]:
+    """Every key a live session has used or was configured with."""
+    secrets: set[str] = set()
+    for observer in tuple(_observers):
+        secrets.update(observer.secrets)
+    return secrets
+
+
+def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
+    """``text`` with every known key replaced by its ``redact`` form."""
+    for secret in sorted(known_secrets() if secrets is None else secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, redact(secret))
+    return text
+
+
+class ScrubFilter(logging.Filter):
+    """Replaces API keys in a record before any handler sees it (never drops one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = known_secrets()
+        if not secrets:
+            return True
+        message = record.getMessage()
+        if any(s in message for s in secrets):
+            record.msg, record.args = scrub(message, secrets), None
+        for name, value in tuple(vars(record).items()):
+            stray = isinstance(value, str) and any(s in value for s in secrets)
+            if stray and name not in _STANDARD_ATTRIBUTES:
+                setattr(record, name, scrub(value, secrets))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text and any(s in record.exc_text for s in secrets):
+            # Formatters print exc_text as it is; the exception itself still holds the
+            # key, so a handler that reads exc_info (to report it elsewhere) gets none.
+            record.exc_text = scrub(record.exc_text, secrets)
+            record.exc_info = None
+        if record.stack_info and any(s in record.stack_info for s in secrets):
+            record.stack_info = scrub(record.stack_info, secrets)
+        return True
+
+
+_filter = ScrubFilter()
+for _name in SCRUBBED_LOGGERS:
+    logging.getLogger(_name).addFilter(_filter)
+# An application that configured no logging sees none of these records: without a
+# handler of their own, Python's last-resort handler would print every WARNING on
+# stderr — through a terminal UI's screen, or an RPC client's error stream.
+for _child in (retry_logger, compaction_logger, credentials_logger, provider_logger):
+    _child.addHandler(logging.NullHandler())
+
+
+@attrs.define(eq=False, weakref_slot=True)
+class SessionObserver:
+    """One session's logs and spans, fed its events. Made by ``install``.
+
+    It holds the session weakly (a closed session is still freed by reference
+    counting) and reads its id, provider and model when a record is made.
+    """
+
+    _session: weakref.ref[AgentSession]
+    _tracer: SessionTracer | None = None
+    secrets: set[str] = attrs.field(factory=set)
+
+    @classmethod
+    def install(cls, session: AgentSession, tracer_provider: Any = None) -> SessionObserver:
+        """Subscribe a new observer to ``session``'s events."""
+        observer = cls(weakref.ref(session))
+        provider_key = getattr(session._provider, "_api_key", None)
+        if isinstance(provider_key, str):
+            observer.saw_key(provider_key)
+        observer._tracer = session_tracer(
+            tracer_provider,
+            describe=observer._describe,
+            classify=observer._classify,
+            scrub=observer._scrub,
+        )
+        _observers.add(observer)
+        session.subscribe(observer.on_event)
+        return observer
+
+    def saw_key(self, key: str | None) -> None:
+        """Remember a key the session used, so no record or span shows it."""
+        if key is not None and len(key) >= MIN_SECRET_LENGTH:
+            self.secrets.add(key)
+
+    def prompt(self) -> AbstractContextManager[None]:
+        """The ``trio_session.prompt`` span, when tracing is installed; else nothing."""
+        return self._tracer.prompt() if self._tracer is not None else nullcontext()
+
+    # -- events ----------------------------------------------------------------------
+
+    def on_event(self, event: SessionEvent) -> None:
+        """The session's subscriber: spans first, then the record, if any."""
+        if self._tracer is not None:
+            self._tracer.on_event(event)
+        if isinstance(event, AutoRetryStart):
+            self._retry_start(event)
+        elif isinstance(event, AutoRetryEnd):
+            self._retry_end(event)
+        elif isinstance(event, MessageEnd):
+            message = event.message
+            if isinstance(message, AssistantMessage) and message.stop_reason == "error":
+                self._provider_failure(message)
+        elif isinstance(event, CompactionStart):
+            self._compaction_start(event)
+        elif isinstance(event, CompactionEnd):
+            self._compaction_end(event)
+
+    def _retry_start(self, event: AutoRetryStart) -> None:
+        if not retry_logger.isEnabledFor(logging.INFO):
+            return
+        error = self._scrub(event.error_message)
+        retry_logger.info(
+            "retry %d/%d in %d ms after: %s",
+            event.attempt,
+            event.max_attempts,
+            event.delay_ms,
+            error,
+            extra=self._extra(
+                attempt=event.attempt,
+                max_attempts=event.max_attempts,
+                delay_ms=event.delay_ms,
+                error=error,
+            ),
+        )
+
+    def _retry_end(self, event: AutoRetryEnd) -> None:
+        level = logging.INFO if event.success else logging.WARNING
+        if not retry_logger.isEnabledFor(level):
+            return
+        extra = self._extra(
+            attempt=event.attempt,
+            success=event.success,
+            final_error=None if event.final_error is None else self._scrub(event.final_error),
+        )
+        if event.success:
+            retry_logger.info("retry succeeded on attempt %d", event.attempt, extra=extra)
+        else:
+            retry_logger.warning(
+                "retry failed after %d attempt(s): %s",
+                event.attempt,
+                extra["final_error"],
+                extra=extra,
+            )
+
+    def _provider_failure(self, message: AssistantMessage) -> None:
+        if not provider_logger.isEnabledFor(logging.WARNING):
+            return
+        error = self._scrub(message.error_message or "")
+        classification = self._classify(message)
+        provider_logger.warning(
+            "provider request failed (%s): %s",
+            classification,
+            error,
+            extra=self._extra(
+                stop_reason=message.stop_reason, error=error, classification=classification
+            ),
+        )
+
+    def _compaction_start(self, event: CompactionStart) -> None:
+        if compaction_logger.isEnabledFor(logging.INFO):
+            compaction_logger.info(
+                "compaction started (%s)", event.reason, extra=self._extra(reason=event.reason)
+            )
+
+    def _compaction_end(self, event: CompactionEnd) -> None:
+        failed = event.aborted or event.error_message is not None
+        level = logging.WARNING if failed else logging.INFO
+        if not compaction_logger.isEnabledFor(level):
+            return
+        result = event.result
+        error = None if event.error_message is None else self._scrub(event.error_message)
+        extra = self._extra(
+            reason=event.reason,
+            aborted=event.aborted,
+            will_retry=event.will_retry,
+            tokens_before=None if result is None else result.tokens_before,
+            tokens_after=None if result is None else result.tokens_after,
+            error=error,
+        )
+        if event.aborted:
+            compaction_logger.warning("compaction aborted (%s)", event.reason, extra=extra)
+        elif error is not None:
+            compaction_logger.warning(
+                "compaction failed (%s): %s", event.reason, error, extra=extra
+            )
+        elif result is None:
+            compaction_logger.info(
+                "compaction found nothing to compact (%s)", event.reason, extra=extra
+            )
+        else:
+            compaction_logger.info(
+                "compaction done (%s): %d → %d tokens",
+                event.reason,
+                result.tokens_before,
+                result.tokens_after,
+                extra=extra,
+            )
+
+    def credential_rotated(self, *, rotated: bool, retry_after_ms: int | None) -> None:
+        """Log what the credential store did with a usage limit (R-17)."""
+        level = logging.INFO if rotated else logging.WARNING
+        if not credentials_logger.isEnabledFor(level):
+            return
+        extra = self._extra(rotated=rotated, retry_after_ms=retry_after_ms)
+        if rotated:
+            credentials_logger.info(
+                "usage limit: switched %s to another credential", extra["provider"], extra=extra
+            )
+        else:
+            credentials_logger.warning(
+                "usage limit: no other %s credential is free", extra["provider"], extra=extra
+            )
+
+    # -- what records say ---------------------------------------------------------------
+
+    def _describe(self) -> tuple[str, str, str]:
+        session = self._session()
+        if session is None:  # pragma: no cover - events come from a live session
+            return ("", "", "")
+        return (session.session_id, session.model.provider, session.model.id)
+
+    def _extra(self, **fields: Any) -> dict[str, Any]:
+        session_id, provider, model = self._describe()
+        return {"session_id": session_id, "provider": provider, "model": model, **fields}
+
+    def _classify(self, message: AssistantMessage) -> str:
+        session = self._session()
+        if session is None:  # pragma: no cover - events come from a live session
+            return "fatal"
+        classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
+        window = session.model.context_window
+        if classifier.is_retryable(message, window):
+            return "retryable"
+        if classifier.is_context_overflow(message, window):
+            return "overflow"
+        return "fatal"
+
+    def _scrub(self, text: str) -> str:
+        return scrub(text, self.secrets) if self.secrets else text

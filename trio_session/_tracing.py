@@ -1,0 +1,369 @@
+"""OpenTelemetry spans for a session's prompts, attempts, backoff sleeps and compactions.
+
+Optional: install ``trio-session[otel]`` (``opentelemetry-api``). The import is tried
+once, when this module is imported; without it ``AVAILABLE`` is false,
+``session_tracer`` returns ``None`` and a session runs no span code at all.
+
+The spans, and how they nest::
+
+    trio_session.prompt                 one prompt(), from its start to its return
+    ├── trio_session.attempt            one model request (turn_start → its message_end)
+    ├── trio_session.backoff            one retry sleep (auto_retry_start → the re-attempt)
+    ├── trio_session.attempt            the re-attempt
+    └── trio_session.compaction         compaction_start → compaction_end
+
+Parents are given explicitly, never taken from the current context: a retry chain
+is a task of the prompt's nursery, and Trio gives each new task a *copy* of the
+context of the task that spawned it, taken at ``start_soon`` time — so what is
+"current" in a chain depends on when it was spawned, not on the span tree. The
+session's events drive every span but the prompt's (they are delivered
+synchronously, in order, from whichever task runs the step), and each child names
+the prompt span as its parent. The prompt span is made current inside ``prompt()``,
+so spans an application opens in its tools, or an HTTP instrumentation opens
+underneath, nest under it.
+
+Times are Trio's clock, anchored to the wall clock once per session: spans measure
+what the session measured (on a test's ``autojump_clock`` a 2 s backoff is exactly
+2 000 000 000 ns long) and are monotonic within a session.
+
+A span whose step was cancelled still ends: an attempt cut short ends with
+``stop_reason`` ``aborted``; a backoff cut by ``abort_retry()`` / ``abort()`` ends with
+``trio_session.retry.cancelled = true``; a prompt cancelled by its caller ends with
+``trio_session.cancelled = true``; each with status ``ERROR``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._events import (
+    AgentEnd,
+    AgentStart,
+    AutoRetryEnd,
+    AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
+    MessageEnd,
+    SessionEvent,
+    TurnStart,
+)
+from ._messages import AssistantMessage
+
+try:
+    from opentelemetry import context as _otel_context
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # the extra is not installed: no span code runs
+    AVAILABLE = False
+else:
+    AVAILABLE = True
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+#: The instrumentation scope name of every span.
+TRACER_NAME = "trio_session"
+
+PROMPT_SPAN = "trio_session.prompt"
+ATTEMPT_SPAN = "trio_session.attempt"
+BACKOFF_SPAN = "trio_session.backoff"
+COMPACTION_SPAN = "trio_session.compaction"
+
+#: What a step that ended by cancellation reports as ``error.type``.
+CANCELLED_ERROR = "cancelled"
+
+
+@functools.cache
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("trio-session")
+    except Exception:  # pragma: no cover - not installed as a distribution
+        return "0"
+
+
+@attrs.define(eq=False)
+class _Clock:
+    """Trio's clock in epoch nanoseconds, anchored once (see the module docstring)."""
+
+    _wall_ns: int | None = None
+    _trio_s: float = 0.0
+
+    def now_ns(self) -> int:
+        try:
+            now = trio.current_time()
+        except RuntimeError:  # pragma: no cover - events always come from a Trio task
+            return time.time_ns()
+        if self._wall_ns is None:
+            self._wall_ns, self._trio_s = time.time_ns(), now
+        return self._wall_ns + round((now - self._trio_s) * 1e9)
+
+
+@attrs.define(eq=False)
+class SessionTracer:
+    """The spans of one session. Made by ``session_tracer``; fed the session's events.
+
+    Args:
+        tracer: where spans go.
+        describe: ``() -> (session id, provider name, model id)``, read at each span start.
+        classify: an error message's class: ``"retryable"``, ``"overflow"`` or ``"fatal"``.
+        scrub: removes the session's API keys from a text.
+    """
+
+    _tracer: Tracer
+    _describe: Callable[[], tuple[str, str, str]]
+    _classify: Callable[[AssistantMessage], str]
+    _scrub: Callable[[str], str]
+    _clock: _Clock = attrs.field(factory=_Clock, init=False)
+    _prompt: Span | None = attrs.field(default=None, init=False)
+    _prompt_ctx: Context | None = attrs.field(default=None, init=False)
+    _attempt: Span | None = attrs.field(default=None, init=False)
+    _backoff: Span | None = attrs.field(default=None, init=False)
+    _compaction: Span | None = attrs.field(default=None, init=False)
+    _requests: int = attrs.field(default=0, init=False)
+    _retry_attempt: int = attrs.field(default=0, init=False)
+    _retries: int = attrs.field(default=0, init=False)
+    _last: AssistantMessage | None = attrs.field(default=None, init=False)
+
+    # -- the prompt span ---------------------------------------------------------------
+
+    @contextmanager
+    def prompt(self) -> Iterator[None]:
+        """The ``trio_session.prompt`` span around a ``prompt()`` body, current inside it."""
+        session_id, provider, model = self._describe()
+        span = self._tracer.start_span(
+            PROMPT_SPAN,
+            context=_otel_context.get_current(),
+            kind=_otel_trace.SpanKind.INTERNAL,
+            attributes={
+                "trio_session.session_id": session_id,
+                "gen_ai.system": provider,
+                "gen_ai.request.model": model,
+            },
+            start_time=self._clock.now_ns(),
+        )
+        self._prompt = span
+        self._prompt_ctx = _otel_trace.set_span_in_context(span)
+        self._requests = self._retries = self._retry_attempt = 0
+        self._last = None
+        token = _otel_context.attach(self._prompt_ctx)
+        cancelled = False
+        failure: BaseException | None = None
+        try:
+            yield
+        except BaseException as exc:
+            if _is_cancellation(exc):
+                cancelled = True
+            else:
+                failure = exc
+            raise
+        finally:
+            _otel_context.detach(token)
+            self._finish_prompt(span, cancelled=cancelled, failure=failure)
+
+    def _finish_prompt(self, span: Span, *, cancelled: bool, failure: BaseException | None) -> None:
+        now = self._clock.now_ns()
+        # Children that did not see their end event (the prompt left by an exception).
+        for child in (self._attempt, self._backoff, self._compaction):
+            if child is not None:
+                child.set_attribute("trio_session.cancelled", True)
+                _error(child, CANCELLED_ERROR, "cancelled with the prompt")
+                child.end(end_time=now)
+        self._attempt = self._backoff = self._compaction = None
+        span.set_attribute("trio_session.retry.attempts", self._retries)
+        span.set_attribute("trio_session.requests", self._requests)
+        last = self._last
+        if last is not None:
+            span.set_attribute("trio_session.stop_reason", last.stop_reason)
+        if cancelled or (failure is None and last is not None and last.stop_reason == "aborted"):
+            span.set_attribute("trio_session.cancelled", True)
+            _error(span, CANCELLED_ERROR, "prompt cancelled")
+        elif failure is not None:
+            _error(span, type(failure).__qualname__, self._scrub(str(failure)))
+        elif last is not None and last.stop_reason == "error":
+            _error(span, self._classify(last), self._scrub(last.error_message or ""))
+        span.end(end_time=now)
+        self._prompt = self._prompt_ctx = None
+
+    # -- child spans, from events ---------------------------------------------------------
+
+    def on_event(self, event: SessionEvent) -> None:
+        """Start or end the span an event marks."""
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _parent(self) -> Context:
+        return self._prompt_ctx if self._prompt_ctx is not None else _otel_context.get_current()
+
+    def _start(self, name: str, attributes: dict[str, Any]) -> Span:
+        _, provider, model = self._describe()
+        attributes = {"gen_ai.system": provider, "gen_ai.request.model": model, **attributes}
+        return self._tracer.start_span(
+            name, context=self._parent(), attributes=attributes, start_time=self._clock.now_ns()
+        )
+
+    def _on_turn_start(self, event: SessionEvent) -> None:
+        self._end_attempt(None)
+        self._requests += 1
+        self._attempt = self._start(
+            ATTEMPT_SPAN,
+            {
+                "trio_session.attempt": self._requests,
+                "trio_session.retry.attempt": self._retry_attempt,
+            },
+        )
+
+    def _on_message_end(self, event: SessionEvent) -> None:
+        assert isinstance(event, MessageEnd)
+        if isinstance(event.message, AssistantMessage):
+            self._last = event.message
+            self._end_attempt(event.message)
+
+    def _end_attempt(self, message: AssistantMessage | None) -> None:
+        span, self._attempt = self._attempt, None
+        if span is None:
+            return
+        if message is None:  # the turn ended without an answer (cancelled before its request)
+            span.set_attribute("trio_session.cancelled", True)
+            _error(span, CANCELLED_ERROR, "cancelled before the request")
+            span.end(end_time=self._clock.now_ns())
+            return
+        usage = message.usage
+        span.set_attributes(
+            {
+                "trio_session.stop_reason": message.stop_reason,
+                "gen_ai.response.finish_reasons": (message.stop_reason,),
+                "gen_ai.usage.input_tokens": usage.input,
+                "gen_ai.usage.output_tokens": usage.output,
+                "trio_session.usage.cache_read_tokens": usage.cache_read,
+                "trio_session.usage.cache_write_tokens": usage.cache_write,
+            }
+        )
+        if message.response_model:
+            span.set_attribute("gen_ai.response.model", message.response_model)
+        if message.stop_reason == "error":
+            text = self._scrub(message.error_message or "")
+            span.set_attribute("trio_session.error", text)
+            _error(span, self._classify(message), text)
+        elif message.stop_reason == "aborted":
+            span.set_attribute("trio_session.cancelled", True)
+            _error(span, CANCELLED_ERROR, "request aborted")
+        span.end(end_time=self._clock.now_ns())
+
+    def _on_agent_start(self, event: SessionEvent) -> None:
+        self._end_backoff(cancelled=False)  # the re-attempt begins: the sleep is over
+
+    def _on_agent_end(self, event: SessionEvent) -> None:
+        self._end_attempt(None)  # only if its turn never got an answer
+
+    def _on_retry_start(self, event: SessionEvent) -> None:
+        assert isinstance(event, AutoRetryStart)
+        self._end_backoff(cancelled=False)
+        self._retry_attempt = event.attempt
+        self._retries += 1
+        self._backoff = self._start(
+            BACKOFF_SPAN,
+            {
+                "trio_session.retry.attempt": event.attempt,
+                "trio_session.retry.max_attempts": event.max_attempts,
+                "trio_session.retry.delay_ms": event.delay_ms,
+                "trio_session.retry.error": self._scrub(event.error_message),
+            },
+        )
+
+    def _on_retry_end(self, event: SessionEvent) -> None:
+        assert isinstance(event, AutoRetryEnd)
+        # Still sleeping when the chain ended: abort_retry(), abort() or the caller cut it.
+        self._end_backoff(cancelled=True, reason=event.final_error)
+        self._retry_attempt = 0
+
+    def _end_backoff(self, *, cancelled: bool, reason: str | None = None) -> None:
+        span, self._backoff = self._backoff, None
+        if span is None:
+            return
+        span.set_attribute("trio_session.retry.cancelled", cancelled)
+        if cancelled:
+            _error(span, CANCELLED_ERROR, self._scrub(reason or "retry cancelled"))
+        span.end(end_time=self._clock.now_ns())
+
+    def _on_compaction_start(self, event: SessionEvent) -> None:
+        assert isinstance(event, CompactionStart)
+        if self._compaction is not None:  # pragma: no cover - compactions never overlap
+            self._compaction.end(end_time=self._clock.now_ns())
+        self._compaction = self._start(
+            COMPACTION_SPAN, {"trio_session.compaction.reason": event.reason}
+        )
+
+    def _on_compaction_end(self, event: SessionEvent) -> None:
+        assert isinstance(event, CompactionEnd)
+        span, self._compaction = self._compaction, None
+        if span is None:  # pragma: no cover - an end always follows its start
+            return
+        span.set_attribute("trio_session.compaction.aborted", event.aborted)
+        span.set_attribute("trio_session.compaction.will_retry", event.will_retry)
+        if event.result is not None:
+            span.set_attribute("trio_session.compaction.tokens_before", event.result.tokens_before)
+            span.set_attribute("trio_session.compaction.tokens_after", event.result.tokens_after)
+            span.set_attribute(
+                "trio_session.compaction.messages_removed", event.result.messages_removed
+            )
+        if event.aborted:
+            span.set_attribute("trio_session.cancelled", True)
+            _error(span, CANCELLED_ERROR, "compaction aborted")
+        elif event.error_message is not None:
+            text = self._scrub(event.error_message)
+            span.set_attribute("trio_session.error", text)
+            _error(span, "compaction_failed", text)
+        span.end(end_time=self._clock.now_ns())
+
+
+_HANDLERS: dict[type[Any], Callable[[SessionTracer, SessionEvent], None]] = {
+    TurnStart: SessionTracer._on_turn_start,
+    MessageEnd: SessionTracer._on_message_end,
+    AgentStart: SessionTracer._on_agent_start,
+    AgentEnd: SessionTracer._on_agent_end,
+    AutoRetryStart: SessionTracer._on_retry_start,
+    AutoRetryEnd: SessionTracer._on_retry_end,
+    CompactionStart: SessionTracer._on_compaction_start,
+    CompactionEnd: SessionTracer._on_compaction_end,
+}
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """``trio.Cancelled``, alone or as the only kind of exception in a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
+
+
+def _error(span: Span, error_type: str, description: str) -> None:
+    span.set_attribute("error.type", error_type)
+    span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, description or error_type))
+
+
+def session_tracer(
+    tracer_provider: TracerProvider | None,
+    *,
+    describe: Callable[[], tuple[str, str, str]],
+    classify: Callable[[AssistantMessage], str],
+    scrub: Callable[[str], str],
+) -> SessionTracer | None:
+    """The span maker for one session, or ``None`` when OpenTelemetry is not installed.
+
+    Args:
+        tracer_provider: where spans go; the global one
+            (``opentelemetry.trace.get_tracer_provider()``) if ``None``.
+    """
+    if not AVAILABLE:
+        return None
+    tracer = _otel_trace.get_tracer(TRACER_NAME, _version(), tracer_provider=tracer_provider)
+    return SessionTracer(tracer, describe, classify, scrub)
