@@ -87,10 +87,12 @@ KEYS = (
 
 def help_text() -> str:
     """The ``/help`` text: the keys, then the commands."""
+    key_width = max(len(key) for key, _ in KEYS)
+    name_width = max(len(name) for name in COMMANDS)
     lines = ["keys:"]
-    lines += [f"  {key:<30} {what}" for key, what in KEYS]
+    lines += [f"  {key:<{key_width}}  {what}" for key, what in KEYS]
     lines.append("commands:")
-    lines += [f"  {name:<30} {what}" for name, what in COMMANDS.items()]
+    lines += [f"  {name:<{name_width}}  {what}" for name, what in COMMANDS.items()]
     return "\n".join(lines)
 
 
