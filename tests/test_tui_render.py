@@ -418,7 +418,7 @@ def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatc
     assert calls[7:] == ["three"]
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(text=texts, width=widths)
 def test_markdown_rows_fit(text: str, width: int) -> None:
     """Any text, any width: no Markdown row wider than the width, in colour or not."""
@@ -427,7 +427,7 @@ def test_markdown_rows_fit(text: str, width: int) -> None:
             assert display_width(row) <= width
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(
     text=texts,
     width=widths,
