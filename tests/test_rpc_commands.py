@@ -202,8 +202,10 @@ async def test_bash_and_abort_bash_in_memory() -> None:
         ]
 
 
-async def test_bash_and_abort_bash_in_the_real_process(tmp_path: Path) -> None:
-    """The ``trio-session rpc`` process runs bash, and abort_bash stops it."""
+@asynccontextmanager
+async def rpc_process(tmp_path: Path) -> AsyncIterator[tuple[trio.Process, RawLines]]:
+    """A real ``trio-session rpc`` process on an empty faux script, in ``tmp_path``; its
+    pipes as raw lines. Killed on the way out if it has not exited; 60 s at most."""
     script = write_json(tmp_path / "script.json", [])
     process = await trio.lowlevel.open_process(
         default_command("--faux", str(script)),
@@ -215,54 +217,44 @@ async def test_bash_and_abort_bash_in_the_real_process(tmp_path: Path) -> None:
     assert process.stdout is not None
     try:
         with trio.fail_after(60):
-            raw = RawLines(process.stdin, process.stdout)
-            await raw.send({"id": 1, "type": "bash", "command": "pwd"})
-            assert await raw.read() == ok(
-                "bash",
-                {"output": f"{tmp_path}\n", "exitCode": 0, "cancelled": False, "truncated": False},
-            )
-            # Both lines in one write: abort_bash must find the run bash just started.
-            await raw.send(
-                encode_line({"id": 2, "type": "bash", "command": "sleep 60"})
-                + encode_line({"id": 3, "type": "abort_bash"})
-            )
-            assert await raw.read() == ok("abort_bash", id=3)
-            assert await raw.read() == ok(
-                "bash", {"output": "", "cancelled": True, "truncated": False}, id=2
-            )
-            await process.stdin.aclose()
-            assert await process.wait() == 0
+            yield process, RawLines(process.stdin, process.stdout)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_bash_and_abort_bash_in_the_real_process(tmp_path: Path) -> None:
+    """The ``trio-session rpc`` process runs bash, and abort_bash stops it."""
+    async with rpc_process(tmp_path) as (process, raw):
+        assert process.stdin is not None
+        await raw.send({"id": 1, "type": "bash", "command": "pwd"})
+        assert await raw.read() == ok(
+            "bash",
+            {"output": f"{tmp_path}\n", "exitCode": 0, "cancelled": False, "truncated": False},
+        )
+        # Both lines in one write: abort_bash must find the run bash just started.
+        await raw.send(
+            encode_line({"id": 2, "type": "bash", "command": "sleep 60"})
+            + encode_line({"id": 3, "type": "abort_bash"})
+        )
+        assert await raw.read() == ok("abort_bash", id=3)
+        assert await raw.read() == ok(
+            "bash", {"output": "", "cancelled": True, "truncated": False}, id=2
+        )
+        await process.stdin.aclose()
+        assert await process.wait() == 0
 
 
 async def test_a_bash_running_at_end_of_input_is_answered(tmp_path: Path) -> None:
     """Every line gets its response: a bash still running when the input ends is stopped
     (the server is shutting down) and answered ``cancelled`` before the process exits."""
-    script = write_json(tmp_path / "script.json", [])
-    process = await trio.lowlevel.open_process(
-        default_command("--faux", str(script)),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    try:
-        with trio.fail_after(60):
-            raw = RawLines(process.stdin, process.stdout)
-            await raw.send({"id": 1, "type": "bash", "command": "sleep 60"})
-            await process.stdin.aclose()
-            assert await raw.read() == ok(
-                "bash", {"output": "", "cancelled": True, "truncated": False}
-            )
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with rpc_process(tmp_path) as (process, raw):
+        assert process.stdin is not None
+        await raw.send({"id": 1, "type": "bash", "command": "sleep 60"})
+        await process.stdin.aclose()
+        assert await raw.read() == ok("bash", {"output": "", "cancelled": True, "truncated": False})
+        assert await process.wait() == 0
 
 
 async def test_cost_totals_from_model_prices_in_stats_and_over_rpc() -> None:

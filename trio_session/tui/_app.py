@@ -297,9 +297,9 @@ class ChatApp:
             lines = self.transcript.all_lines(width)
         else:
             lines = self.transcript.unprinted(width)
-        frame = self._frame(width, height)
+        reply = self._reply_lines(width)
+        frame = self._frame(width, height, reply)
         if frame.overflow:  # the reply outgrew the screen: its head goes to the scrollback
-            reply = self._reply_lines(width)
             lines += reply[: frame.overflow]
             self._reply_committed += frame.overflow
         if full:
@@ -315,7 +315,7 @@ class ChatApp:
             return []
         return self._reply.render(width)[self._reply_committed :]
 
-    def _frame(self, width: int, height: int) -> Frame:
+    def _frame(self, width: int, height: int, reply: list[str]) -> Frame:
         queue = [f"  ⋯ steer: {' '.join(t.split())}" for t in self._queued()]
         fixed = fixed_rows(height, len(queue))
         rows = editor_rows(height, fixed)
@@ -328,7 +328,7 @@ class ChatApp:
         return compose(
             width=width,
             height=height,
-            reply=self._reply_lines(width),
+            reply=reply,
             queue=queue,
             status=self._status_line(),
             editor=editor,
@@ -524,12 +524,16 @@ class ChatApp:
             await self.session.prompt(text)
         except SessionBusyError:
             self._note = "still working — esc to abort"
-        except HistoryError as exc:  # the chat cannot go on unsaved: say so, then leave
-            self._say(f"✗ not saved: {exc}")
-            self._fatal = exc
-            assert self._nursery is not None
-            self._nursery.cancel_scope.cancel(reason="the session file cannot be written")
+        except HistoryError as exc:
+            self._stop_unsaved(exc)
         self.render()
+
+    def _stop_unsaved(self, exc: HistoryError) -> None:
+        """The chat cannot go on unsaved: say so, then leave (``run`` raises ``exc``)."""
+        self._say(f"✗ not saved: {exc}")
+        self._fatal = exc
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel(reason="the session file cannot be written")
 
     def _start(self, function: Callable[..., Awaitable[object]], *args: object) -> None:
         """Run ``function(*args)`` in the current session's nursery."""
@@ -578,10 +582,7 @@ class ChatApp:
         try:
             await self.session.compact(instructions)
         except HistoryError as exc:
-            self._say(f"✗ not saved: {exc}")
-            self._fatal = exc
-            assert self._nursery is not None
-            self._nursery.cancel_scope.cancel(reason="the session file cannot be written")
+            self._stop_unsaved(exc)
         except (TrioSessionError, ValueError) as exc:
             self._say(f"  ✗ cannot compact: {exc}")
 
@@ -643,7 +644,7 @@ def _summary_label(summary: SessionSummary) -> str:
     return f"{when}  {name}{summary.first_message}"
 
 
-def color_wanted(out: TextIO) -> bool:
+def color_wanted() -> bool:
     """Colour unless ``NO_COLOR`` is set (https://no-color.org) or ``TERM=dumb``."""
     return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
@@ -673,6 +674,6 @@ async def run_terminal_chat(
             history=history if history is not None else InputHistory(),
             opener=opener,
             sessions_dir=sessions_dir,
-            style=Style(color=color_wanted(out)),
+            style=Style(color=color_wanted()),
         )
         await app.run(session, resume=resume, first_prompt=first_prompt, banner=banner)

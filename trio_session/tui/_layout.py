@@ -116,7 +116,7 @@ def compose(
     queue_lines = [fit(line, width) for line in queue[:QUEUE_ROWS]]
     if len(queue) > QUEUE_ROWS:
         queue_lines[-1] = fit(f"  ⋯ and {len(queue) - QUEUE_ROWS + 1} more queued", width)
-    bottom: list[str] = [fit(status, width)]
+    bottom: list[str] = [status]
     if not small:
         bottom.append(rule)
     editor_top = len(bottom)
