@@ -1,0 +1,222 @@
+"""Every measure of issue 15, each against its baseline, in one command.
+
+Run from the repository root::
+
+    python benchmarks/run.py               # the full run, about 10 minutes on 2 cores
+    python benchmarks/run.py --quick       # every benchmark at small sizes (CI's smoke test)
+    python benchmarks/run.py --only startup,streaming
+
+Each benchmark module (``startup``, ``rpc_latency``, ``session_costs``,
+``streaming``) runs in a fresh interpreter of its own, one after another, so
+one module's garbage, imports or memory do not weigh on the next one; the
+baselines of a measure are taken inside the same process as the measure. The
+table printed at the end gives every goal, the figure found, the verdict and the
+evidence; the whole run is written to ``benchmarks/results/run.json`` (or
+``--json``).
+
+``--quick`` shrinks every size. Its figures are not verdicts — the table says
+"ran" — it only proves that every benchmark still runs. The exit status is 1 if
+a benchmark failed or a goal got no figure; with ``--strict`` (full runs only)
+also if a goal was missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from _bench import RESULTS_DIR, machine_info, unit_f_ns
+from _goals import GOALS, Figure
+
+HERE = Path(__file__).resolve().parent
+
+#: Benchmark modules, in the order they run: start-up first, while the process
+#: table is quiet and before anything heats the page cache differently.
+MODULES = ("startup", "rpc_latency", "session_costs", "streaming")
+
+
+def _child(module: str, quick: bool, output: Path) -> None:
+    """In the child interpreter: run one module's ``measure`` and write its figures."""
+    sys.path.insert(0, str(HERE))
+    mod = __import__(module)
+    figures: list[Figure] = mod.measure(quick)
+    output.write_text(json.dumps([f.as_json() for f in figures], indent=2), encoding="utf-8")
+
+
+def _run_module(module: str, quick: bool) -> tuple[list[dict[str, Any]], str | None, float]:
+    """Run ``module`` in a fresh interpreter: its figures, the error if it failed, and the
+    wall time it took."""
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / "figures.json"
+        argv = [sys.executable, str(HERE / "run.py"), "--child", module, "--output", str(output)]
+        if quick:
+            argv.append("--quick")
+        start = time.perf_counter()
+        proc = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL)
+        took = time.perf_counter() - start
+        if proc.returncode != 0:
+            return [], f"exited with status {proc.returncode}", took
+        try:
+            figures: list[dict[str, Any]] = json.loads(output.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return [], f"wrote no figures ({exc})", took
+        return figures, None, took
+
+
+def _verdict(figure: dict[str, Any], quick: bool) -> str:
+    if isinstance(figure["value"], float) and math.isnan(figure["value"]):
+        return "skipped"
+    if quick:
+        return "ran"
+    return "met" if figure["met"] else "NOT MET"
+
+
+def _value(figure: dict[str, Any]) -> str:
+    value = figure["value"]
+    if isinstance(value, float) and math.isnan(value):
+        return "—"
+    return (
+        f"{value:.3g}{figure['unit']}" if figure["unit"] == "×" else f"{value:.3g} {figure['unit']}"
+    )
+
+
+def _table(figures: Sequence[dict[str, Any]], quick: bool) -> str:
+    rows = [("measure", "goal", "found", "verdict", "evidence")]
+    for figure in figures:
+        goal = GOALS[figure["key"]]
+        rows.append(
+            (figure["key"], goal.wanted, _value(figure), _verdict(figure, quick), figure["text"])
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [row[i].ljust(widths[i]) for i in range(4)]
+        lines.append("  ".join([*cells, row[4]]).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in [*widths, 8]))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes: a smoke test, not verdicts"
+    )
+    parser.add_argument(
+        "--only", default="", help=f"comma-separated modules (of {', '.join(MODULES)})"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="where to write the run (default results/run.json)"
+    )
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a goal is not met")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        _child(args.child, args.quick, args.output)
+        return 0
+
+    modules = [m.strip() for m in args.only.split(",") if m.strip()] or list(MODULES)
+    unknown = [m for m in modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s): {', '.join(unknown)} (choose from {', '.join(MODULES)})")
+
+    started = datetime.now(UTC)
+    machine = machine_info()
+    f_before = unit_f_ns()
+    print(
+        f"trio_session benchmarks{' (quick)' if args.quick else ''}, {started:%Y-%m-%d %H:%M} UTC"
+    )
+    print(
+        f"{machine['nproc']} CPUs ({machine['cpu']}), Python {machine['python']},"
+        f" trio {machine['trio']}, source {machine['trio_session_source']},"
+        f" load {machine['loadavg_at_start']}"
+    )
+    print(
+        f"F = {f_before / 1000:.2f} µs (one trio.lowlevel.checkpoint(), this process)\n", flush=True
+    )
+
+    figures: list[dict[str, Any]] = []
+    failures: dict[str, str] = {}
+    timings: dict[str, float] = {}
+    for module in modules:
+        print(f"== {module}", flush=True)
+        found, error, took = _run_module(module, args.quick)
+        timings[module] = took
+        if error is not None:
+            failures[module] = error
+            print(f"   FAILED: {error}", flush=True)
+        else:
+            figures.extend(found)
+            print(f"   {len(found)} figure(s) in {took:.1f} s", flush=True)
+
+    missing = [] if args.only else sorted(set(GOALS) - {f["key"] for f in figures})
+    order = list(GOALS)
+    figures.sort(key=lambda f: order.index(f["key"]))
+
+    print()
+    print(_table(figures, args.quick))
+    met = sum(1 for f in figures if _verdict(f, args.quick) == "met")
+    judged = sum(1 for f in figures if _verdict(f, args.quick) in ("met", "NOT MET"))
+    print()
+    if args.quick:
+        print(
+            f"quick run: {len(figures)} figure(s) from {len(modules) - len(failures)}"
+            " module(s); timings not judged"
+        )
+    else:
+        print(f"{met} of {judged} goals met")
+    for module, error in failures.items():
+        print(f"benchmark {module} failed: {error}")
+    for key in missing:
+        print(f"no figure for goal {key} ({GOALS[key].measure})")
+
+    record = {
+        "started": started.isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "commit": _commit(),
+        "machine": machine,
+        "unit_f_ns": {"before": f_before, "after": unit_f_ns()},
+        "module_seconds": timings,
+        "failures": failures,
+        "missing": missing,
+        "figures": figures,
+    }
+    target = args.json or RESULTS_DIR / ("run-quick.json" if args.quick else "run.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(f"written: {os.path.relpath(target)}")
+
+    if failures or missing:
+        return 1
+    if args.strict and not args.quick and met < judged:
+        return 1
+    return 0
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() or None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
