@@ -25,11 +25,14 @@ import attrs
 from ._events import (
     AgentEnd,
     AgentStart,
+    GrowingPart,
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    PartialMessage,
     QueueUpdate,
     SessionEvent,
+    StreamEvent,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
@@ -37,6 +40,7 @@ from ._events import (
 )
 from ._messages import (
     AssistantMessage,
+    ContentPart,
     Message,
     TextContent,
     ThinkingContent,
@@ -44,6 +48,7 @@ from ._messages import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    now_ms,
     to_llm,
 )
 from .providers._base import Model, Provider, ProviderRequest, StreamEnd, ToolSpec
@@ -126,9 +131,6 @@ def request_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
     return to_llm(m for m in messages if not (isinstance(m, AssistantMessage) and m.failed))
 
 
-Part = TextContent | ThinkingContent | ToolCall
-
-
 @attrs.define(eq=False)
 class _Builder:
     """Collects a streaming answer and tells it as the reference's stream events.
@@ -140,16 +142,22 @@ class _Builder:
     ``contentIndex`` and the ``partial`` message so far). ``message_start`` is
     sent when the answer begins to arrive — or, for a request that failed
     before anything came, with the finished (error) message, as the reference does.
+
+    A chunk costs the same however long the answer is: the growing part keeps its
+    deltas as a list of pieces, and each update carries a ``PartialMessage`` view
+    (a few references and counts) that makes the message only if someone reads it.
+    A part's text is joined once, when it ends.
     """
 
     _emit: Emit
     _provider: str
     _model: Model
-    _parts: list[Part] = attrs.field(factory=list, init=False)
-    _open: bool = attrs.field(default=False, init=False)  # the last part is still growing
+    _parts: list[ContentPart] = attrs.field(factory=list, init=False)  # finished parts
+    _growing: GrowingPart | None = attrs.field(default=None, init=False)  # the last, open
     _usage: Usage = attrs.field(factory=Usage, init=False)
     _response_id: str | None = attrs.field(default=None, init=False)
     _response_model: str | None = attrs.field(default=None, init=False)
+    _head: AssistantMessage | None = attrs.field(default=None, init=False)  # fields, no content
     started: bool = attrs.field(default=False, init=False)
 
     def _start(self) -> None:
@@ -157,40 +165,54 @@ class _Builder:
             self.started = True
             self._emit(MessageStart(message=self.snapshot()))
 
-    def _update(self, event: dict[str, Any], delta: str = "") -> None:
-        message = self.snapshot()
-        event["partial"] = message
-        self._emit(MessageUpdate(message=message, delta=delta, assistant_message_event=event))
+    def _view(self) -> PartialMessage:
+        """The message as it is now, as a view that is made into a message when read."""
+        growing = self._growing
+        if self._head is None:
+            self._head = self.snapshot(content=False)
+        return PartialMessage(
+            self._parts,
+            len(self._parts),
+            growing,
+            len(growing.pieces) if growing is not None else 0,
+            growing.signature if growing is not None else None,
+            self._head,
+            now_ms(),
+        )
+
+    def _update(self, fields: dict[str, Any], delta: str = "") -> None:
+        event = StreamEvent(fields, self._view())
+        self._emit(MessageUpdate(message=event.view, delta=delta, assistant_message_event=event))
 
     def _close_part(self) -> None:
         """Send the ``*_end`` of the part that was growing, if one was."""
-        if not self._open:
+        growing = self._growing
+        if growing is None:
             return
-        self._open = False
+        part = growing.part(len(growing.pieces), growing.signature)
+        self._growing = None
+        self._parts.append(part)
         index = len(self._parts) - 1
-        part = self._parts[index]
         if isinstance(part, TextContent):
             self._update({"type": "text_end", "contentIndex": index, "content": part.text})
-        elif isinstance(part, ThinkingContent):
+        else:
             self._update({"type": "thinking_end", "contentIndex": index, "content": part.thinking})
 
     def _grow(self, kind: type[TextContent] | type[ThinkingContent], delta: str) -> None:
-        self._start()
-        last = self._parts[-1] if self._parts else None
-        name = "text" if kind is TextContent else "thinking"
-        if not (self._open and isinstance(last, kind)):
+        growing = self._growing
+        if growing is None or growing.kind is not kind:
+            self._start()
             self._close_part()
-            self._parts.append(TextContent("") if kind is TextContent else ThinkingContent(""))
-            self._open = True
-            self._update({"type": f"{name}_start", "contentIndex": len(self._parts) - 1})
-        index = len(self._parts) - 1
-        part = self._parts[index]
-        if isinstance(part, TextContent):
-            self._parts[index] = TextContent(part.text + delta)
-        elif isinstance(part, ThinkingContent):
-            self._parts[index] = attrs.evolve(part, thinking=part.thinking + delta)
-        shown = delta if kind is TextContent else ""
-        self._update({"type": f"{name}_delta", "contentIndex": index, "delta": delta}, shown)
+            growing = self._growing = GrowingPart(kind)
+            name = "text_start" if kind is TextContent else "thinking_start"
+            self._update({"type": name, "contentIndex": len(self._parts)})
+        growing.pieces.append(delta)
+        if kind is TextContent:
+            fields = {"type": "text_delta", "contentIndex": len(self._parts), "delta": delta}
+            self._update(fields, delta)
+        else:
+            fields = {"type": "thinking_delta", "contentIndex": len(self._parts), "delta": delta}
+            self._update(fields)
 
     def text(self, delta: str) -> None:
         if delta:
@@ -203,10 +225,17 @@ class _Builder:
 
     def thinking_signature(self, signature: str) -> None:
         """Sign the reasoning part that is growing (Anthropic sends it back verbatim)."""
+        if not signature:
+            return
+        growing = self._growing
+        if growing is not None:
+            if growing.kind is ThinkingContent:
+                growing.signature = (growing.signature or "") + signature
+            return
         last = self._parts[-1] if self._parts else None
-        if isinstance(last, ThinkingContent) and signature:
+        if isinstance(last, ThinkingContent):  # a new list: earlier views keep the old part
             sig = (last.thinking_signature or "") + signature
-            self._parts[-1] = attrs.evolve(last, thinking_signature=sig)
+            self._parts = [*self._parts[:-1], attrs.evolve(last, thinking_signature=sig)]
 
     def tool_call(self, call: ToolCall) -> None:
         self._start()
@@ -220,6 +249,7 @@ class _Builder:
 
     def usage(self, usage: Usage) -> None:
         self._usage = usage
+        self._head = None
 
     def finish(self, end: StreamEnd) -> AssistantMessage:
         """The final message, with ``message_start`` sent first if it was not.
@@ -235,10 +265,17 @@ class _Builder:
             self._emit(MessageStart(message=message))
         return message
 
-    def snapshot(self, end: StreamEnd | None = None) -> AssistantMessage:
+    def snapshot(self, end: StreamEnd | None = None, *, content: bool = True) -> AssistantMessage:
+        """The message as it is now (without its content if ``content`` is false)."""
         end = end or StreamEnd()
+        parts: list[ContentPart] = []
+        if content:
+            parts = list(self._parts)
+            growing = self._growing
+            if growing is not None:
+                parts.append(growing.part(len(growing.pieces), growing.signature))
         return AssistantMessage(
-            content=tuple(self._parts),
+            content=parts,
             stop_reason=end.stop_reason,
             error_message=end.error_message,
             usage=self._model.priced(self._usage),
@@ -259,6 +296,7 @@ class _Builder:
         self._response_id = self._response_id or response_id or None
         if model and model != self._model.id:
             self._response_model = self._response_model or model
+        self._head = None
 
 
 # -- queues --------------------------------------------------------------------
