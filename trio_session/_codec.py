@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 import attrs
 
 from ._errors import CodecError
-from ._events import EVENT_TYPES, SessionEvent
+from ._events import EVENT_TYPES, MessageUpdate, SessionEvent, StreamEvent
 from ._messages import (
     AssistantMessage,
     BashExecutionMessage,
@@ -49,6 +49,7 @@ _MESSAGE_TYPES: tuple[type[Any], ...] = (
 )
 
 
+@functools.cache
 def camel(name: str) -> str:
     """``max_attempts`` → ``maxAttempts``."""
     head, *rest = name.split("_")
@@ -63,21 +64,51 @@ def snake(name: str) -> str:
     return _SNAKE.sub("_", name).lower()
 
 
+def _public_name(cls: type[Any], field: attrs.Attribute[Any]) -> str:
+    """The name a field is read and written by: its own, or — for a private field that
+    the class shows through a property of its ``alias`` (``MessageUpdate.message``) —
+    that alias."""
+    alias = field.alias
+    if alias and field.name.startswith("_") and isinstance(getattr(cls, alias, None), property):
+        return alias
+    return field.name
+
+
+@functools.cache
+def _plan(cls: type[Any]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """How ``to_json`` writes an attrs class: its discriminator fields (written first),
+    then every other field as ``(attribute, camelCase key)``, in field order."""
+    fields = attrs.fields(cls)
+    names = {f.name for f in fields}
+    first = tuple(key for key in _DISCRIMINATORS if key in names)
+    rest = []
+    for field in fields:
+        if field.name in first:
+            continue
+        name = _public_name(cls, field)
+        rest.append((name, camel(name)))
+    return first, tuple(rest)
+
+
 def to_json(value: Any) -> Any:
     """Turn a message, event or plain value into JSON-ready data."""
-    if attrs.has(type(value)):
+    cls = type(value)
+    if attrs.has(cls):
+        first, rest = _plan(cls)
         out: dict[str, Any] = {}
-        for key in _DISCRIMINATORS:
-            if hasattr(value, key) and isinstance(getattr(value, key), str):
-                out[key] = getattr(value, key)
-        for field in attrs.fields(type(value)):
-            item = getattr(value, field.name)
-            if item is None or field.name in out:
-                continue
-            out[camel(field.name)] = to_json(item)
-        if isinstance(value, Usage):
+        for key in first:
+            tag = getattr(value, key)
+            if isinstance(tag, str):
+                out[key] = tag
+        for name, key in rest:
+            item = getattr(value, name)
+            if item is not None:
+                out[key] = to_json(item)
+        if cls is Usage:
             out["totalTokens"] = value.total_tokens
         return out
+    if cls is str or cls is int or cls is bool or cls is float or value is None:
+        return value
     if isinstance(value, (tuple, list)):
         return [to_json(v) for v in value]
     if isinstance(value, Mapping):
@@ -89,6 +120,37 @@ def event_to_json(event: SessionEvent) -> dict[str, Any]:
     """Encode an event as the reference's JSON object (``{"type": "auto_retry_end", …}``)."""
     data: dict[str, Any] = to_json(event)
     return data
+
+
+def update_to_json(update: MessageUpdate, *, lean: bool = False) -> dict[str, Any]:
+    """Encode a ``message_update``: as ``event_to_json`` does, or in the lean shape.
+
+    The default is the reference's shape, ``{"type", "message", "delta",
+    "assistantMessageEvent": {…, "partial"}}``; the message is encoded once and
+    the same object stands for ``partial`` (it is the same message), so encode the
+    result before changing it. ``lean`` leaves out ``message``, ``partial`` and the
+    top-level ``delta``: ``{"type": "message_update", "assistantMessageEvent":
+    {"type", "contentIndex", "delta" | "content" | "toolCall"}}`` — a line's size no
+    longer grows with the text before it.
+    """
+    event = update.assistant_message_event
+    if not isinstance(event, StreamEvent):  # made by hand: no view to share
+        if not lean:
+            return event_to_json(update)
+        fields: Mapping[str, Any] = {k: v for k, v in event.items() if k != "partial"}
+    else:
+        fields = event.fields
+    encoded = {str(k): to_json(v) for k, v in fields.items()}
+    if lean:
+        return {"type": update.type, "assistantMessageEvent": encoded}
+    message = to_json(update.message)
+    encoded["partial"] = message
+    return {
+        "type": update.type,
+        "message": message,
+        "delta": update.delta,
+        "assistantMessageEvent": encoded,
+    }
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -114,7 +176,13 @@ def _by_discriminator(classes: tuple[type[Any], ...]) -> tuple[str, dict[str, ty
 
 @functools.cache
 def _hints(cls: type[Any]) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """Each field's type; for a field shown through a property, the property's type."""
+    hints = typing.get_type_hints(cls)
+    for field in attrs.fields(cls):
+        name = _public_name(cls, field)
+        if name != field.name:
+            hints[field.name] = typing.get_type_hints(getattr(cls, name).fget)["return"]
+    return hints
 
 
 def _decode(data: Any, tp: Any, path: str) -> Any:
@@ -205,16 +273,17 @@ def _decode_attrs(data: Any, cls: Any, path: str) -> Any:
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for field in attrs.fields(cls):
-        key = camel(field.name)
+        arg = field.alias or field.name  # the name __init__ takes it by
+        key = camel(_public_name(cls, field))
         if key not in data or (data[key] is None and field.default is not attrs.NOTHING):
             if field.default is not attrs.NOTHING:
                 continue
             if _admits_none(hints[field.name]):  # written without its None value
-                kwargs[field.name] = None
+                kwargs[arg] = None
                 continue
             msg = f"{path}.{key} is missing"
             raise CodecError(msg)
-        kwargs[field.name] = _decode(data[key], hints[field.name], f"{path}.{key}")
+        kwargs[arg] = _decode(data[key], hints[field.name], f"{path}.{key}")
     return cls(**kwargs)
 
 
