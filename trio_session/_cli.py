@@ -399,7 +399,9 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                     )
                 )
 
-        stopped_by = await serve_stdio(sessions, first_session=first)
+        stopped_by = await serve_stdio(
+            sessions, first_session=first, lean_updates=args.lean_updates
+        )
     if stopped_by in (signal.SIGINT, signal.SIGHUP):
         return 128 + stopped_by
     return 0
@@ -623,6 +625,12 @@ def _parser() -> argparse.ArgumentParser:
         help="where new session files go (default: ours for the cwd)",
     )
     rpc.add_argument("--no-session", action="store_true", help="keep no session file")
+    rpc.add_argument(
+        "--lean-updates",
+        action="store_true",
+        help="write message_update events with deltas only, without the message so far "
+        "(not the reference's shape; see docs/rpc.md)",
+    )
 
     auth = commands.add_parser("auth", help="manage API keys in the credential store")
     actions = auth.add_subparsers(dest="auth", required=True, metavar="ACTION")

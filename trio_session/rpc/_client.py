@@ -607,6 +607,7 @@ async def open_rpc_client(
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    lean_updates: bool = False,
 ) -> AsyncIterator[RpcClient]:
     """Start an RPC server process and talk to it.
 
@@ -614,6 +615,10 @@ async def open_rpc_client(
         cmd: the command line; ``python -m trio_session rpc ARGS`` if omitted.
         args: arguments after ``rpc`` when ``cmd`` is omitted
             (``["--faux", "script.json", "--settings", "fast.json"]``).
+        lean_updates: add ``--lean-updates`` to those arguments: every
+            ``message_update`` then comes without the message so far, and the
+            caller accumulates deltas by ``contentIndex`` (docs/rpc.md). Only
+            with ``cmd`` omitted.
         env: the child's environment (inherited if omitted).
         cwd: the child's working directory.
 
@@ -621,7 +626,11 @@ async def open_rpc_client(
     server that does not is terminated, then killed. An exception raised in the
     block comes out as itself, not in an exception group.
     """
-    command = list(cmd) if cmd is not None else default_command(*args)
+    if lean_updates and cmd is not None:
+        msg = "lean_updates adds --lean-updates to the default command; put it in cmd instead"
+        raise ValueError(msg)
+    extra = ("--lean-updates",) if lean_updates else ()
+    command = list(cmd) if cmd is not None else default_command(*args, *extra)
     process = await trio.lowlevel.open_process(
         command,
         stdin=subprocess.PIPE,

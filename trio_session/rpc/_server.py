@@ -43,9 +43,9 @@ from typing import Any, Final, TypeAlias, assert_never
 import attrs
 import trio
 
-from .._codec import event_to_json, message_to_json, model_to_json, to_json
+from .._codec import event_to_json, message_to_json, model_to_json, to_json, update_to_json
 from .._errors import CompactionError, SessionBusyError, SessionClosedError
-from .._events import SessionEvent
+from .._events import MessageUpdate, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._messages import UserMessage
 from .._session import AgentSession
@@ -292,7 +292,9 @@ class _Update:
         self.data, self.line = later, None
         self.deltas.append(delta)
         self.event_deltas.append(event_delta)
-        grown = _utf8_size(delta) + 3 * _utf8_size(event_delta)
+        # with the partial message, the delta is in the line four times; lean, once
+        copies = 3 if "partial" in later["assistantMessageEvent"] else 1
+        grown = _utf8_size(delta) + copies * _utf8_size(event_delta)
         self.size += grown
         return grown
 
@@ -440,6 +442,10 @@ class RpcServer:
             into the queued one before it (see ``merge_updates``).
         first_session: what the factory is asked for at start (``--session FILE``
             resumes a file); a new session if omitted.
+        lean_updates: write every ``message_update`` without the message so far (no
+            ``message``, no ``assistantMessageEvent.partial``, no top-level ``delta``):
+            the client accumulates deltas by ``contentIndex`` (docs/rpc.md). Off by
+            default: the reference's shape, which its own clients read.
 
     Use ``serve_rpc``, or ``await nursery.start(server.serve)``.
     """
@@ -450,6 +456,7 @@ class RpcServer:
     output_high_water: int = OUTPUT_HIGH_WATER
     merge_updates_after: int = MERGE_UPDATES_AFTER
     first_session: SessionRequest = attrs.field(factory=SessionRequest)
+    lean_updates: bool = False
     _outbox: _Outbox = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
@@ -552,11 +559,10 @@ class RpcServer:
             gone.set()
 
     def _on_event(self, event: SessionEvent) -> None:
-        data = event_to_json(event)
-        if data.get("type") == "message_update":
-            self._outbox.put_update(data)
+        if isinstance(event, MessageUpdate):
+            self._outbox.put_update(update_to_json(event, lean=self.lean_updates))
         else:
-            self._outbox.put(encode_line(data))
+            self._outbox.put(encode_line(event_to_json(event)))
 
     # -- reading -------------------------------------------------------------------
 
@@ -989,15 +995,17 @@ async def serve_rpc(
     *,
     max_line_bytes: int = MAX_LINE_BYTES,
     first_session: SessionRequest | None = None,
+    lean_updates: bool = False,
     task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the RPC protocol on ``stream`` until its input ends.
 
     ``sessions`` is a factory of sessions (``lambda request: open_session(provider,
     history=request.history)``, see ``SessionRequest``) or one
-    ``trio_session.AgentSession``; ``first_session`` is what it is asked for first.
-    Started with ``await nursery.start(serve_rpc, …)`` it reports the ``RpcServer``, whose
-    ``RpcServer.shutdown`` ends it early::
+    ``trio_session.AgentSession``; ``first_session`` is what it is asked for first;
+    ``lean_updates`` writes ``message_update`` events without the message so far
+    (see ``RpcServer``). Started with ``await nursery.start(serve_rpc, …)`` it reports
+    the ``RpcServer``, whose ``RpcServer.shutdown`` ends it early::
 
         async with trio.open_nursery() as nursery:
             server = await nursery.start(serve_rpc, lambda: open_session(provider), stream)
@@ -1007,5 +1015,6 @@ async def serve_rpc(
         stream,
         max_line_bytes=max_line_bytes,
         first_session=first_session if first_session is not None else SessionRequest(),
+        lean_updates=lean_updates,
     )
     await server.serve(task_status=task_status)

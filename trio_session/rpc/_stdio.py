@@ -55,13 +55,15 @@ async def serve_stdio(
     *,
     max_line_bytes: int = MAX_LINE_BYTES,
     first_session: SessionRequest | None = None,
+    lean_updates: bool = False,
 ) -> signal.Signals | None:
     """Serve the RPC protocol on this process's stdin and stdout.
 
     Returns at end of input, or on SIGINT, SIGTERM or SIGHUP, after aborting any run
     and writing everything queued (R-39, R-42). Returns the first of those signals
     that came while it served, or None if none did (the input ended, or the output
-    was closed). ``first_session`` is what ``sessions`` is asked for first.
+    was closed). ``first_session`` is what ``sessions`` is asked for first;
+    ``lean_updates`` is ``RpcServer``'s (``trio-session rpc --lean-updates``).
     """
     blocking = {}
     for fd in (0, 1):
@@ -77,6 +79,7 @@ async def serve_stdio(
             stream,
             max_line_bytes=max_line_bytes,
             first_session=first_session if first_session is not None else SessionRequest(),
+            lean_updates=lean_updates,
         )
         stopper = _Stopper(server)
         # The receiver stays open until the server has written its last line: a signal
