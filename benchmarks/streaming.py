@@ -1,0 +1,352 @@
+"""Streamed replies: time per chunk as replies grow, and the bytes the RPC server writes.
+
+Run from the repository root::
+
+    python benchmarks/streaming.py            # about a minute on 2 cores
+    python benchmarks/streaming.py --quick    # small sizes: proves it runs
+
+Figures (issue 15; each a ratio of two measurements taken in this process):
+
+* ``stream.growth`` — a reply of K chunks (``FauxReply(chunks=…)``, no delays)
+  through ``session.prompt()``, one ``subscribe()`` callback that reads
+  ``event.delta`` of every ``message_update``. The figure is the worse of the
+  two ×4 steps 5 000 → 20 000 → 80 000 chunks (time at 4K ÷ time at K; linear
+  is 4). Quick: 500 → 2 000.
+* ``stream.vs_provider`` — at 20 000 chunks (quick 2 000): the throughput of
+  the session (chunks/s, as above) ÷ the throughput of the provider alone.
+  "Provider alone" is the same ``FauxProvider`` playing the same reply into a
+  bare sink, ``await provider.stream(request, sink)``, where the sink's
+  ``text(delta)`` does what the session's subscriber does (keeps the delta) and
+  its other methods nothing: the provider's own per-chunk cost (its checkpoint
+  between chunks) with no agent, no builder, no events and no session.
+* ``rpc.bytes_pi`` — the bytes the RPC server writes for a reply of 10 000
+  chunks (quick 1 000), from the ``prompt`` command to its ``agent_end``, ÷ the
+  bytes pi 0.73.1 writes for the same reply. Ours go through the real server
+  (``RpcServer`` in this process over ``trio.testing.memory_stream_pair()``,
+  read by a task here), with merging of lagging updates switched off so that
+  the figure is the shape, not the reader's speed. Pi's is computed here: every
+  ``message_update`` line we wrote is turned into the object pi's RPC mode
+  writes for it — ``{"type", "assistantMessageEvent": {…, "partial": P},
+  "message": P}``, with P pi-ai's partial message (``role, content, api,
+  provider, model, usage {…, totalTokens, cost}, stopReason, timestamp``) — and
+  serialised as pi's ``serializeJsonLine`` does (``JSON.stringify``: compact,
+  UTF-8, then ``\\n``). The other lines (``agent_start``, ``message_end`` …)
+  count the same on both sides.
+* ``rpc.lean_growth`` — the same with ``lean_updates=True``: bytes for 10 000
+  chunks ÷ bytes for 2 500 (quick 1 000 ÷ 250); linear is 4.
+
+Chunks are two characters (``"7 "``), as in the reply the issue measured.
+Every timing is the median of alternating repeats (sizes, and session against
+provider, take turns), after a ``gc.collect()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import itertools
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+import trio.testing
+from _bench import machine_info
+from _goals import Figure
+
+from trio_session import (
+    FauxProvider,
+    FauxReply,
+    Model,
+    SessionEvent,
+    ToolCall,
+    Usage,
+    open_session,
+)
+from trio_session.providers._base import ProviderRequest
+from trio_session.rpc import LineSplitter, RpcServer
+
+MODEL = Model(id="faux-model", provider="faux")
+#: Queued output is never merged or paused for in the RPC measurements.
+NEVER: int = 1 << 62
+
+
+def chunks(n: int) -> tuple[str, ...]:
+    """``n`` two-character chunks."""
+    return tuple(f"{i % 10} " for i in range(n))
+
+
+def _n(value: float) -> str:
+    """``20000`` → ``"20 000"``."""
+    return f"{value:,.0f}".replace(",", " ")
+
+
+# -- time -------------------------------------------------------------------------------
+
+
+class _Sink:
+    """The provider-alone baseline's sink: keeps every delta, as the subscriber does."""
+
+    def __init__(self) -> None:
+        self.deltas: list[str] = []
+
+    def text(self, delta: str) -> None:
+        self.deltas.append(delta)
+
+    def thinking(self, delta: str) -> None:
+        pass
+
+    def thinking_signature(self, signature: str) -> None:
+        pass
+
+    def tool_call(self, call: ToolCall) -> None:
+        pass
+
+    def usage(self, usage: Usage) -> None:
+        pass
+
+    def response(self, response_id: str | None, model: str | None = None) -> None:
+        pass
+
+
+def session_seconds(n: int) -> float:
+    """Seconds for ``session.prompt()`` of an ``n``-chunk reply, deltas read by a subscriber."""
+    reply = FauxReply(chunks=chunks(n))
+
+    async def main() -> float:
+        deltas: list[str] = []
+
+        def keep(event: SessionEvent) -> None:
+            if event.type == "message_update":
+                deltas.append(event.delta)
+
+        async with open_session(FauxProvider([reply]), MODEL) as session:
+            session.subscribe(keep)
+            start = time.perf_counter()
+            await session.prompt("hi")
+            took = time.perf_counter() - start
+        assert "".join(deltas) == "".join(reply.pieces)
+        return took
+
+    gc.collect()
+    return trio.run(main)
+
+
+def provider_seconds(n: int) -> float:
+    """Seconds for the same reply played by the provider alone into a bare sink."""
+    reply = FauxReply(chunks=chunks(n))
+
+    async def main() -> float:
+        sink = _Sink()
+        request = ProviderRequest(model=MODEL, messages=())
+        provider = FauxProvider([reply])
+        start = time.perf_counter()
+        await provider.stream(request, sink)
+        took = time.perf_counter() - start
+        assert len(sink.deltas) == n
+        return took
+
+    gc.collect()
+    return trio.run(main)
+
+
+def medians(
+    runs: dict[str, Callable[[], float]], repeats: int
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Each run ``repeats`` times, taking turns; the median and the samples of each."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            samples[name].append(run())
+    return {name: statistics.median(s) for name, s in samples.items()}, samples
+
+
+def growth_figure(sizes: Sequence[int], repeats: int) -> Figure:
+    """``stream.growth``: the worse ×4 step of the session's time over ``sizes``."""
+    runs: dict[str, Callable[[], float]] = {
+        str(n): functools.partial(session_seconds, n) for n in sizes
+    }
+    med, samples = medians(runs, repeats)
+    steps = [med[str(b)] / med[str(a)] for a, b in itertools.pairwise(sizes)]
+    text = " → ".join(f"{med[str(n)]:.3f} s" for n in sizes)
+    text += " for " + " → ".join(_n(n) for n in sizes) + " chunks"
+    text += " (steps " + ", ".join(f"×{s:.2f}" for s in steps) + ")"
+    return Figure(
+        "stream.growth",
+        max(steps),
+        text,
+        {"sizes": list(sizes), "median_s": med, "samples_s": samples, "steps": steps},
+    )
+
+
+def vs_provider_figure(n: int, repeats: int) -> Figure:
+    """``stream.vs_provider``: session throughput ÷ provider-alone throughput at ``n``."""
+    med, samples = medians(
+        {"provider": lambda: provider_seconds(n), "session": lambda: session_seconds(n)},
+        repeats,
+    )
+    ratio = med["provider"] / med["session"]
+    text = (
+        f"{_n(n / med['session'])} vs {_n(n / med['provider'])} chunks/s "
+        f"(session vs provider alone, {_n(n)} chunks)"
+    )
+    return Figure(
+        "stream.vs_provider",
+        ratio,
+        text,
+        {"chunks": n, "median_s": med, "samples_s": samples},
+    )
+
+
+# -- RPC bytes ----------------------------------------------------------------------------
+
+_UPDATE = b'{"type":"message_update"'
+_END = b'{"type":"agent_end"'
+
+
+def pi_line(line: bytes) -> bytes:
+    """The line pi 0.73.1's RPC mode writes for the ``message_update`` we wrote as ``line``."""
+    ours = json.loads(line)
+    message = ours["message"]
+    usage = message["usage"]
+    partial = {
+        "role": "assistant",
+        "content": message["content"],
+        "api": message["api"],
+        "provider": message["provider"],
+        "model": message["model"],
+        "usage": {
+            "input": usage["input"],
+            "output": usage["output"],
+            "cacheRead": usage["cacheRead"],
+            "cacheWrite": usage["cacheWrite"],
+            "totalTokens": usage["totalTokens"],
+            "cost": usage["cost"],
+        },
+        "stopReason": message["stopReason"],
+        "timestamp": message["timestamp"],
+    }
+    event = {k: v for k, v in ours["assistantMessageEvent"].items() if k != "partial"}
+    event["partial"] = partial
+    obj = {"type": "message_update", "assistantMessageEvent": event, "message": partial}
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def rpc_bytes(n: int, *, lean: bool, as_pi: bool = False) -> dict[str, int]:
+    """Bytes the in-process RPC server writes for an ``n``-chunk reply, ``prompt`` to
+    ``agent_end``: ``{"total", "updates", "pi_total", "pi_updates"}`` (pi's only if
+    ``as_pi``)."""
+    reply = FauxReply(chunks=chunks(n))
+    counts = {"total": 0, "updates": 0, "pi_total": 0, "pi_updates": 0}
+
+    async def main() -> None:
+        ours, theirs = trio.testing.memory_stream_pair()
+        server = RpcServer(
+            lambda: open_session(FauxProvider([reply]), MODEL),
+            theirs,
+            output_high_water=NEVER,
+            merge_updates_after=NEVER,
+            lean_updates=lean,
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            await ours.send_all(b'{"type":"prompt","message":"hi"}\n')
+            splitter = LineSplitter(None)
+            done = False
+            while not done and (data := await ours.receive_some(1 << 20)):
+                for line in splitter.feed(data):
+                    assert isinstance(line, bytes)
+                    size = len(line) + 1
+                    counts["total"] += size
+                    if line.startswith(_UPDATE):
+                        counts["updates"] += size
+                        if as_pi:
+                            pi = len(pi_line(line))
+                            counts["pi_updates"] += pi
+                            counts["pi_total"] += pi
+                    elif as_pi:
+                        counts["pi_total"] += size
+                    done = done or line.startswith(_END)
+            await ours.send_eof()
+            while await ours.receive_some(1 << 20):
+                pass
+
+    gc.collect()
+    trio.run(main)
+    return counts
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
+def bytes_pi_figure(n: int) -> Figure:
+    """``rpc.bytes_pi``: our default output ÷ pi's shape, for an ``n``-chunk reply."""
+    counts = rpc_bytes(n, lean=False, as_pi=True)
+    ratio = counts["total"] / counts["pi_total"]
+    text = f"{_mb(counts['total'])} vs pi {_mb(counts['pi_total'])} for {_n(n)} chunks"
+    return Figure("rpc.bytes_pi", ratio, text, {"chunks": n, **counts})
+
+
+def lean_growth_figure(small: int) -> Figure:
+    """``rpc.lean_growth``: lean output bytes at 4 × ``small`` chunks ÷ at ``small``."""
+    a, b = rpc_bytes(small, lean=True), rpc_bytes(4 * small, lean=True)
+    default = rpc_bytes(4 * small, lean=False)
+    ratio = b["total"] / a["total"]
+    text = (
+        f"{_mb(a['total'])} → {_mb(b['total'])} for {_n(small)} → {_n(4 * small)} chunks "
+        f"(default shape: {_mb(default['total'])})"
+    )
+    return Figure(
+        "rpc.lean_growth",
+        ratio,
+        text,
+        {"chunks": [small, 4 * small], "lean": [a, b], "default_at_4x": default},
+    )
+
+
+# -- the module's interface ------------------------------------------------------------------
+
+
+def measure(quick: bool) -> list[Figure]:
+    """The four figures of this module (``quick``: small sizes, one repeat)."""
+    if quick:
+        return [
+            growth_figure([500, 2000], 1),
+            vs_provider_figure(2000, 1),
+            bytes_pi_figure(1000),
+            lean_growth_figure(250),
+        ]
+    return [
+        growth_figure([5000, 20000, 80000], 3),
+        vs_provider_figure(20000, 7),
+        bytes_pi_figure(10000),
+        lean_growth_figure(2500),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure, print every figure beside its goal."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    info: dict[str, Any] = machine_info()
+    print(f"python {info['python']}, trio {info['trio']}, {info['nproc']} CPUs, {info['cpu']}")
+    for figure in measure(args.quick):
+        goal = figure.goal
+        verdict = "met" if goal.met(figure.value) else "NOT MET"
+        if args.quick:
+            verdict = "ran"
+        print(f"{figure.key:<20} {figure.value:8.3f}{goal.unit}  goal {goal.wanted:<8} {verdict}")
+        print(f"{'':<20} {figure.text}")
+    print(f"wall time {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
