@@ -142,6 +142,9 @@ class ChatApp:
     _prompts: trio.Nursery | None = attrs.field(default=None, init=False)
     _fatal: HistoryError | None = attrs.field(default=None, init=False)
     _reply: ReplyView | None = attrs.field(default=None, init=False)
+    # The latest update of the streaming reply, made into its message when a frame is
+    # drawn (at most 60 times a second), not once per chunk.
+    _streamed: MessageUpdate | None = attrs.field(default=None, init=False)
     _reply_committed: int = attrs.field(default=0, init=False)
     _picker: Picker[Any] | None = attrs.field(default=None, init=False)
     _ctrl_c_armed: bool = attrs.field(default=False, init=False)
@@ -234,6 +237,7 @@ class ChatApp:
         self._session = session
         self._controller = self._new_controller()
         self._reply = None
+        self._streamed = None
         self._shown_status = None
         self._note = None
         banner = [b for b in self.transcript.blocks if b.kind == "banner"][:1]
@@ -313,6 +317,9 @@ class ChatApp:
         """The streaming reply's lines not yet in the scrollback."""
         if self._reply is None:
             return []
+        if self._streamed is not None:
+            self._reply.message = self._streamed.message
+            self._streamed = None
         return self._reply.render(width)[self._reply_committed :]
 
     def _frame(self, width: int, height: int, reply: list[str]) -> Frame:
@@ -409,12 +416,13 @@ class ChatApp:
         self._controller.handle(event, self.clock())
         if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             self._reply = ReplyView(event.message, style=self.style)
+            self._streamed = None
             self._reply_committed = 0
             return
         if isinstance(event, MessageUpdate):
             if self._reply is None:  # an update without its start: show it all the same
                 self._reply = ReplyView(event.message, style=self.style)
-            self._reply.message = event.message
+            self._streamed = event
             return
         if isinstance(event, MessageEnd):
             message = event.message
@@ -448,6 +456,7 @@ class ChatApp:
         """The reply is complete: what is not in the scrollback yet goes there."""
         reply = self._reply or ReplyView(message, style=self.style)
         reply.message = message
+        self._streamed = None
         self.transcript.add("reply", reply=reply)
         self.transcript.blocks[-1].skip = self._reply_committed
         self._reply = None
