@@ -245,12 +245,13 @@ def rpc_bytes(n: int, *, lean: bool, as_pi: bool = False) -> dict[str, int]:
 
     async def main() -> None:
         ours, theirs = trio.testing.memory_stream_pair()
+        options: dict[str, Any] = {"lean_updates": True} if lean else {}
         server = RpcServer(
             lambda: open_session(FauxProvider([reply]), MODEL),
             theirs,
             output_high_water=NEVER,
             merge_updates_after=NEVER,
-            lean_updates=lean,
+            **options,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(server.serve)
