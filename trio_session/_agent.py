@@ -165,24 +165,20 @@ class _Builder:
             self.started = True
             self._emit(MessageStart(message=self.snapshot()))
 
-    def _view(self) -> PartialMessage:
-        """The message as it is now, as a view that is made into a message when read."""
-        growing = self._growing
-        if self._head is None:
-            self._head = self.snapshot(content=False)
-        return PartialMessage(
-            self._parts,
-            len(self._parts),
-            growing,
-            len(growing.pieces) if growing is not None else 0,
-            growing.signature if growing is not None else None,
-            self._head,
-            now_ms(),
-        )
-
     def _update(self, fields: dict[str, Any], delta: str = "") -> None:
-        event = StreamEvent(fields, self._view())
-        self._emit(MessageUpdate(message=event.view, delta=delta, assistant_message_event=event))
+        """Emit a ``message_update``: ``fields`` and a view of the message as it is now."""
+        growing = self._growing
+        head = self._head
+        if head is None:
+            head = self._head = self.snapshot(content=False)
+        if growing is None:
+            view = PartialMessage(self._parts, len(self._parts), None, 0, None, head, now_ms())
+        else:
+            pieces, signature = len(growing.pieces), growing.signature
+            view = PartialMessage(
+                self._parts, len(self._parts), growing, pieces, signature, head, now_ms()
+            )
+        self._emit(MessageUpdate(view, delta, StreamEvent(fields, view)))
 
     def _close_part(self) -> None:
         """Send the ``*_end`` of the part that was growing, if one was."""
