@@ -10,6 +10,7 @@ opt-in lean RPC mode writes deltas only, over a real ``trio-session rpc`` proces
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,28 @@ def test_views_read_late_equal_snapshots_read_at_once(ops: list[Op], end: Stream
     assert _untimed(final_a) == _untimed(final_b)
     for update in _updates(late):
         assert update.assistant_message_event["partial"] == update.message
+
+
+async def _kept_bytes(n: int) -> int:
+    """Bytes still allocated after a prompt of ``n`` chunks whose every event is kept."""
+    reply = FauxReply(chunks=tuple(f"word{i} " for i in range(n)))
+    async with open_session(FauxProvider([reply]), MODEL) as session:
+        recorder = EventRecorder.attach(session)
+        tracemalloc.start()
+        try:
+            await session.prompt("hi")
+            size, _peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert len(recorder.events) > n
+    return size
+
+
+async def test_keeping_every_update_costs_memory_linear_in_chunks() -> None:
+    """A subscriber that keeps every update keeps views, not copies of the text so far:
+    4x the chunks is about 4x the memory (a snapshot per update made it 16x)."""
+    small, large = await _kept_bytes(500), await _kept_bytes(2000)
+    assert large < 5 * small
 
 
 def test_a_signature_after_the_part_closed_leaves_earlier_views_alone() -> None:
