@@ -113,8 +113,10 @@ GOALS: dict[str, Goal] = _goals(
     ),
     Goal(
         "rpc.bytes_pi",
-        "RPC bytes, 10 000-chunk reply, default shape ÷ pi's shape",
-        1.0,
+        # "pi's shape by default": the same lines, give or take our one documented
+        # extra field (a top-level "delta", ~13 bytes a line).
+        "RPC bytes, 10 000-chunk reply, default shape ÷ pi's shape (pi's shape: within 1 %)",
+        1.01,
         "lower",
         "×",
     ),
