@@ -97,15 +97,25 @@ _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, 
     "asctime",
 }
 
-_observers: weakref.WeakSet[SessionObserver] = weakref.WeakSet()
+#: Every key a live session has used or was configured with, and how many live
+#: observers know it. Kept up to date as keys are seen and observers freed, so a
+#: record costs the same with one session or with 10 000 of them.
+_known: dict[str, int] = {}
+
+
+def _release(secrets: set[str]) -> None:
+    """An observer was freed: forget the keys no other live observer knows."""
+    for secret in secrets:
+        left = _known.get(secret, 0) - 1
+        if left > 0:
+            _known[secret] = left
+        else:
+            _known.pop(secret, None)
 
 
 def known_secrets() -> set[str]:
     """Every key a live session has used or was configured with."""
-    secrets: set[str] = set()
-    for observer in tuple(_observers):
-        secrets.update(observer.secrets)
-    return secrets
+    return set(_known)
 
 
 def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
@@ -177,14 +187,17 @@ class SessionObserver:
             classify=observer._classify,
             scrub=observer._scrub,
         )
-        _observers.add(observer)
         session.subscribe(observer.on_event)
         return observer
 
     def saw_key(self, key: str | None) -> None:
         """Remember a key the session used, so no record or span shows it."""
-        if key is not None and len(key) >= MIN_SECRET_LENGTH:
-            self.secrets.add(key)
+        if key is None or len(key) < MIN_SECRET_LENGTH or key in self.secrets:
+            return
+        if not self.secrets:  # the first key: release them all when this observer is freed
+            weakref.finalize(self, _release, self.secrets)
+        self.secrets.add(key)
+        _known[key] = _known.get(key, 0) + 1
 
     def prompt(self) -> AbstractContextManager[None]:
         """The ``trio_session.prompt`` span, when tracing is installed; else nothing."""
