@@ -14,7 +14,6 @@ Nothing is reset "in a catch block": leaving a scope is the reset.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import uuid
@@ -1357,6 +1356,22 @@ class _ChainHost:
         return await self.session._reattempt()
 
 
+class _Given:
+    """The session file ``open_session`` was given (or ``None``), as the async context
+    manager ``open_history`` would be: one small object rather than an exit stack."""
+
+    __slots__ = ("_file",)
+
+    def __init__(self, file: SessionFile | None) -> None:
+        self._file = file
+
+    async def __aenter__(self) -> SessionFile | None:
+        return self._file
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+
 @asynccontextmanager
 async def open_session(
     provider: Provider,
@@ -1409,14 +1424,12 @@ async def open_session(
         model = Model(id=f"{provider.name}-model", provider=provider.name)
     elif isinstance(model, str):
         model = Model(id=model, provider=provider.name)
-    async with contextlib.AsyncExitStack() as stack:
-        history_file: SessionFile | None = None
-        if isinstance(history, SessionFile):
-            history_file = history
-        elif history is not None:
-            history_file = await stack.enter_async_context(
-                open_history(history, session_id=session_id)
-            )
+    opened: AbstractAsyncContextManager[SessionFile | None] = (
+        open_history(history, session_id=session_id)
+        if history is not None and not isinstance(history, SessionFile)
+        else _Given(history)
+    )
+    async with opened as history_file:
         if history_file is not None:
             session_id = history_file.header.id
         runner = None
