@@ -131,6 +131,36 @@ def request_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
     return to_llm(m for m in messages if not (isinstance(m, AssistantMessage) and m.failed))
 
 
+@attrs.define(eq=False, slots=True)
+class _RequestCache:
+    """``request_messages`` of a context that grows at its end, kept between requests.
+
+    Each request converts only the messages added since the last one: the context is
+    compared with the last one by identity (``id`` at C speed; the cache holds the
+    messages, so no id is reused meanwhile). Any change further back — a failed
+    attempt dropped, a compaction, a resumed file — converts from the first message
+    that differs. What it returns is exactly what ``request_messages`` returns.
+    """
+
+    _source: list[Message] = attrs.field(factory=list)
+    _sent: list[Message] = attrs.field(factory=list)
+    _ends: list[int] = attrs.field(factory=list)  #: len(_sent) after each source message
+
+    def of(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        old = list(map(id, self._source))
+        new = list(map(id, messages))
+        same = min(len(old), len(new))
+        if old[:same] != new[:same]:
+            same = next(i for i in range(same) if old[i] != new[i])
+        del self._source[same:], self._ends[same:]
+        del self._sent[self._ends[-1] if self._ends else 0 :]
+        for message in messages[same:]:
+            self._source.append(message)
+            self._sent.extend(request_messages((message,)))
+            self._ends.append(len(self._sent))
+        return tuple(self._sent)
+
+
 @attrs.define(eq=False)
 class _Builder:
     """Collects a streaming answer and tells it as the reference's stream events.
@@ -360,6 +390,7 @@ class Agent:
     follow_ups: MessageQueue = attrs.field(factory=MessageQueue)
     _running: bool = attrs.field(default=False, init=False)
     _unsaved: bool = attrs.field(default=False, init=False)
+    _requests: _RequestCache | None = attrs.field(default=None, init=False)
 
     async def prompt(
         self,
@@ -406,9 +437,11 @@ class Agent:
 
     def request(self, api_key: str | None) -> ProviderRequest:
         """The request the next turn would send."""
+        if self._requests is None:
+            self._requests = _RequestCache()
         return ProviderRequest(
             model=self.model,
-            messages=request_messages(self.messages),
+            messages=self._requests.of(self.messages),
             system_prompt=self.system_prompt,
             tools=tuple(t.spec for t in self.tools),
             api_key=api_key,

@@ -30,6 +30,11 @@ from ._settings import RetrySettings
 MAX_WAIT_MS = MAX_HINT_MS
 
 
+#: Jitter's source when the caller gives none: one per process (seeding a fresh
+#: ``random.Random`` reads the OS's entropy pool, which costs more than the rest of a plan).
+_RANDOM = random.Random()
+
+
 def exponential_delay_ms(attempt: int, base_delay_ms: int) -> int:
     """R-16: ``base_delay_ms * 2 ** (attempt - 1)`` for a 1-based ``attempt``."""
     if attempt < 1:
@@ -80,7 +85,8 @@ def plan_delay(
     cap = settings.max_delay_ms
     if cap is not None:
         delay = min(delay, cap)
-    delay = _jittered(delay, settings.jitter, rng or random.Random())
+    if settings.jitter != "none":
+        delay = _jittered(delay, settings.jitter, rng or _RANDOM)
     if settings.respect_retry_after and hint_ms is not None:
         hint_cap, cap_key = cap, "retry.maxDelayMs"
         if cap is None and settings.provider.max_retry_delay_ms > 0:

@@ -134,6 +134,12 @@ class PatternClassifier:
     overflow: tuple[re.Pattern[str], ...]
     non_retryable: re.Pattern[str] | None = None
     not_overflow: re.Pattern[str] | None = None
+    _overflow_any: re.Pattern[str] | None = attrs.field(
+        init=False,
+        eq=False,
+        repr=False,
+        default=attrs.Factory(lambda self: _any_of(self.overflow), takes_self=True),
+    )
 
     def is_context_overflow(
         self, message: AssistantMessage, context_window: int | None = None
@@ -144,13 +150,19 @@ class PatternClassifier:
             if NO_BODY_OVERFLOW_PATTERN.search(text):
                 return True
             vetoed = self.not_overflow is not None and self.not_overflow.search(text)
-            if not vetoed and any(p.search(text) for p in self.overflow):
+            if not vetoed and self._overflows(text):
                 return True
         return bool(
             context_window
             and message.stop_reason == "stop"
             and message.usage.context_tokens > context_window
         )
+
+    def _overflows(self, text: str) -> bool:
+        """Whether any of the ``overflow`` patterns matches ``text``."""
+        if self._overflow_any is not None:
+            return self._overflow_any.search(text) is not None
+        return any(p.search(text) for p in self.overflow)
 
     def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
         """R-4: an error, with a message, not an overflow, matching the pattern."""
@@ -162,6 +174,18 @@ class PatternClassifier:
         if self.non_retryable is not None and self.non_retryable.search(text):
             return False
         return self.retryable.search(text) is not None
+
+
+def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
+    """The shipped overflow patterns as one alternation: one search instead of 17.
+
+    Only for ``OVERFLOW_PATTERNS`` themselves, whose semantics under ``|`` are known
+    (same flags, no back-references); any other tuple is searched pattern by pattern.
+    """
+    return _OVERFLOW_ANY if patterns == OVERFLOW_PATTERNS else None
+
+
+_OVERFLOW_ANY = re.compile("|".join(f"(?:{p.pattern})" for p in OVERFLOW_PATTERNS), re.IGNORECASE)
 
 
 REFERENCE_CLASSIFIER = PatternClassifier(

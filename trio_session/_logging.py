@@ -48,6 +48,7 @@ are left alone.
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Iterable
@@ -97,15 +98,25 @@ _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, 
     "asctime",
 }
 
-_observers: weakref.WeakSet[SessionObserver] = weakref.WeakSet()
+#: Every key a live session has used or was configured with, and how many live
+#: observers know it. Kept up to date as keys are seen and observers freed, so a
+#: record costs the same with one session or with 10 000 of them.
+_known: dict[str, int] = {}
+
+
+def _release(secrets: set[str]) -> None:
+    """An observer was freed: forget the keys no other live observer knows."""
+    for secret in secrets:
+        left = _known.get(secret, 0) - 1
+        if left > 0:
+            _known[secret] = left
+        else:
+            _known.pop(secret, None)
 
 
 def known_secrets() -> set[str]:
     """Every key a live session has used or was configured with."""
-    secrets: set[str] = set()
-    for observer in tuple(_observers):
-        secrets.update(observer.secrets)
-    return secrets
+    return set(_known)
 
 
 def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
@@ -173,22 +184,33 @@ class SessionObserver:
             observer.saw_key(provider_key)
         observer._tracer = session_tracer(
             tracer_provider,
-            describe=observer._describe,
-            classify=observer._classify,
-            scrub=observer._scrub,
+            # Not the observer's bound methods: the tracer would hold the observer that
+            # holds it, a cycle only a full collection frees (10 objects per session).
+            describe=functools.partial(_describe, observer._session),
+            classify=functools.partial(_classify, observer._session),
+            scrub=functools.partial(_scrub, observer.secrets),
         )
-        _observers.add(observer)
         session.subscribe(observer.on_event)
         return observer
 
     def saw_key(self, key: str | None) -> None:
         """Remember a key the session used, so no record or span shows it."""
-        if key is not None and len(key) >= MIN_SECRET_LENGTH:
-            self.secrets.add(key)
+        if key is None or len(key) < MIN_SECRET_LENGTH or key in self.secrets:
+            return
+        if not self.secrets:  # the first key: release them all when this observer is freed
+            weakref.finalize(self, _release, self.secrets)
+        self.secrets.add(key)
+        _known[key] = _known.get(key, 0) + 1
 
     def prompt(self) -> AbstractContextManager[None]:
         """The ``trio_session.prompt`` span, when tracing is installed; else nothing."""
         return self._tracer.prompt() if self._tracer is not None else nullcontext()
+
+    def prompt_aborted(self) -> None:
+        """The running prompt was aborted without a ``Cancelled`` reaching its span (it
+        ended its retry chain): the span still ends as cancelled."""
+        if self._tracer is not None:
+            self._tracer.prompt_aborted()
 
     # -- events ----------------------------------------------------------------------
 
@@ -210,7 +232,7 @@ class SessionObserver:
             self._compaction_end(event)
 
     def _retry_start(self, event: AutoRetryStart) -> None:
-        if not retry_logger.isEnabledFor(logging.INFO):
+        if not _heard(retry_logger, logging.INFO):
             return
         error = self._scrub(event.error_message)
         retry_logger.info(
@@ -229,7 +251,7 @@ class SessionObserver:
 
     def _retry_end(self, event: AutoRetryEnd) -> None:
         level = logging.INFO if event.success else logging.WARNING
-        if not retry_logger.isEnabledFor(level):
+        if not _heard(retry_logger, level):
             return
         extra = self._extra(
             attempt=event.attempt,
@@ -247,7 +269,7 @@ class SessionObserver:
             )
 
     def _provider_failure(self, message: AssistantMessage) -> None:
-        if not provider_logger.isEnabledFor(logging.WARNING):
+        if not _heard(provider_logger, logging.WARNING):
             return
         error = self._scrub(message.error_message or "")
         classification = self._classify(message)
@@ -261,7 +283,7 @@ class SessionObserver:
         )
 
     def _compaction_start(self, event: CompactionStart) -> None:
-        if compaction_logger.isEnabledFor(logging.INFO):
+        if _heard(compaction_logger, logging.INFO):
             compaction_logger.info(
                 "compaction started (%s)", event.reason, extra=self._extra(reason=event.reason)
             )
@@ -269,7 +291,7 @@ class SessionObserver:
     def _compaction_end(self, event: CompactionEnd) -> None:
         failed = event.aborted or event.error_message is not None
         level = logging.WARNING if failed else logging.INFO
-        if not compaction_logger.isEnabledFor(level):
+        if not _heard(compaction_logger, level):
             return
         result = event.result
         error = None if event.error_message is None else self._scrub(event.error_message)
@@ -303,7 +325,7 @@ class SessionObserver:
     def credential_rotated(self, *, rotated: bool, retry_after_ms: int | None) -> None:
         """Log what the credential store did with a usage limit (R-17)."""
         level = logging.INFO if rotated else logging.WARNING
-        if not credentials_logger.isEnabledFor(level):
+        if not _heard(credentials_logger, level):
             return
         extra = self._extra(rotated=rotated, retry_after_ms=retry_after_ms)
         if rotated:
@@ -318,26 +340,64 @@ class SessionObserver:
     # -- what records say ---------------------------------------------------------------
 
     def _describe(self) -> tuple[str, str, str]:
-        session = self._session()
-        if session is None:  # pragma: no cover - events come from a live session
-            return ("", "", "")
-        return (session.session_id, session.model.provider, session.model.id)
+        return _describe(self._session)
 
     def _extra(self, **fields: Any) -> dict[str, Any]:
         session_id, provider, model = self._describe()
         return {"session_id": session_id, "provider": provider, "model": model, **fields}
 
     def _classify(self, message: AssistantMessage) -> str:
-        session = self._session()
-        if session is None:  # pragma: no cover - events come from a live session
-            return "fatal"
-        classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
-        window = session.model.context_window
-        if classifier.is_retryable(message, window):
-            return "retryable"
-        if classifier.is_context_overflow(message, window):
-            return "overflow"
-        return "fatal"
+        return _classify(self._session, message)
 
     def _scrub(self, text: str) -> str:
-        return scrub(text, self.secrets) if self.secrets else text
+        return _scrub(self.secrets, text)
+
+
+def _describe(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
+    """``(session id, provider, model id)`` of the session, if it is still alive."""
+    session = ref()
+    if session is None:  # pragma: no cover - events come from a live session
+        return ("", "", "")
+    return (session.session_id, session.model.provider, session.model.id)
+
+
+def _classify(ref: weakref.ref[AgentSession], message: AssistantMessage) -> str:
+    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says."""
+    session = ref()
+    if session is None:  # pragma: no cover - events come from a live session
+        return "fatal"
+    classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
+    window = session.model.context_window
+    if classifier.is_retryable(message, window):
+        return "retryable"
+    if classifier.is_context_overflow(message, window):
+        return "overflow"
+    return "fatal"
+
+
+def _scrub(secrets: set[str], text: str) -> str:
+    return scrub(text, secrets) if secrets else text
+
+
+def _heard(logger: logging.Logger, level: int) -> bool:
+    """Whether a record at ``level`` would reach a handler that does something.
+
+    ``isEnabledFor``, and then a handler that is not a ``NullHandler`` on the way up
+    (as ``Logger.callHandlers`` walks it), or a filter the application put on the
+    logger itself. The records of an application that configured no logging are then
+    not made at all: making one costs more than a whole cancellation.
+    """
+    if not logger.isEnabledFor(level):
+        return False
+    if any(f is not _filter for f in logger.filters):
+        return True
+    found = 0
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            found += 1
+            if level >= handler.level and not isinstance(handler, logging.NullHandler):
+                return True
+        current = current.parent if current.propagate else None
+    last = logging.lastResort
+    return found == 0 and last is not None and level >= last.level

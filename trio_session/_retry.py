@@ -124,8 +124,11 @@ class RetryChain:
                 while True:
                     if not await self._start_attempt(host, message):
                         return None
-                    with trio.CancelScope() as self._sleep:
-                        await trio.sleep(self._pending_delay_ms / 1000)
+                    # trio.sleep() in a scope of our own, as one scope: its deadline
+                    # is the delay's end, retry_now() cancels it (R-21, R-34a).
+                    deadline = trio.current_time() + self._pending_delay_ms / 1000
+                    with trio.CancelScope(deadline=deadline) as self._sleep:
+                        await trio.sleep_forever()
                     self._sleep = None
                     message = await host.reattempt()
                     if self.ended:

@@ -14,7 +14,6 @@ Nothing is reset "in a catch block": leaving a scope is the reset.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import uuid
@@ -206,7 +205,8 @@ class AgentSession:
     _streams: list[EventStream] = attrs.field(factory=list, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _closed: bool = attrs.field(default=False, init=False)
-    _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
+    # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
+    _idle: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _run_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _chain: RetryChain | None = attrs.field(default=None, init=False)
@@ -215,16 +215,13 @@ class AgentSession:
     _write_failed: bool = attrs.field(default=False, init=False)
     _joined: list[UserMessage] = attrs.field(factory=list, init=False)
     _compacting: bool = attrs.field(default=False, init=False)
-    _retry_ended: trio.lowlevel.ParkingLot = attrs.field(
-        factory=trio.lowlevel.ParkingLot, init=False
-    )
+    _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _session_name: str | None = attrs.field(default=None, init=False)
     # -- observe (issue 14): logs and spans from this session's events --
     _tracer_provider: Any = attrs.field(default=None, alias="tracer_provider")
     _observer: SessionObserver = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._idle.set()
         self._observer = SessionObserver.install(self, self._tracer_provider)  # -- observe --
         self._agent = Agent(
             provider=self._provider,
@@ -406,7 +403,7 @@ class AgentSession:
                 self._streams.remove(stream)
         if self._extensions is not None:
             self._extensions.deliver(event)
-        if isinstance(event, AutoRetryEnd):
+        if self._retry_ended is not None and isinstance(event, AutoRetryEnd):
             self._retry_ended.unpark_all()
 
     def _on_agent_event(self, event: SessionEvent) -> None:
@@ -474,18 +471,23 @@ class AgentSession:
                 "replaced with U+FFFD",
                 replaced,
             )
-        async with self._busy():
+        self._start_busy()
+        try:
             # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry)
-            with trio.CancelScope() as self._run_scope, _unwrapped(), self._observer.prompt():
+            with trio.CancelScope() as self._run_scope, self._observer.prompt():
                 user = UserMessage.of(text, tuple(images))
                 if self._history_file is not None:
                     await self._stage_prompt(self._history_file, user)
                 last = await self._agent.prompt(user, will_continue=self._decide)
                 if self._next is not Next.DONE:
                     # A chain or a compaction follows: they run in the prompt's nursery,
-                    # opened only now, so a turn that succeeds first time pays for none.
-                    async with trio.open_nursery() as self._nursery:
-                        await self._settle(last)
+                    # opened only now, so a turn that succeeds first time pays for none
+                    # (nor for unwrapping: only a nursery makes exception groups).
+                    with _unwrapped():
+                        async with trio.open_nursery() as self._nursery:
+                            await self._settle(last)
+        finally:
+            await self._end_busy()
         reply = self._last_assistant()
         if raise_on_error:
             reply.raise_for_error(self._model.context_window)
@@ -555,38 +557,39 @@ class AgentSession:
         if self._running:
             raise SessionBusyError(BUSY)
 
-    @asynccontextmanager
-    async def _busy(self) -> AsyncIterator[None]:
-        """The session runs a prompt or a manual compaction for the length of the block.
+    def _start_busy(self) -> None:
+        """The session runs a prompt or a manual compaction until ``_end_busy()``.
 
-        On the way out — however it ends — what waited for the end joins the context
-        (bash results; prompts that joined a retry that was cancelled first go back to
-        the steering queue), everything staged is written (shielded: an abort must not
-        stop it), and the session is idle again: leaving the scope is the reset.
+        Used as ``_start_busy(); try: … finally: await _end_busy()`` — a plain
+        ``try`` rather than an async context manager, which costs a generator per
+        prompt.
         """
         self._running = True
-        self._idle = trio.Event()
         self._write_failed = False
+
+    async def _end_busy(self) -> None:
+        """However the prompt ended: what waited for the end joins the context (bash
+        results; prompts that joined a retry that was cancelled first go back to the
+        steering queue), everything staged is written (shielded: an abort must not stop
+        it), and the session is idle again: leaving the scope is the reset."""
         try:
-            yield
-        finally:
             self._flush_pending_bash()  # -- bash --: what ran meanwhile joins the context now
             if self._joined:  # joined a retry that was cancelled first: keep them queued
                 self._agent.steering.messages[:0] = self._joined
                 self._joined = []
                 self._emit(self._agent.queue_update())
-            try:
-                if self._history_file is not None and not self._write_failed:
-                    with trio.CancelScope(shield=True):
-                        await self._flush_history()
-            finally:
-                self._running = False
-                self._run_scope = None
-                self._nursery = None
-                self._chain = None
-                self._next = Next.DONE
-                self._compacted = False
-                self._idle.set()
+            if self._history_file is not None and not self._write_failed:
+                with trio.CancelScope(shield=True):
+                    await self._flush_history()
+        finally:
+            self._running = False
+            self._run_scope = None
+            self._nursery = None
+            self._chain = None
+            self._next = Next.DONE
+            self._compacted = False
+            if self._idle is not None:
+                self._idle.unpark_all()
 
     def abort_retry(self) -> None:
         """Cancel the retry chain, if one is alive (R-29).
@@ -602,6 +605,8 @@ class AgentSession:
         """Return once no retry chain is alive: after ``abort_retry``, once its
         ``auto_retry_end`` has been emitted."""
         while self.is_retrying:
+            if self._retry_ended is None:
+                self._retry_ended = trio.lowlevel.ParkingLot()
             await self._retry_ended.park()
 
     def retry_now(self) -> bool:
@@ -614,10 +619,24 @@ class AgentSession:
 
     async def abort(self) -> None:
         """Cancel any retry, then the running prompt; return when the session is idle (R-32)."""
-        self.abort_retry()
-        if self._run_scope is not None:
-            self._run_scope.cancel(reason="session aborted")
-        await self._idle.wait()
+        chain = self._chain
+        if chain is not None and chain.sleeping:
+            # In its backoff sleep the chain is all that runs of the prompt (whose body
+            # waits for its nursery): ending the chain ends the prompt. One cancel, and
+            # no Cancelled travels through the nursery as an exception group.
+            self._observer.prompt_aborted()  # -- observe --: the span says cancelled
+            chain.cancel()
+        else:
+            self.abort_retry()
+            if self._run_scope is not None:
+                self._run_scope.cancel(reason="session aborted")
+        if not self._running:
+            await trio.lowlevel.checkpoint()
+            return
+        while self._running:
+            if self._idle is None:
+                self._idle = trio.lowlevel.ParkingLot()
+            await self._idle.park()
 
     # -- what happens after a run (SPEC §1) -------------------------------------
 
@@ -1211,13 +1230,16 @@ class AgentSession:
         if self._running:  # another task started a prompt meanwhile
             raise SessionBusyError(BUSY)
         result: CompactionResult | None = None
-        async with self._busy():
+        self._start_busy()
+        try:
             with trio.CancelScope() as self._run_scope:
                 result = await self._run_compaction(
                     "manual", custom_instructions=custom_instructions
                 )
                 if result is None:
                     raise CompactionError(NOTHING_TO_COMPACT)
+        finally:
+            await self._end_busy()
         if result is None:  # abort() cancelled it
             msg = "Compaction cancelled"
             raise CompactionError(msg)
@@ -1334,6 +1356,22 @@ class _ChainHost:
         return await self.session._reattempt()
 
 
+class _Given:
+    """The session file ``open_session`` was given (or ``None``), as the async context
+    manager ``open_history`` would be: one small object rather than an exit stack."""
+
+    __slots__ = ("_file",)
+
+    def __init__(self, file: SessionFile | None) -> None:
+        self._file = file
+
+    async def __aenter__(self) -> SessionFile | None:
+        return self._file
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+
 @asynccontextmanager
 async def open_session(
     provider: Provider,
@@ -1386,14 +1424,12 @@ async def open_session(
         model = Model(id=f"{provider.name}-model", provider=provider.name)
     elif isinstance(model, str):
         model = Model(id=model, provider=provider.name)
-    async with contextlib.AsyncExitStack() as stack:
-        history_file: SessionFile | None = None
-        if isinstance(history, SessionFile):
-            history_file = history
-        elif history is not None:
-            history_file = await stack.enter_async_context(
-                open_history(history, session_id=session_id)
-            )
+    opened: AbstractAsyncContextManager[SessionFile | None] = (
+        open_history(history, session_id=session_id)
+        if history is not None and not isinstance(history, SessionFile)
+        else _Given(history)
+    )
+    async with opened as history_file:
         if history_file is not None:
             session_id = history_file.header.id
         runner = None

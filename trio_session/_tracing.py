@@ -132,6 +132,7 @@ class SessionTracer:
     _retry_attempt: int = attrs.field(default=0, init=False)
     _retries: int = attrs.field(default=0, init=False)
     _last: AssistantMessage | None = attrs.field(default=None, init=False)
+    _aborted: bool = attrs.field(default=False, init=False)
 
     # -- the prompt span ---------------------------------------------------------------
 
@@ -154,6 +155,7 @@ class SessionTracer:
         self._prompt_ctx = _otel_trace.set_span_in_context(span)
         self._requests = self._retries = self._retry_attempt = 0
         self._last = None
+        self._aborted = False
         token = _otel_context.attach(self._prompt_ctx)
         cancelled = False
         failure: BaseException | None = None
@@ -167,7 +169,12 @@ class SessionTracer:
             raise
         finally:
             _otel_context.detach(token)
-            self._finish_prompt(span, cancelled=cancelled, failure=failure)
+            self._finish_prompt(span, cancelled=cancelled or self._aborted, failure=failure)
+
+    def prompt_aborted(self) -> None:
+        """``abort()`` ended the running prompt by ending its retry chain: the prompt
+        span ends cancelled, as it does when a ``Cancelled`` leaves the prompt."""
+        self._aborted = True
 
     def _finish_prompt(self, span: Span, *, cancelled: bool, failure: BaseException | None) -> None:
         now = self._clock.now_ns()
