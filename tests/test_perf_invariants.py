@@ -30,13 +30,18 @@ from trio_session import (
     AgentEnd,
     AgentSession,
     AgentStart,
+    Ask,
     AssistantMessage,
     AutoRetryEnd,
     AutoRetryStart,
+    Compaction,
     CompactionEnd,
+    CompactionSettings,
     CompactionStart,
+    DropOldestCompactor,
     FauxProvider,
     FauxReply,
+    InMemoryCredentialStore,
     Message,
     MessageEnd,
     MessageStart,
@@ -57,6 +62,7 @@ from trio_session import (
 )
 from trio_session.providers._base import ProviderRequest
 from trio_session.store._history import load_session
+from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, ERR_OVERFLOW, assert_idle, err, ok, session_tasks
 
@@ -272,6 +278,8 @@ PALETTE: dict[str, FauxReply] = {
     "overflow": err("400 prompt is too long: 9000 tokens > 8000 maximum"),
     "partial-503": FauxReply(text="ab", chunks=("a", "b"), chunk_delay=0.5, error=ERR_503),
     "slow-503": err(delay=2.5),
+    "slow-ok": ok("slowly", delay=1.5),  # also a slow compaction summary
+    "usage": err("429 usage_limit_reached: usage limit hit\nretry-after: 30"),
     "hang": FauxReply(text="partial", hang=True),
     "tool": FauxReply(tool_calls=(ToolCall(id="t1", name="slow", arguments={"x": 1}),)),
     "tool+text": FauxReply(
@@ -279,6 +287,22 @@ PALETTE: dict[str, FauxReply] = {
     ),
 }
 NEXT = ok("next")
+
+
+@attrs.frozen
+class SlowCompactor:
+    """Takes 2 s, then drops the oldest turns: a compaction there is time to cut."""
+
+    async def compact(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: Model,
+        settings: CompactionSettings,
+        ask: Ask,
+    ) -> Compaction | None:
+        await trio.sleep(2)
+        return await DropOldestCompactor().compact(messages, model=model, settings=settings)
 
 
 @attrs.define(eq=False)
@@ -308,6 +332,7 @@ class Case:
     prompts: int
     stream: bool
     max_retries: int
+    slow_compactor: bool
 
 
 cases = st.builds(
@@ -323,6 +348,7 @@ cases = st.builds(
     prompts=st.integers(min_value=1, max_value=2),
     stream=st.booleans(),
     max_retries=st.integers(min_value=0, max_value=3),
+    slow_compactor=st.booleans(),
 )
 
 
@@ -330,7 +356,17 @@ async def play(case: Case) -> None:
     script = Script(deque(PALETTE[name] for name in case.script))
     log: list[SessionEvent] = []
     settings = {"retry": {"maxRetries": case.max_retries}}
-    async with open_session(script.provider(), MODEL, tools=TOOLS, settings=settings) as session:
+    keys = {"faux": ["k1", "k2"]}  # a usage limit rotates to the spare key: no wait (R-17)
+    store = InMemoryCredentialStore(keys=keys, clock=trio.current_time)
+    compactor = SlowCompactor() if case.slow_compactor else None  # or the default one
+    async with open_session(
+        script.provider(),
+        MODEL,
+        tools=TOOLS,
+        settings=settings,
+        credentials=store,
+        compactor=compactor,
+    ) as session:
         session.subscribe(log.append)
         scopes: list[trio.CancelScope] = []  # what "cancel" cancels: the caller's / the block
 
@@ -374,11 +410,11 @@ async def play(case: Case) -> None:
             assert_idle(session)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases)
 def test_event_grammar_for_any_script_and_cancellation(case: Case) -> None:
     """R-10, R-23a, R-35, R-43, R-45a, R-50: for any script of 503 / 429 / 400 / overflow
-    errors, chunked, partial and hanging replies and tool calls, cut by abort(),
+    errors, usage limits, chunked, partial, slow and hanging replies and tool calls, cut by abort(),
     abort_retry(), retry_now(), the caller's scope or leaving a stream() block at any
     time: each prompt's events follow the grammar, one auto_retry_end per chain, all
     before prompt() returns; nothing is left running; the next prompt works."""
@@ -808,7 +844,7 @@ async def test_many_sessions_cancelled_together(
     each by abort() from its own task, all in one tick): every prompt's chain emitted
     exactly one auto_retry_end "Retry cancelled", at t = 1, and nothing is left running."""
     count = 200
-    logs: list[list[SessionEvent]] = [[] for _ in range(count)]
+    logs = [EventRecorder() for _ in range(count)]
     sessions: list[AgentSession] = []
     in_backoff = trio.Event()
     started = 0
@@ -824,7 +860,7 @@ async def test_many_sessions_cancelled_together(
     async def one(i: int, task_status: trio.TaskStatus[None]) -> None:
         async with open_session(FauxProvider([err(), ok("never")]), MODEL) as session:
             sessions.append(session)
-            session.subscribe(logs[i].append)
+            session.subscribe(logs[i])
             session.subscribe(count_starts)
             task_status.started()
             try:
@@ -847,11 +883,13 @@ async def test_many_sessions_cancelled_together(
                     for session in sessions:
                         aborts.start_soon(session.abort)
                 assert sorted(returned) == [1.0] * count  # abort() returns when idle
+                assert session_tasks() == []  # the sessions are open, nothing of theirs runs
                 outer.cancel()
     assert trio.current_time() == 1.0
     assert returned == [1.0] * count
     for session, log in zip(sessions, logs, strict=True):
-        assert check_prompt(log).ends == [RETRY_CANCELLED]
+        assert check_prompt(log.events).ends == [RETRY_CANCELLED]
+        assert log.times_of("auto_retry_end") == [1.0]
         assert not session.is_running
         assert not session.is_retrying
     assert session_tasks() == []
