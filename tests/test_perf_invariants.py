@@ -657,6 +657,90 @@ async def test_cut_at_any_moment(
     assert session.history[-1].text == "next"
 
 
+#: Two chains in one prompt: a 503 cut mid-answer, a re-attempt that calls a tool (the
+#: chain succeeds at its message_end), a 503 on the next turn (a fresh chain), a
+#: chunked answer.
+TWO_CHAINS = (
+    FauxReply(text="ab", chunks=("a", "b"), chunk_delay=0.5, error=ERR_503),
+    FauxReply(text="let me", chunks=("let", " me"), tool_calls=(ToolCall(id="t2", name="slow"),)),
+    err(),
+    FauxReply(text="abcd", chunks=CHUNKS, chunk_delay=0.5),
+)
+
+
+async def cut_at_event(index: int | None, how: str, path: Path) -> list[SessionEvent]:
+    """Prompt ``TWO_CHAINS`` and cut it from inside the subscriber that sees event
+    ``index`` (``None``: never); return the prompt's events."""
+    script = Script(deque(TWO_CHAINS))
+    provider = script.provider()
+    events: list[SessionEvent] = []
+    requests_at_cut = -1
+    async with open_session(provider, MODEL, tools=TOOLS, history=path) as session:
+        scopes: list[trio.CancelScope] = []
+        aborts: list[trio.Nursery] = []
+
+        def on_event(event: SessionEvent) -> None:
+            nonlocal requests_at_cut
+            events.append(event)
+            if len(events) - 1 != index:
+                return
+            requests_at_cut = len(provider.requests)
+            if how == "abort":  # the next thing that runs at this virtual time
+                aborts[0].start_soon(session.abort)
+            elif how == "abort_retry":
+                session.abort_retry()
+            elif how == "retry_now":
+                session.retry_now()
+            else:  # the caller's scope, or the stream() block's
+                scopes[-1].cancel()
+
+        session.subscribe(on_event)
+        async with trio.open_nursery() as nursery:
+            aborts.append(nursery)
+            with trio.CancelScope() as caller:
+                if how == "stream":
+                    async with session.stream("q") as reply:
+                        with trio.CancelScope() as block:
+                            scopes.append(block)
+                            async for _ in reply:
+                                pass
+                else:
+                    scopes.append(caller)
+                    await session.prompt("q")
+        assert_idle(session)
+        check_prompt(events)
+        if how in ("abort", "caller", "stream") and index is not None:
+            # the request in flight (or just going out) is the last one
+            assert len(provider.requests) - requests_at_cut <= 1
+        same_messages(load_session(path).branch_messages, session.history)
+        script.done = True
+        first = len(events)
+        assert (await session.prompt("again")).text == "next"
+        check_prompt(events[first:])
+        assert_idle(session)
+        return events[:first]
+
+
+@pytest.mark.parametrize("how", ["abort", "abort_retry", "retry_now", "caller", "stream"])
+async def test_cut_right_after_every_event(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, how: str
+) -> None:
+    """R-23a, R-29–R-35, R-34a: a prompt of two chains (a cut 503, a re-attempt with a
+    tool call, a fresh 503 chain, a chunked answer), cut from inside the subscriber of
+    each of its events in turn — abort() scheduled, abort_retry(), retry_now(), the
+    caller's scope or the stream() block cancelled there and then: the grammar holds,
+    one end per chain, nothing is left running, the file holds the history, the next
+    prompt works."""
+    whole = await cut_at_event(None, how, tmp_path / "whole.jsonl")
+    ends = [e for e in whole if isinstance(e, AutoRetryEnd)]
+    assert ends == [AutoRetryEnd(success=True, attempt=1)] * 2
+    assert len(whole) > 40
+    for index in range(len(whole)):
+        events = await cut_at_event(index, how, tmp_path / f"cut-{index}.jsonl")
+        # the same prompt up to the cut (messages carry wall-clock timestamps: by type)
+        assert [e.type for e in events[: index + 1]] == [e.type for e in whole[: index + 1]]
+
+
 # -- 3. streaming snapshots -------------------------------------------------------------
 
 
