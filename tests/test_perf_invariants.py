@@ -65,6 +65,7 @@ from trio_session.store._history import load_session
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, ERR_OVERFLOW, assert_idle, err, ok, session_tasks
+from .test_rpc_server import in_memory
 
 MODEL = Model(id="m", provider="faux", context_window=8000)
 RETRY_CANCELLED = AutoRetryEnd(success=False, attempt=1, final_error="Retry cancelled")
@@ -811,6 +812,41 @@ def test_streaming_snapshots_are_the_text_so_far(chunks: list[str], cut_first: b
             else:
                 assert "delta" not in event
                 assert "content" not in event
+
+
+async def test_rpc_updates_carry_the_whole_partial_by_default(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-39, R-43, R-44: over RPC, by default, each message_update line is pi's: the whole
+    message so far, twice (message and assistantMessageEvent.partial), its text the
+    deltas so far; the retry's two events come once each, the end before the last
+    agent_end."""
+    script: list[dict[str, Any]] = [
+        {"error": ERR_503},
+        {"text": "abcd", "chunks": list(CHUNKS), "chunkDelay": 0.5},
+    ]
+    async with in_memory(script) as served:
+        await served.raw.send({"id": 1, "type": "prompt", "message": "hi"})
+        lines: list[dict[str, Any]] = []
+        while not (lines and lines[-1].get("type") == "agent_end" and not lines[-1]["willRetry"]):
+            lines.append(await served.raw.read())
+        assert not served.server.session.is_running
+    types = [line["type"] for line in lines]
+    assert types.count("auto_retry_start") == types.count("auto_retry_end") == 1
+    assert types.index("auto_retry_end") > max(
+        i for i, t in enumerate(types) if t == "message_update"
+    )
+    assert types[-3:] == ["auto_retry_end", "turn_end", "agent_end"]
+    so_far = ""
+    updates = [line for line in lines if line["type"] == "message_update"]
+    assert len(updates) == 1 + len(CHUNKS) + 1  # text_start, the deltas, text_end
+    for line in updates:
+        event = line["assistantMessageEvent"]
+        so_far += event.get("delta", "")
+        assert line["message"] == event["partial"]
+        assert line["message"]["role"] == "assistant"
+        assert line["message"]["content"] == [{"type": "text", "text": so_far}]
+    assert so_far == "abcd"
 
 
 # -- 4. abort twice, concurrently, idle, after abort_retry, then a prompt at once ----------
