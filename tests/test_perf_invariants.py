@@ -47,6 +47,7 @@ from trio_session import (
     MessageStart,
     MessageUpdate,
     Model,
+    QueueUpdate,
     SessionEvent,
     TextContent,
     Tool,
@@ -56,6 +57,7 @@ from trio_session import (
     ToolResultMessage,
     TurnEnd,
     TurnStart,
+    UserMessage,
     event_to_json,
     message_to_json,
     open_session,
@@ -114,6 +116,8 @@ class Grammar:
         return self
 
     def feed(self, event: SessionEvent) -> None:
+        if isinstance(event, QueueUpdate):  # steer() / follow_up() may come at any time
+            return
         where = f"event {self.seen} ({event.type}) after {getattr(self.previous, 'type', None)}"
         self.seen += 1
         try:
@@ -249,8 +253,9 @@ def check_prompt(events: Sequence[SessionEvent]) -> Grammar:
     """The events of one prompt, start to return, follow the grammar and close it."""
     grammar = Grammar().feed_all(events)
     grammar.assert_closed()
-    if events:
-        assert isinstance(events[0], AgentStart)
+    told = [e for e in events if not isinstance(e, QueueUpdate)]  # queued any time
+    if told:
+        assert isinstance(told[0], AgentStart)
     return grammar
 
 
@@ -342,9 +347,11 @@ cases = st.builds(
     actions=st.lists(
         st.tuples(
             st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.5, 6.0, 9.0, 14.0]),
-            st.sampled_from(["abort", "abort_retry", "retry_now", "cancel"]),
+            st.sampled_from(
+                ["abort", "abort_retry", "retry_now", "cancel", "steer", "follow_up", "join"]
+            ),
         ),
-        max_size=3,
+        max_size=4,
     ).map(tuple),
     prompts=st.integers(min_value=1, max_value=2),
     stream=st.booleans(),
@@ -370,6 +377,7 @@ async def play(case: Case) -> None:
     ) as session:
         session.subscribe(log.append)
         scopes: list[trio.CancelScope] = []  # what "cancel" cancels: the caller's / the block
+        queued: list[str] = []  # texts steered, queued as follow-ups, or joined to a retry
 
         async def act() -> None:
             # an abort every 500 s after the actions ends each prompt that hangs
@@ -381,6 +389,15 @@ async def play(case: Case) -> None:
                     session.abort_retry()
                 elif what == "retry_now":
                     session.retry_now()
+                elif what == "steer":
+                    session.steer(text := f"steer {len(queued)}")
+                    queued.append(text)
+                elif what == "follow_up":
+                    session.follow_up(text := f"follow-up {len(queued)}")
+                    queued.append(text)
+                elif what == "join":
+                    if session.join_retry(text := f"joined {len(queued)}"):
+                        queued.append(text)
                 elif scopes:
                     scopes[-1].cancel()
 
@@ -409,16 +426,23 @@ async def play(case: Case) -> None:
             assert (await session.prompt("after")).text == "next"
             check_prompt(log[first:])
             assert_idle(session)
+        # R-36a: no queued message is lost, whatever was cut: each was sent exactly once
+        # (the prompt after delivers what was still queued)
+        assert session.pending_message_count == 0
+        users = [m.text for m in session.history if isinstance(m, UserMessage)]
+        assert [users.count(text) for text in queued] == [1] * len(queued)
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases)
 def test_event_grammar_for_any_script_and_cancellation(case: Case) -> None:
-    """R-10, R-23a, R-35, R-43, R-45a, R-50: for any script of 503 / 429 / 400 / overflow
-    errors, usage limits, chunked, partial, slow and hanging replies and tool calls, cut by abort(),
-    abort_retry(), retry_now(), the caller's scope or leaving a stream() block at any
-    time: each prompt's events follow the grammar, one auto_retry_end per chain, all
-    before prompt() returns; nothing is left running; the next prompt works."""
+    """R-10, R-23a, R-35, R-36a, R-43, R-45a, R-50: for any script of 503 / 429 / 400 /
+    overflow errors, usage limits, chunked, partial, slow and hanging replies and tool
+    calls, cut by abort(), abort_retry(), retry_now(), the caller's scope or leaving a
+    stream() block at any time, with messages steered, queued and joined to a retry:
+    each prompt's events follow the grammar, one auto_retry_end per chain, all before
+    prompt() returns; nothing is left running; the next prompt works and no queued
+    message is lost."""
     trio.run(play, case, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
