@@ -379,6 +379,24 @@ async def play(case: Case) -> None:
         scopes: list[trio.CancelScope] = []  # what "cancel" cancels: the caller's / the block
         queued: list[str] = []  # texts steered, queued as follow-ups, or joined to a retry
 
+        wrong: list[str] = []  # a subscriber's exception is only logged: collect instead
+
+        def state_as_told(event: SessionEvent) -> None:
+            """R-9, R-10, R-37: the state a subscriber (get_state, the UI) reads at an event."""
+            if isinstance(event, QueueUpdate):
+                return
+            state = (session.is_running, session.is_retrying, session.retry_attempt)
+            if isinstance(event, AutoRetryStart):
+                expected = (True, True, event.attempt)
+            elif isinstance(event, AutoRetryEnd):
+                expected = (True, False, 0)
+            else:
+                expected = (True, session.retry_attempt > 0, session.retry_attempt)
+            if state != expected:
+                wrong.append(f"{event.type}: {state} (running, retrying, attempt)")
+
+        session.subscribe(state_as_told)
+
         async def act() -> None:
             # an abort every 500 s after the actions ends each prompt that hangs
             for at, what in [*sorted(case.actions), *((500.0 * n, "abort") for n in (1, 2, 3))]:
@@ -426,6 +444,7 @@ async def play(case: Case) -> None:
             assert (await session.prompt("after")).text == "next"
             check_prompt(log[first:])
             assert_idle(session)
+        assert wrong == []
         # R-36a: no queued message is lost, whatever was cut: each was sent exactly once
         # (the prompt after delivers what was still queued)
         assert session.pending_message_count == 0
