@@ -452,7 +452,7 @@ async def play(case: Case) -> None:
         assert [users.count(text) for text in queued] == [1] * len(queued)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases)
 def test_event_grammar_for_any_script_and_cancellation(case: Case) -> None:
     """R-10, R-23a, R-35, R-36a, R-43, R-45a, R-50: for any script of 503 / 429 / 400 /
