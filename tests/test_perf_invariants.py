@@ -14,6 +14,7 @@ the codec are rewritten for speed. These tests pin what every rewrite keeps:
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -712,14 +713,38 @@ TWO_CHAINS = (
 )
 
 
-async def cut_at_event(index: int | None, how: str, path: Path) -> list[SessionEvent]:
-    """Prompt ``TWO_CHAINS`` and cut it from inside the subscriber that sees event
-    ``index`` (``None``: never); return the prompt's events."""
-    script = Script(deque(TWO_CHAINS))
+#: Short prompts whose end comes soon after the cut: a chain given up at once (maxRetries
+#: 0), a chain over its maximum, an overflow, a plain error, a plain answer.
+SHORT = {
+    "give-up": ((err("429 Too Many Requests\nretry-after: 3"),), 0),
+    "over-max": ((err(), err()), 1),
+    "overflow": ((err(ERR_OVERFLOW),), 3),
+    "not-retryable": ((err("400 Bad Request: invalid request"),), 3),
+    "answer": ((FauxReply(text="abcd", chunks=CHUNKS, chunk_delay=0.5),), 3),
+}
+
+
+async def cut_at_event(
+    index: int | None,
+    how: str,
+    path: Path | None,
+    replies: Sequence[FauxReply] = TWO_CHAINS,
+    max_retries: int = 3,
+) -> list[SessionEvent]:
+    """Prompt ``replies`` and cut it from inside the subscriber that sees event
+    ``index`` (``None``: never); return the prompt's events.
+
+    Without a session file the prompt must end within 1000 virtual seconds (with
+    one, its flushes run in worker threads while the virtual clock may jump: no
+    deadline then)."""
+    script = Script(deque(replies))
     provider = script.provider()
     events: list[SessionEvent] = []
     requests_at_cut = -1
-    async with open_session(provider, MODEL, tools=TOOLS, history=path) as session:
+    settings = {"retry": {"maxRetries": max_retries}}
+    async with open_session(
+        provider, MODEL, tools=TOOLS, history=path, settings=settings
+    ) as session:
         scopes: list[trio.CancelScope] = []
         aborts: list[trio.Nursery] = []
 
@@ -739,33 +764,40 @@ async def cut_at_event(index: int | None, how: str, path: Path) -> list[SessionE
                 scopes[-1].cancel()
 
         session.subscribe(on_event)
-        async with trio.open_nursery() as nursery:
-            aborts.append(nursery)
-            with trio.CancelScope() as caller:
-                if how == "stream":
-                    async with session.stream("q") as reply:
-                        with trio.CancelScope() as block:
-                            scopes.append(block)
-                            async for _ in reply:
-                                pass
-                else:
-                    scopes.append(caller)
-                    await session.prompt("q")
+        deadline = math.inf if path is not None else trio.current_time() + 1000
+        with trio.fail_at(deadline):
+            async with trio.open_nursery() as nursery:
+                aborts.append(nursery)
+                with trio.CancelScope() as caller:
+                    if how == "stream":
+                        async with session.stream("q") as reply:
+                            with trio.CancelScope() as block:
+                                scopes.append(block)
+                                async for _ in reply:
+                                    pass
+                    else:
+                        scopes.append(caller)
+                        await session.prompt("q")
         assert_idle(session)
         check_prompt(events)
         if how in ("abort", "caller", "stream") and index is not None:
             # the request in flight (or just going out) is the last one
             assert len(provider.requests) - requests_at_cut <= 1
-        same_messages(load_session(path).branch_messages, session.history)
+        if path is not None:
+            same_messages(load_session(path).branch_messages, session.history)
         script.done = True
         first = len(events)
-        assert (await session.prompt("again")).text == "next"
+        with trio.fail_at(deadline):
+            assert (await session.prompt("again")).text == "next"
         check_prompt(events[first:])
         assert_idle(session)
         return events[:first]
 
 
-@pytest.mark.parametrize("how", ["abort", "abort_retry", "retry_now", "caller", "stream"])
+HOWS_AT_EVENTS = ["abort", "abort_retry", "retry_now", "caller", "stream"]
+
+
+@pytest.mark.parametrize("how", HOWS_AT_EVENTS)
 async def test_cut_right_after_every_event(
     autojump_clock: trio.testing.MockClock, tmp_path: Path, how: str
 ) -> None:
@@ -782,6 +814,22 @@ async def test_cut_right_after_every_event(
     for index in range(len(whole)):
         events = await cut_at_event(index, how, tmp_path / f"cut-{index}.jsonl")
         # the same prompt up to the cut (messages carry wall-clock timestamps: by type)
+        assert [e.type for e in events[: index + 1]] == [e.type for e in whole[: index + 1]]
+
+
+@pytest.mark.parametrize("how", HOWS_AT_EVENTS)
+@pytest.mark.parametrize("name", sorted(SHORT))
+async def test_cut_as_a_prompt_ends_on_its_own(
+    autojump_clock: trio.testing.MockClock, name: str, how: str
+) -> None:
+    """R-15, R-25, R-32, R-35, R-50: a prompt that ends on its own soon (a chain given up
+    at once or over its maximum, an overflow, a plain error or answer), cut right after
+    each of its events — the abort races the prompt's own end: abort() returns, the
+    prompt ends within 1000 virtual seconds, one end per chain, the next prompt works."""
+    replies, max_retries = SHORT[name]
+    whole = await cut_at_event(None, how, None, replies, max_retries)
+    for index in range(len(whole)):
+        events = await cut_at_event(index, how, None, replies, max_retries)
         assert [e.type for e in events[: index + 1]] == [e.type for e in whole[: index + 1]]
 
 
@@ -994,6 +1042,38 @@ async def test_abort_then_prompt_at_once(
         assert [e.attempt for e in watch.events[first:] if isinstance(e, AutoRetryStart)] == [1]
         check_prompt(watch.events)
         assert_idle(session)
+
+
+async def test_abort_waits_for_the_prompt_it_aborted_not_the_next(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-32, R-35: abort() returns once the prompt it cancelled is over (the session was
+    idle then), even if the caller has already started the next prompt (a worker taking
+    the next job): it never waits for a later prompt, which may run for ever."""
+    provider = FauxProvider([FauxReply(text="a", hang=True), FauxReply(text="b", hang=True)])
+    watch = Watch()
+    results: list[AssistantMessage] = []
+    async with open_session(provider, MODEL) as session:
+        session.subscribe(watch)
+
+        async def worker() -> None:
+            for text in ("one", "two"):  # no checkpoint between the two prompts
+                results.append(await session.prompt(text))
+
+        with trio.fail_after(100):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(worker)
+                await watch.nth("text_delta")
+                await trio.sleep(1)
+                await session.abort()
+                assert trio.current_time() == 1.0
+                assert [(r.stop_reason, r.text) for r in results] == [("aborted", "a")]
+                await trio.sleep(1)
+                await session.abort()
+                assert trio.current_time() == 2.0
+        assert [(r.stop_reason, r.text) for r in results] == [("aborted", "a"), ("aborted", "b")]
+        assert_idle(session)
+        check_prompt(watch.events)
 
 
 # -- 5. many sessions in backoff, one outer scope -------------------------------------------
