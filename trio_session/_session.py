@@ -633,10 +633,11 @@ class AgentSession:
         if not self._running:
             await trio.lowlevel.checkpoint()
             return
-        while self._running:
-            if self._idle is None:
-                self._idle = trio.lowlevel.ParkingLot()
-            await self._idle.park()
+        # Wait for the end of the prompt cancelled here, not for "not running": a new
+        # prompt started by another task before this one resumes is not waited for.
+        if self._idle is None:
+            self._idle = trio.lowlevel.ParkingLot()
+        await self._idle.park()
 
     # -- what happens after a run (SPEC §1) -------------------------------------
 
