@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import StatusCode
 
 from trio_session import (
@@ -360,4 +361,64 @@ def test_observe_example_prints_the_story() -> None:
         "trio_session.attempt at 2.0s for 0.0s attempt=1 stop_reason=error",
         "trio_session.backoff at 2.0s for 4.0s attempt=2 delay_ms=4000",
         "trio_session.attempt at 6.0s for 0.0s attempt=2 stop_reason=stop",
+    ]
+
+
+class _Counting(trace.TracerProvider):
+    """A tracer provider that records the names of the spans asked of it."""
+
+    def __init__(self, inner: trace.TracerProvider) -> None:
+        self.inner = inner
+        self.started: list[str] = []
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return _CountingTracer(self, self.inner.get_tracer(*args, **kwargs))
+
+
+class _CountingTracer(trace.Tracer):
+    def __init__(self, owner: _Counting, inner: trace.Tracer) -> None:
+        self.owner = owner
+        self.inner = inner
+
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> trace.Span:
+        self.owner.started.append(name)
+        return self.inner.start_span(name, *args, **kwargs)
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [trace.NoOpTracerProvider(), TracerProvider(sampler=ALWAYS_OFF)],
+    ids=["api-only", "sampled-out"],
+)
+async def test_an_unrecorded_prompt_makes_no_child_spans(
+    inner: trace.TracerProvider, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Issue 15: with OpenTelemetry's API but nothing recording (no SDK, or a sampler
+    that drops the prompt), a prompt with a retry asks for its own span only — no
+    attempt or backoff span per event — and still runs as before."""
+    counting = _Counting(inner)
+    provider = FauxProvider([err(ERR_503), ok("done")])
+    async with open_session(provider, tracer_provider=counting) as session:
+        reply = await session.prompt("hi")
+    assert reply.text == "done"
+    assert trio.current_time() == 2.0  # one retry after baseDelayMs = 2 000
+    assert counting.started == ["trio_session.prompt"]
+
+
+async def test_a_recorded_prompt_still_asks_for_every_span(
+    tracer_provider: TracerProvider, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The counterpart: a recorded prompt with one retry asks for its attempts and backoff."""
+    counting = _Counting(tracer_provider)
+    provider = FauxProvider([err(ERR_503), ok("done")])
+    async with open_session(provider, tracer_provider=counting) as session:
+        await session.prompt("hi")
+    assert counting.started == [
+        "trio_session.prompt",
+        "trio_session.attempt",
+        "trio_session.backoff",
+        "trio_session.attempt",
     ]

@@ -133,6 +133,7 @@ class SessionTracer:
     _retries: int = attrs.field(default=0, init=False)
     _last: AssistantMessage | None = attrs.field(default=None, init=False)
     _aborted: bool = attrs.field(default=False, init=False)
+    _recording: bool = attrs.field(default=True, init=False)  # False in an unrecorded prompt
 
     # -- the prompt span ---------------------------------------------------------------
 
@@ -151,6 +152,14 @@ class SessionTracer:
             },
             start_time=self._clock.now_ns(),
         )
+        if not span.is_recording():
+            # Nothing records this prompt (OpenTelemetry's API without an SDK, or a
+            # sampler that dropped it), so its children would not be recorded either:
+            # none are made. A sampled-out span still carries its trace as the current
+            # span, for whatever the prompt calls; the API's invalid span does not.
+            with self._unrecorded(span):
+                yield
+            return
         self._prompt = span
         self._prompt_ctx = _otel_trace.set_span_in_context(span)
         self._requests = self._retries = self._retry_attempt = 0
@@ -170,6 +179,20 @@ class SessionTracer:
         finally:
             _otel_context.detach(token)
             self._finish_prompt(span, cancelled=cancelled or self._aborted, failure=failure)
+
+    @contextmanager
+    def _unrecorded(self, span: Span) -> Iterator[None]:
+        self._recording = False
+        token = None
+        if span.get_span_context().is_valid:
+            token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+        try:
+            yield
+        finally:
+            if token is not None:
+                _otel_context.detach(token)
+            self._recording = True
+            span.end()
 
     def prompt_aborted(self) -> None:
         """``abort()`` ended the running prompt by ending its retry chain: the prompt
@@ -204,6 +227,8 @@ class SessionTracer:
 
     def on_event(self, event: SessionEvent) -> None:
         """Start or end the span an event marks."""
+        if not self._recording:
+            return
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
