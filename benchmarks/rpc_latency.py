@@ -216,9 +216,7 @@ def figures(results: dict[str, Any]) -> list[Figure]:
     detail = {
         "unit_F_ns": results["unit_F_ns"],
         "series": series,
-        "ratio_to_echo": {
-            name: s["median_us"] / echo["median_us"] for name, s in series.items()
-        },
+        "ratio_to_echo": {name: s["median_us"] / echo["median_us"] for name, s in series.items()},
     }
     return [Figure("rpc.abort_retry", retry["median_us"] / echo["median_us"], text, detail)]
 

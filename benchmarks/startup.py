@@ -10,9 +10,10 @@ Run from the repository root::
 "import trio"``, then ``python -c "import trio_session"`` (the bytecode compiled first,
 whatever ``PYTHONDONTWRITEBYTECODE`` says, and a first run of each not counted). Each
 sample is the wall time from ``Popen`` to the exit, so Python's own start-up (``python -c
-pass``, shown beside) is in both. The figure is the median of trio_session's over the median of trio's. Shown beside, not judged:
-``from trio_session import open_session, FauxProvider, Model`` (what a program that
-runs a session imports) and the ``rpc`` package.
+pass``, shown beside) is in both. The figure is the median of trio_session's over the
+median of trio's. Shown beside, not judged: ``from trio_session import open_session,
+FauxProvider, Model`` (what a program that runs a session imports) and the ``rpc``
+package.
 
 **rpc.spawn.** ``Popen`` → the line answering ``{"id": "s", "type": "get_state"}``
 (written at once, so it waits in the pipe) has been read. Both agents get the same
@@ -131,7 +132,9 @@ def import_figure(n: int) -> Figure:
     ratio = ms["trio_session"] / ms["trio"]
     text = (
         f"import trio_session {ms['trio_session']:.0f} ms ÷ import trio {ms['trio']:.0f} ms "
-        f"(python -c pass {ms['python']:.0f} ms; n={n} each)"
+        f"(python -c pass {ms['python']:.0f} ms; what a session program imports, "
+        f"open_session + FauxProvider + Model: {ms['session_names']:.0f} ms = "
+        f"{ms['session_names'] / ms['trio']:.2f}× trio; n={n} each)"
     )
     detail: dict[str, Any] = {
         "median_ms": ms,
@@ -251,7 +254,8 @@ def spawn_figure(n: int) -> Figure:
             if package is not None:
                 node = shutil.which("node") or "node"
                 pi_args = ["--mode", "rpc", "--provider", PROVIDER, "--model", MODEL]
-                took["pi"] = time_spawn([node, str(package / "dist" / "cli.js"), *pi_args], env, cwd)
+                pi_cli = str(package / "dist" / "cli.js")
+                took["pi"] = time_spawn([node, pi_cli, *pi_args], env, cwd)
             if index:
                 for name, seconds in took.items():
                     samples[name].append(seconds)
