@@ -312,16 +312,6 @@ class _Outbox:
     (``merge_updates``): every update carries the whole partial message, so
     without this a client that stops reading would cost memory quadratic in the length
     of the answer. Nothing is ever dropped, and nothing ever waits to be queued.
-
-    ``write_now`` (set by ``serve_stdio``: a non-blocking ``os.write`` on the output's
-    descriptor) lets ``put`` write a line at once, from the task that has it, when
-    nothing is queued and the writer is not writing: a response or an event such as
-    ``auto_retry_end`` then leaves in the same step, not two scheduler passes later
-    (waking the writer, and the checkpoint ``send_all`` takes before it writes). The
-    order of the output is the same: the line would have been the next one written.
-    What the descriptor does not take at once (a full pipe), or any error, goes to the
-    writer task as before, which then meets the error itself. ``message_update`` lines
-    always go through the writer, which joins them into batches.
     """
 
     high_water: int
@@ -330,8 +320,6 @@ class _Outbox:
     _queued: int = attrs.field(default=0, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     broken: bool = attrs.field(default=False, init=False)
-    write_now: Callable[[bytes], int] | None = attrs.field(default=None, init=False)
-    _writing: bool = attrs.field(default=False, init=False)
     _wake_writer: trio.lowlevel.ParkingLot = attrs.field(
         factory=trio.lowlevel.ParkingLot, init=False
     )
@@ -343,17 +331,7 @@ class _Outbox:
         return self._queued
 
     def put(self, line: bytes) -> None:
-        """Queue one whole line (or write it at once, see ``write_now``); never blocks."""
-        if self.write_now is not None and not self._lines and not self._writing:
-            if self._closed or self.broken:
-                return
-            try:
-                written = self.write_now(line)
-            except OSError:  # a full pipe, or an error the writer task is to meet
-                written = 0
-            if written >= len(line):
-                return
-            line = line[written:]
+        """Queue one whole line; never blocks."""
         self._append(line, len(line))
 
     def put_update(self, data: Mapping[str, Any]) -> None:
@@ -409,9 +387,7 @@ class _Outbox:
                     line = self._pop()
                     batch.append(line)
                     size += len(line)
-                self._writing = True
                 await stream.send_all(b"".join(batch))
-                self._writing = False
                 self._queued -= size
                 self._room.unpark_all()
         except (trio.BrokenResourceError, trio.ClosedResourceError):

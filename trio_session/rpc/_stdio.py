@@ -19,7 +19,6 @@ death by signal. If the input simply ended, their previous handlers are put back
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
@@ -79,8 +78,6 @@ async def serve_stdio(
             max_line_bytes=max_line_bytes,
             first_session=first_session if first_session is not None else SessionRequest(),
         )
-        # A line can go out from the task that has it (the descriptor is non-blocking).
-        server._outbox.write_now = functools.partial(os.write, stdout.fileno())
         stopper = _Stopper(server)
         # The receiver stays open until the server has written its last line: a signal
         # in the middle of the shutdown is taken, not left to its default action. It
