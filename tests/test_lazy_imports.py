@@ -13,7 +13,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 import trio_session
 
@@ -187,3 +189,100 @@ def test_rpc_start_up_loads_no_ui_no_sqlite_no_http(tmp_path: Path) -> None:
         "trio_session.rpc._client",
     }
     assert imported & heavy == set()
+
+
+def _httpx_url_problem(url: str) -> str | None:
+    """What ``_url_problem`` said before its fast path: httpx's parse, always."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "is not a URL"
+    if parsed.scheme not in ("http", "https"):
+        return "is not an absolute http:// or https:// URL"
+    if not parsed.host:
+        return "has no host"
+    return None
+
+
+URL_EDGES = [
+    "http://127.0.0.1:9/v1",
+    "https://api.openai.com/v1",
+    "http://localhost:8080",
+    "http://999.0.0.1/v1",
+    "http://1.2.3.4.5/v1",
+    "http://01.2.3.4/",
+    "http://-/",
+    "http://./v1",
+    "http://a..b/",
+    "http://x:99999/v1",
+    "http://x:/v1",
+    "HTTP://x/v1",
+    "http://X/v1",
+    "http:///v1",
+    "http://",
+    "ftp://x/",
+    "localhost:8080",
+    "http://x/ v1",
+    "http://x/v1?q=1",
+    "http://x\t/v1",
+    "http://[::1]:8080/v1",
+    "http://bücher.example/v1",
+    "http://x/" + "a" * 70000,
+    "",
+]
+
+
+@pytest.mark.parametrize("url", URL_EDGES)
+def test_url_check_without_httpx_says_what_httpx_says(url: str) -> None:
+    """The pre-flight's fast path (no httpx import for a plain URL) agrees with httpx."""
+    from trio_session._commands import _url_problem
+
+    assert _url_problem(url) == _httpx_url_problem(url)
+
+
+@hypothesis.settings(deadline=None, max_examples=300)
+@hypothesis.given(
+    url=st.builds(
+        lambda scheme, host, port, path: f"{scheme}://{host}{port}{path}",
+        st.sampled_from(["http", "https", "HTTP", "ftp", ""]),
+        st.text(alphabet="abcXYZ019.-_[]:%", max_size=20),
+        st.sampled_from(["", ":", ":0", ":80", ":443", ":99999", ":x"]),
+        st.text(alphabet="abc/._~-?#% ", max_size=20),
+    )
+)
+def test_url_check_agrees_with_httpx_on_generated_urls(url: str) -> None:
+    """On URLs built near the fast path's edges, the answer is httpx's."""
+    from trio_session._commands import _url_problem
+
+    assert _url_problem(url) == _httpx_url_problem(url)
+
+
+def test_an_http_provider_imports_httpx_when_it_first_needs_it() -> None:
+    """Made (as the ``rpc`` command makes it), an OpenAI provider has not imported httpx;
+    its timeout is the same ``httpx.Timeout`` as before once asked for."""
+    code = """
+    import sys
+    from trio_session._commands import preflight, provider_timeouts
+    from trio_session import Model, OpenAIProvider
+
+    model = Model(id="m", provider="local", api="openai-completions",
+                  base_url="http://127.0.0.1:9/v1")
+    preflight(model, base_url=None, api_key=None)
+    provider = OpenAIProvider(
+        base_url="http://127.0.0.1:9/v1",
+        **provider_timeouts(attempt_timeout=600.0, idle_timeout=30.0),
+    )
+    default = OpenAIProvider()
+    assert "httpx" not in sys.modules
+    import httpx
+
+    assert provider.timeout == httpx.Timeout(30.0, connect=10.0)
+    assert default.timeout == httpx.Timeout(120.0, connect=10.0)
+    from trio_session.providers import _http
+
+    assert _http.DEFAULT_TIMEOUT == default.timeout
+    assert "Timeout(connect=10.0, read=120.0" in repr(OpenAIProvider())
+    """
+    assert _loaded(code, ()) == []

@@ -9,7 +9,9 @@ from __future__ import annotations
 import datetime
 import getpass
 import importlib
+import ipaddress
 import os
+import re
 import stat
 import sys
 import uuid
@@ -185,12 +187,12 @@ def provider_timeouts(*, attempt_timeout: float, idle_timeout: float) -> dict[st
 
     ``timeout``: ``idle_timeout`` for every phase of a request but connecting — so the
     longest silence while an answer streams — and ``CONNECT_TIMEOUT`` to connect.
-    ``attempt_timeout``: the deadline of one whole attempt.
+    ``attempt_timeout``: the deadline of one whole attempt. The timeout is httpx's tuple
+    ``(connect, read, write, pool)``: the provider makes it an ``httpx.Timeout`` (and
+    imports httpx) when it first sends.
     """
-    import httpx  # only a command that talks HTTP pays for it
-
     return {
-        "timeout": httpx.Timeout(idle_timeout, connect=CONNECT_TIMEOUT),
+        "timeout": (CONNECT_TIMEOUT, idle_timeout, idle_timeout, idle_timeout),
         "attempt_timeout": attempt_timeout,
     }
 
@@ -302,8 +304,25 @@ def endpoint(model: Model, base_url: str | None = None) -> tuple[str, str]:
     return default, "default"
 
 
+#: A URL httpx surely parses as an absolute http(s) URL with a host: a lowercase scheme,
+#: an ASCII host of lowercase letters, digits, dots and hyphens, a port of digits, a
+#: path of unreserved characters. (httpx checks a dotted-quad host as an IPv4 address,
+#: so ``_url_problem`` does too.) Anything else is parsed by httpx itself.
+_PLAIN_HTTP_URL = re.compile(r"https?://([a-z0-9.-]+)(?::[0-9]+)?(?:/[A-Za-z0-9._~/-]*)?")
+_DOTTED_QUAD = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
+
+
 def _url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be an API root, or ``None`` if it can (as httpx parses it)."""
+    """Why ``url`` cannot be an API root, or ``None`` if it can (as httpx parses it).
+
+    A plain URL (``_PLAIN_HTTP_URL``) is accepted without importing httpx; every other
+    one is parsed by httpx, as the request will be.
+    """
+    plain = _PLAIN_HTTP_URL.fullmatch(url) if isinstance(url, str) else None
+    if plain is not None and len(url) <= MAX_PLAIN_URL:
+        host = plain.group(1)
+        if not _DOTTED_QUAD.fullmatch(host) or _is_ipv4(host):
+            return None
     import httpx  # only a command that talks HTTP pays for it
 
     try:
@@ -315,6 +334,18 @@ def _url_problem(url: str) -> str | None:
     if not parsed.host:
         return "has no host"
     return None
+
+
+#: httpx refuses a URL longer than this.
+MAX_PLAIN_URL = 65536
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def key_variables(provider: str) -> tuple[str, ...]:
