@@ -44,7 +44,7 @@ import math
 import os
 import traceback
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeAlias
 
 import attrs
 import trio
@@ -91,11 +91,15 @@ logger = logging.getLogger("trio_session")
 DEFAULT_TIMEOUTS = (10.0, 120.0, 120.0, 120.0)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "DEFAULT_TIMEOUT":
-        return httpx.Timeout(DEFAULT_TIMEOUTS)
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)
+if TYPE_CHECKING:
+    DEFAULT_TIMEOUT: httpx.Timeout
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "DEFAULT_TIMEOUT":
+            return httpx.Timeout(DEFAULT_TIMEOUTS)
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
 
 #: Default limit on one attempt as a whole, in seconds: connecting, the headers, the whole
@@ -111,8 +115,11 @@ _UNDECODABLE = invalid_response_message("the response body could not be decoded"
 ErrorWording = Callable[..., str]
 
 
-#: What ``timeout`` may be given as: what ``httpx.Timeout`` takes.
-TimeoutValue = Any
+if TYPE_CHECKING:
+    #: What ``timeout`` may be given as: what ``httpx.Timeout`` takes.
+    TimeoutValue: TypeAlias = (
+        httpx.Timeout | float | tuple[float | None, float | None, float | None, float | None] | None
+    )
 
 
 def _as_timeout(value: TimeoutValue) -> httpx.Timeout:
