@@ -286,3 +286,19 @@ def test_an_http_provider_imports_httpx_when_it_first_needs_it() -> None:
     assert "Timeout(connect=10.0, read=120.0" in repr(OpenAIProvider())
     """
     assert _loaded(code, ()) == []
+
+
+def test_subpackages_are_attributes_after_a_bare_import() -> None:
+    """``import trio_session`` then ``trio_session.rpc.X`` works, as when the package
+    imported its subpackages itself; each is imported only when asked for."""
+    code = """
+    import sys
+    import trio_session
+
+    assert "trio_session.rpc" not in sys.modules
+    assert trio_session.rpc.LineSplitter is not None
+    assert trio_session.providers.__name__ == "trio_session.providers"
+    assert trio_session.store.__name__ == "trio_session.store"
+    assert "trio_session.tui" not in sys.modules
+    """
+    assert _loaded(code, ()) == []

@@ -295,10 +295,16 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+#: Subpackages reachable as attributes, imported on first use (``import trio_session`` used
+#: to import ``rpc``, ``providers`` and ``store`` itself).
+_SUBPACKAGES = frozenset({"providers", "rpc", "store", "testing", "tui"})
+
 if not TYPE_CHECKING:  # hidden from type checkers, which then flag a misspelt name
 
     def __getattr__(name: str) -> Any:
         """Import a public name on first use, and keep it: the next use is a plain lookup."""
+        if name in _SUBPACKAGES:  # ``trio_session.rpc`` works after a bare ``import trio_session``
+            return importlib.import_module(f".{name}", __name__)
         module = _EXPORTS.get(name)
         if module is None:
             msg = f"module {__name__!r} has no attribute {name!r}"
