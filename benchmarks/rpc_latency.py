@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/rpc_latency.py                  # 200 samples per series
     python benchmarks/rpc_latency.py --samples 1000
+    python benchmarks/rpc_latency.py --quick          # 20 samples: proves it runs
 
 One server process plays a faux script; this process writes command lines to its
 stdin and reads its stdout. Each sample is ``t1 - t0``, both ``perf_counter_ns()``
@@ -40,6 +41,7 @@ from typing import Any
 
 import trio
 from _bench import machine_info, measure_unit_f, percentile, write_json
+from _goals import Figure
 
 from trio_session.rpc import LineSplitter
 
@@ -51,6 +53,8 @@ ROUND_SCRIPT: list[dict[str, Any]] = [
     {"text": "partial", "hang": True},  # abort_streaming
 ]
 WARMUP = 10
+#: Samples per series of ``measure(quick=True)``: proves the benchmark runs, no more.
+QUICK_SAMPLES = 20
 #: The floor's child: echo stdin to stdout with trio, as the rpc server reads and writes.
 ECHO_CHILD = """
 import os, trio
@@ -142,9 +146,9 @@ def summarize(samples_ns: Sequence[int], unit_f_ns: float) -> dict[str, float]:
     return out
 
 
-async def run(samples: int) -> dict[str, Any]:
+async def run(samples: int, warmup: int = WARMUP) -> dict[str, Any]:
     """Start the server, take the samples, stop it; return the results."""
-    rounds = samples + WARMUP
+    rounds = samples + warmup
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "script.json"
         script.write_text(json.dumps(ROUND_SCRIPT * rounds))
@@ -164,7 +168,7 @@ async def run(samples: int) -> dict[str, Any]:
         series: dict[str, list[int]] = {name: [] for name in SERIES}
         for n in range(rounds):
             sample = await one_round(server, echo, n)
-            if n >= WARMUP:
+            if n >= warmup:
                 for name, ns in sample.items():
                     series[name].append(ns)
         unit_after = await measure_unit_f()
@@ -200,16 +204,48 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def figures(results: dict[str, Any]) -> list[Figure]:
+    """The ``rpc.abort_retry`` figure of a run: its median over the echo floor's."""
+    series = results["series"]
+    retry, echo = series["abort_retry"], series["pipe_echo"]
+    text = (
+        f"abort_retry → auto_retry_end {retry['median_us']:.0f} µs ÷ the trio echo "
+        f"{echo['median_us']:.0f} µs (p99 {retry['p99_us']:.0f} µs ÷ {echo['p99_us']:.0f} µs; "
+        f"n={retry['samples']:.0f})"
+    )
+    detail = {
+        "unit_F_ns": results["unit_F_ns"],
+        "series": series,
+        "ratio_to_echo": {name: s["median_us"] / echo["median_us"] for name, s in series.items()},
+    }
+    return [Figure("rpc.abort_retry", retry["median_us"] / echo["median_us"], text, detail)]
+
+
+def measure(quick: bool) -> list[Figure]:
+    """The ``rpc.abort_retry`` figure: 200 samples per series (``quick``: 20)."""
+    if quick:
+        return figures(trio.run(run, QUICK_SAMPLES, 3))
+    return figures(trio.run(run, 200))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Measure, print the table, write the JSON."""
+    """Measure, print the table and the figure beside its goal, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=200, help="samples per series (≥ 50)")
     parser.add_argument("--output", type=Path, help="JSON path (default: benchmarks/results/)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SAMPLES} samples: it runs")
     args = parser.parse_args(argv)
-    if args.samples < 50:
-        parser.error("--samples must be at least 50")
-    results = trio.run(run, args.samples)
+    if args.quick:
+        results = trio.run(run, QUICK_SAMPLES, 3)
+    else:
+        if args.samples < 50:
+            parser.error("--samples must be at least 50")
+        results = trio.run(run, args.samples)
     print(table(results))
+    for figure in figures(results):
+        verdict = "met" if figure.goal.met(figure.value) else "NOT met"
+        print(f"\n{figure.key}: {figure.value:.2f}× (goal {figure.goal.wanted}: {verdict})")
+        print(f"  {figure.text}")
     path = write_json("rpc_latency", results, args.output)
     print(f"\nwritten to {path}")
     return 0

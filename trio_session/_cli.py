@@ -57,12 +57,11 @@ from ._session import AgentSession, EventStream, open_session
 from ._settings import RANGES, SettingsStore
 from .providers._base import Model, Provider, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply
-from .rpc._server import SessionRequest
-from .rpc._stdio import serve_stdio
 from .store._history import HistoryError
 from .store._session_file import SessionFile, open_history
-from .tui._app import run_terminal_chat
-from .tui._input_history import InputHistory, default_history_path
+
+# The terminal UI and the RPC server are imported by the command that runs them: ``rpc``
+# does not load the UI, and ``chat`` on a pipe loads neither.
 
 DEMO_PROMPT = "Say hello, and tell me what just happened."
 DEMO_ANSWER = (
@@ -200,6 +199,8 @@ async def run_demo(
     )
     async with open_session(provider, model, settings=settings, extensions=extensions) as session:
         if interactive:
+            from .tui._app import run_terminal_chat
+
             await run_terminal_chat(
                 session, first_prompt=DEMO_PROMPT, banner=banner + " (Esc cancels a retry)."
             )
@@ -332,6 +333,9 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
 
         if _is_terminal():
             # The terminal UI: it shows the file, its load warnings, the conversation so far.
+            from .tui._app import run_terminal_chat
+            from .tui._input_history import InputHistory, default_history_path
+
             try:
                 await run_terminal_chat(
                     opener=opener,
@@ -361,6 +365,9 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
     (130) or SIGHUP (129), as a shell reports a command those signals ended. Every
     way out first aborts the run and writes every line owed.
     """
+    from .rpc._server import SessionRequest
+    from .rpc._stdio import serve_stdio
+
     extensions = _extensions(args.extension)
     # A session file like pi's: new ones under --session-dir (or our sessions dir for
     # the cwd), none with --no-session; --session FILE resumes (or starts) that file.

@@ -8,31 +8,34 @@ from __future__ import annotations
 
 import datetime
 import getpass
+import importlib
+import ipaddress
 import os
+import re
 import stat
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
-import httpx
 
 from ._errors import SettingsError, TrioSessionError
 from ._pi_config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
 from ._settings import Settings, SettingsLayer, SettingsStore, default_settings_paths
-from .providers._anthropic import AnthropicProvider
 from .providers._base import Model, Provider, excerpt
-from .providers._faux import FauxProvider, load_faux_script
-from .providers._gemini import GeminiProvider
-from .providers._http import DEFAULT_ATTEMPT_TIMEOUT, HttpProvider, env_base_url
 from .providers._models import PROVIDER_APIS, builtin_model
-from .providers._openai import OpenAIProvider
 from .store._credentials import CredentialStore, InMemoryCredentialStore
 from .store._history import default_sessions_dir, latest_session
-from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
+
+# The HTTP adapters (and httpx), the faux provider and the SQLite credential store are
+# imported where a command needs them: ``rpc --faux`` loads no HTTP client, and a key
+# given in full (``--api-key-file``, pi's auth.json) opens no SQLite database.
+if TYPE_CHECKING:
+    from .providers._http import HttpProvider
+    from .store._sqlite_credentials import SqliteCredentialStore
 
 #: ``--provider`` names of our own → the environment variables holding their key, in
 #: the order they are looked at (``GOOGLE_API_KEY`` is Google's other name for it).
@@ -46,12 +49,15 @@ DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-5",
     "gemini": "gemini-2.5-flash",
 }
-#: The adapter of each wire API trio_session speaks.
-ADAPTERS: Mapping[str, type[HttpProvider]] = {
-    "openai-completions": OpenAIProvider,
-    "anthropic-messages": AnthropicProvider,
-    "google-generative-ai": GeminiProvider,
+#: The adapter of each wire API trio_session speaks: its module and class.
+ADAPTERS: Mapping[str, tuple[str, str]] = {
+    "openai-completions": ("trio_session.providers._openai", "OpenAIProvider"),
+    "anthropic-messages": ("trio_session.providers._anthropic", "AnthropicProvider"),
+    "google-generative-ai": ("trio_session.providers._gemini", "GeminiProvider"),
 }
+#: ``retry.provider.timeoutMs``'s default, in seconds (``providers._http``'s
+#: ``DEFAULT_ATTEMPT_TIMEOUT``, which is not imported for it).
+DEFAULT_ATTEMPT_TIMEOUT = 600.0
 
 
 class CommandError(Exception):
@@ -181,10 +187,12 @@ def provider_timeouts(*, attempt_timeout: float, idle_timeout: float) -> dict[st
 
     ``timeout``: ``idle_timeout`` for every phase of a request but connecting — so the
     longest silence while an answer streams — and ``CONNECT_TIMEOUT`` to connect.
-    ``attempt_timeout``: the deadline of one whole attempt.
+    ``attempt_timeout``: the deadline of one whole attempt. The timeout is httpx's tuple
+    ``(connect, read, write, pool)``: the provider makes it an ``httpx.Timeout`` (and
+    imports httpx) when it first sends.
     """
     return {
-        "timeout": httpx.Timeout(idle_timeout, connect=CONNECT_TIMEOUT),
+        "timeout": (CONNECT_TIMEOUT, idle_timeout, idle_timeout, idle_timeout),
         "attempt_timeout": attempt_timeout,
     }
 
@@ -214,6 +222,8 @@ async def open_provider(
     has no use for them.
     """
     if kind == "faux":
+        from .providers._faux import FauxProvider, load_faux_script
+
         if faux_script is None:
             raise CommandError("--provider faux needs --faux SCRIPT.json")
         try:
@@ -261,7 +271,9 @@ def provider_class(model: Model) -> type[HttpProvider]:
     )
     adapter = ADAPTERS.get(api)
     if adapter is not None:
-        return adapter
+        module, name = adapter
+        cls: type[HttpProvider] = getattr(importlib.import_module(module), name)
+        return cls
     speaks = ", ".join(SUPPORTED_APIS[:-1]) + f" and {SUPPORTED_APIS[-1]}"
     raise CommandError(
         f"model {model.provider}/{model.id} uses the api {api or 'none'!r}, which "
@@ -284,14 +296,35 @@ def endpoint(model: Model, base_url: str | None = None) -> tuple[str, str]:
         return base_url, "--base-url"
     if model.base_url and model.base_url.rstrip("/") != default:
         return model.base_url, "the model's baseUrl"
+    from .providers._http import env_base_url
+
     from_env = env_base_url(cls)
     if from_env is not None and cls.BASE_URL_VARIABLE:
         return from_env, cls.BASE_URL_VARIABLE
     return default, "default"
 
 
+#: A URL httpx surely parses as an absolute http(s) URL with a host: a lowercase scheme,
+#: an ASCII host of lowercase letters, digits, dots and hyphens, a port of digits, a
+#: path of unreserved characters. (httpx checks a dotted-quad host as an IPv4 address,
+#: so ``_url_problem`` does too.) Anything else is parsed by httpx itself.
+_PLAIN_HTTP_URL = re.compile(r"https?://([a-z0-9.-]+)(?::[0-9]+)?(?:/[A-Za-z0-9._~/-]*)?")
+_DOTTED_QUAD = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
+
+
 def _url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be an API root, or ``None`` if it can."""
+    """Why ``url`` cannot be an API root, or ``None`` if it can (as httpx parses it).
+
+    A plain URL (``_PLAIN_HTTP_URL``) is accepted without importing httpx; every other
+    one is parsed by httpx, as the request will be.
+    """
+    plain = _PLAIN_HTTP_URL.fullmatch(url) if isinstance(url, str) else None
+    if plain is not None and len(url) <= MAX_PLAIN_URL:
+        host = plain.group(1)
+        if not _DOTTED_QUAD.fullmatch(host) or _is_ipv4(host):
+            return None
+    import httpx  # only a command that talks HTTP pays for it
+
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
@@ -301,6 +334,18 @@ def _url_problem(url: str) -> str | None:
     if not parsed.host:
         return "has no host"
     return None
+
+
+#: httpx refuses a URL longer than this.
+MAX_PLAIN_URL = 65536
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def key_variables(provider: str) -> tuple[str, ...]:
@@ -370,6 +415,8 @@ def preflight(
 
 
 def _has_stored_key(provider: str) -> bool:
+    from .store._sqlite_credentials import SqliteCredentialStore
+
     try:
         with SqliteCredentialStore.open(env_vars={}) as store:
             return any(info.source == "store" for info in store.list(provider))
@@ -476,6 +523,8 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
         return None
     if api_key:
         return InMemoryCredentialStore(keys={provider: [api_key]})
+    from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
+
     found = env_api_key(provider)
     env_vars = dict(DEFAULT_ENV_VARS)
     if found is not None:
@@ -572,6 +621,8 @@ def auth_remove(provider: str, which: str) -> str:
 
 
 def _store() -> SqliteCredentialStore:
+    from .store._sqlite_credentials import SqliteCredentialStore
+
     try:
         return SqliteCredentialStore.open()
     except TrioSessionError as exc:

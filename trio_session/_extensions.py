@@ -31,7 +31,6 @@ the bound cannot interrupt it. Make slow handlers ``async``.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import inspect
 import math
@@ -130,6 +129,8 @@ def load_extension_file(path: str | Path) -> Extension:
 
 def load_entry_point_extensions(group: str = ENTRY_POINT_GROUP) -> list[Extension]:
     """Every extension installed under the entry-point ``group``, by name."""
+    import importlib.metadata  # only where entry points are read: it costs an import
+
     extensions = []
     for entry in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
         try:

@@ -1,7 +1,7 @@
 """OpenTelemetry spans for a session's prompts, attempts, backoff sleeps and compactions.
 
-Optional: install ``trio-session[otel]`` (``opentelemetry-api``). The import is tried
-once, when this module is imported; without it ``AVAILABLE`` is false,
+Optional: install ``trio-session[otel]`` (``opentelemetry-api``). It is imported once,
+when the first session makes its tracer; without it ``AVAILABLE`` is false,
 ``session_tracer`` returns ``None`` and a session runs no span code at all.
 
 The spans, and how they nest::
@@ -35,6 +35,7 @@ A span whose step was cancelled still ends: an attempt cut short ends with
 from __future__ import annotations
 
 import functools
+import importlib.util
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,15 +57,14 @@ from ._events import (
 )
 from ._messages import AssistantMessage
 
-try:
-    from opentelemetry import context as _otel_context
-    from opentelemetry import trace as _otel_trace
-except ImportError:  # the extra is not installed: no span code runs
-    AVAILABLE = False
-else:
-    AVAILABLE = True
+#: Whether OpenTelemetry can be imported. It is imported when the first session makes its
+#: tracer (``session_tracer``), not with this module: a program that never opens a
+#: session, or has no use for spans, does not pay for it.
+AVAILABLE = importlib.util.find_spec("opentelemetry") is not None
 
 if TYPE_CHECKING:
+    from opentelemetry import context as _otel_context
+    from opentelemetry import trace as _otel_trace
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
@@ -382,6 +382,19 @@ def _error(span: Span, error_type: str, description: str) -> None:
     span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, description or error_type))
 
 
+def _import_opentelemetry() -> bool:
+    """Import OpenTelemetry's ``trace`` and ``context`` once; whether they are there."""
+    global AVAILABLE, _otel_context, _otel_trace
+    if AVAILABLE and "_otel_trace" not in globals():
+        try:
+            from opentelemetry import context, trace
+        except ImportError:  # found, but it cannot be imported: as if it were not there
+            AVAILABLE = False
+        else:
+            _otel_context, _otel_trace = context, trace
+    return AVAILABLE
+
+
 def session_tracer(
     tracer_provider: TracerProvider | None,
     *,
@@ -395,7 +408,7 @@ def session_tracer(
         tracer_provider: where spans go; the global one
             (``opentelemetry.trace.get_tracer_provider()``) if ``None``.
     """
-    if not AVAILABLE:
+    if not _import_opentelemetry():
         return None
     tracer = _otel_trace.get_tracer(TRACER_NAME, _version(), tracer_provider=tracer_provider)
     return SessionTracer(tracer, describe, classify, scrub)

@@ -44,10 +44,9 @@ import math
 import os
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeAlias
 
 import attrs
-import httpx
 import trio
 
 from .._text import valid_unicode
@@ -64,12 +63,44 @@ from ._base import (
 )
 from ._sse import EventStreamTooLarge, ServerSentEvent, SSEDecoder
 
+if TYPE_CHECKING:
+    import httpx
+else:
+
+    class _Httpx:
+        """Stands for the ``httpx`` module until something of it is used, then imports it
+        and puts the module in its place: a provider that is made but never sends (the
+        ``rpc`` command answering its first commands) does not pay for importing it."""
+
+        def __getattr__(self, name: str) -> Any:
+            global httpx
+            import httpx as module
+
+            httpx = module
+            return getattr(module, name)
+
+    httpx = _Httpx()
+
 logger = logging.getLogger("trio_session")
 
 #: Default timeouts: 10 s to connect; 120 s for everything else — the longest silence
 #: between two pieces of a streamed answer (or before the first: a local server may
 #: think for a minute over a long prompt), and for a request write or a free connection.
-DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+#: As httpx's ``(connect, read, write, pool)``; ``DEFAULT_TIMEOUT`` is the same as an
+#: ``httpx.Timeout``, made when first asked for.
+DEFAULT_TIMEOUTS = (10.0, 120.0, 120.0, 120.0)
+
+
+if TYPE_CHECKING:
+    DEFAULT_TIMEOUT: httpx.Timeout
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "DEFAULT_TIMEOUT":
+            return httpx.Timeout(DEFAULT_TIMEOUTS)
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+
 
 #: Default limit on one attempt as a whole, in seconds: connecting, the headers, the whole
 #: streamed answer and any error body.
@@ -84,8 +115,19 @@ _UNDECODABLE = invalid_response_message("the response body could not be decoded"
 ErrorWording = Callable[..., str]
 
 
-def _as_timeout(value: httpx.Timeout | float | None) -> httpx.Timeout:
+if TYPE_CHECKING:
+    #: What ``timeout`` may be given as: what ``httpx.Timeout`` takes.
+    TimeoutValue: TypeAlias = (
+        httpx.Timeout | float | tuple[float | None, float | None, float | None, float | None] | None
+    )
+
+
+def _as_timeout(value: TimeoutValue) -> httpx.Timeout:
     return value if isinstance(value, httpx.Timeout) else httpx.Timeout(value)
+
+
+def _timeout_repr(value: TimeoutValue) -> str:
+    return repr(_as_timeout(value))
 
 
 def _check_attempt_timeout(_: object, __: attrs.Attribute[Any], value: object) -> None:
@@ -194,10 +236,10 @@ class HttpProvider:
             once when the provider is made, else ``DEFAULT_BASE_URL``.
         name: the provider name credentials are keyed by (``"llama.cpp"`` for a local
             OpenAI-compatible server).
-        timeout: an ``httpx.Timeout``, seconds for all phases, or ``None`` for
-            none; applied to every request, also on a client passed in. Its read
-            timeout is the longest silence allowed; the default is
-            ``DEFAULT_TIMEOUT`` (120 s, 10 s to connect).
+        timeout: an ``httpx.Timeout``, seconds for all phases, ``None`` for none, or
+            httpx's tuple ``(connect, read, write, pool)``; applied to every request,
+            also on a client passed in. Its read timeout is the longest silence
+            allowed; the default is ``DEFAULT_TIMEOUT`` (120 s, 10 s to connect).
         attempt_timeout: seconds one attempt may take as a whole — connecting, the
             headers, the whole streamed answer, any error body — or ``None`` for no
             limit; 600 by default.
@@ -216,8 +258,9 @@ class HttpProvider:
     _api_key: str | None = attrs.field(default=None, alias="api_key", kw_only=True, repr=False)
     _base_url: str | None = attrs.field(default=None, alias="base_url", kw_only=True)
     _name: str | None = attrs.field(default=None, alias="name", kw_only=True)
-    _timeout: httpx.Timeout = attrs.field(
-        default=DEFAULT_TIMEOUT, converter=_as_timeout, alias="timeout", kw_only=True
+    # Kept as given, and made an ``httpx.Timeout`` (importing httpx) when first used.
+    _timeout: TimeoutValue = attrs.field(
+        default=DEFAULT_TIMEOUTS, alias="timeout", kw_only=True, repr=_timeout_repr
     )
     _attempt_timeout: float | None = attrs.field(
         default=DEFAULT_ATTEMPT_TIMEOUT,
@@ -259,7 +302,10 @@ class HttpProvider:
     @property
     def timeout(self) -> httpx.Timeout:
         """The timeouts applied to every request: connect, and the longest silence."""
-        return self._timeout
+        if not isinstance(self._timeout, httpx.Timeout):
+            self._timeout = _as_timeout(self._timeout)
+        timeout: httpx.Timeout = self._timeout
+        return timeout
 
     @property
     def attempt_timeout(self) -> float | None:
@@ -292,7 +338,7 @@ class HttpProvider:
         if self._client is None:
             self._client = httpx.AsyncClient(
                 transport=httpx.AsyncHTTPTransport(retries=0),
-                timeout=self._timeout,
+                timeout=self.timeout,
                 follow_redirects=False,
             )
         return self._client
@@ -392,7 +438,7 @@ class HttpProvider:
                 url,
                 content=content,
                 headers=headers,
-                timeout=self._timeout,
+                timeout=self.timeout,
                 follow_redirects=False,  # also on a client passed in (R-28a)
             ) as response:
                 attempt.response = response
@@ -464,7 +510,7 @@ class HttpProvider:
 
     def _timeout_message(self, exc: httpx.TimeoutException, where: str, *, responded: bool) -> str:
         """``"Connection error: timed out after Ns <doing what>"``: which phase, which limit."""
-        timeout = self._timeout
+        timeout = self.timeout
         if isinstance(exc, httpx.ConnectTimeout):
             limit, doing = timeout.connect, f"connecting to {where}"
         elif isinstance(exc, httpx.WriteTimeout):

@@ -5,46 +5,107 @@
 - ``open_rpc_client`` / ``connect_rpc`` / ``RpcClient`` — the client;
 - ``parse_command`` and the command classes — the wire format.
 
-The protocol is described in ``docs/rpc.md``.
+The protocol is described in ``docs/rpc.md``. Each name is imported on first use
+(PEP 562), as in ``trio_session``: the command line's server does not load the client.
 """
 
 from __future__ import annotations
 
-from ._client import RpcClient as RpcClient
-from ._client import RpcEventStream as RpcEventStream
-from ._client import connect_rpc as connect_rpc
-from ._client import open_rpc_client as open_rpc_client
-from ._errors import RpcCommandError as RpcCommandError
-from ._errors import RpcConnectionError as RpcConnectionError
-from ._errors import RpcError as RpcError
-from ._protocol import MAX_LINE_BYTES as MAX_LINE_BYTES
-from ._protocol import Abort as Abort
-from ._protocol import AbortRetry as AbortRetry
-from ._protocol import Clone as Clone
-from ._protocol import Command as Command
-from ._protocol import Fork as Fork
-from ._protocol import GetForkMessages as GetForkMessages
-from ._protocol import GetMessages as GetMessages
-from ._protocol import GetState as GetState
-from ._protocol import LineSplitter as LineSplitter
-from ._protocol import NewSession as NewSession
-from ._protocol import Overlong as Overlong
-from ._protocol import Prompt as Prompt
-from ._protocol import Rejected as Rejected
-from ._protocol import Response as Response
-from ._protocol import RetryNow as RetryNow
-from ._protocol import SetAutoCompaction as SetAutoCompaction
-from ._protocol import SetAutoRetry as SetAutoRetry
-from ._protocol import SetSessionName as SetSessionName
-from ._protocol import SwitchSession as SwitchSession
-from ._protocol import encode_line as encode_line
-from ._protocol import parse_command as parse_command
-from ._protocol import response_to_json as response_to_json
-from ._server import RpcServer as RpcServer
-from ._server import SessionFactory as SessionFactory
-from ._server import SessionRequest as SessionRequest
-from ._server import serve_rpc as serve_rpc
-from ._stdio import serve_stdio as serve_stdio
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if imported here
+    from ._client import RpcClient as RpcClient
+    from ._client import RpcEventStream as RpcEventStream
+    from ._client import connect_rpc as connect_rpc
+    from ._client import open_rpc_client as open_rpc_client
+    from ._errors import RpcCommandError as RpcCommandError
+    from ._errors import RpcConnectionError as RpcConnectionError
+    from ._errors import RpcError as RpcError
+    from ._protocol import MAX_LINE_BYTES as MAX_LINE_BYTES
+    from ._protocol import Abort as Abort
+    from ._protocol import AbortRetry as AbortRetry
+    from ._protocol import Clone as Clone
+    from ._protocol import Command as Command
+    from ._protocol import Fork as Fork
+    from ._protocol import GetForkMessages as GetForkMessages
+    from ._protocol import GetMessages as GetMessages
+    from ._protocol import GetState as GetState
+    from ._protocol import LineSplitter as LineSplitter
+    from ._protocol import NewSession as NewSession
+    from ._protocol import Overlong as Overlong
+    from ._protocol import Prompt as Prompt
+    from ._protocol import Rejected as Rejected
+    from ._protocol import Response as Response
+    from ._protocol import RetryNow as RetryNow
+    from ._protocol import SetAutoCompaction as SetAutoCompaction
+    from ._protocol import SetAutoRetry as SetAutoRetry
+    from ._protocol import SetSessionName as SetSessionName
+    from ._protocol import SwitchSession as SwitchSession
+    from ._protocol import encode_line as encode_line
+    from ._protocol import parse_command as parse_command
+    from ._protocol import response_to_json as response_to_json
+    from ._server import RpcServer as RpcServer
+    from ._server import SessionFactory as SessionFactory
+    from ._server import SessionRequest as SessionRequest
+    from ._server import serve_rpc as serve_rpc
+    from ._stdio import serve_stdio as serve_stdio
+
+#: Each public name → the module that defines it, relative to this package.
+_EXPORTS: dict[str, str] = {
+    "RpcClient": "._client",
+    "RpcEventStream": "._client",
+    "connect_rpc": "._client",
+    "open_rpc_client": "._client",
+    "RpcCommandError": "._errors",
+    "RpcConnectionError": "._errors",
+    "RpcError": "._errors",
+    "MAX_LINE_BYTES": "._protocol",
+    "Abort": "._protocol",
+    "AbortRetry": "._protocol",
+    "Clone": "._protocol",
+    "Command": "._protocol",
+    "Fork": "._protocol",
+    "GetForkMessages": "._protocol",
+    "GetMessages": "._protocol",
+    "GetState": "._protocol",
+    "LineSplitter": "._protocol",
+    "NewSession": "._protocol",
+    "Overlong": "._protocol",
+    "Prompt": "._protocol",
+    "Rejected": "._protocol",
+    "Response": "._protocol",
+    "RetryNow": "._protocol",
+    "SetAutoCompaction": "._protocol",
+    "SetAutoRetry": "._protocol",
+    "SetSessionName": "._protocol",
+    "SwitchSession": "._protocol",
+    "encode_line": "._protocol",
+    "parse_command": "._protocol",
+    "response_to_json": "._protocol",
+    "RpcServer": "._server",
+    "SessionFactory": "._server",
+    "SessionRequest": "._server",
+    "serve_rpc": "._server",
+    "serve_stdio": "._stdio",
+}
+
+if not TYPE_CHECKING:  # hidden from type checkers, which then flag a misspelt name
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use, and keep it: the next use is a plain lookup."""
+        module = _EXPORTS.get(name)
+        if module is None:
+            msg = f"module {__name__!r} has no attribute {name!r}"
+            raise AttributeError(msg)
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        """The module's own names and every public one, imported or not yet."""
+        return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "MAX_LINE_BYTES",

@@ -1,0 +1,308 @@
+"""Start-up: ``import trio_session`` against ``import trio``, and ``trio-session rpc``
+spawned to its first answer against pi 0.73.1 doing the same.
+
+Run from the repository root::
+
+    python benchmarks/startup.py            # 20 imports of each, 10 spawns of each
+    python benchmarks/startup.py --quick    # 5 imports, 2 spawns: proves it runs
+
+**import.time.** Fresh interpreters, one after another and alternating: ``python -c
+"import trio"``, then ``python -c "import trio_session"`` (the bytecode compiled first,
+whatever ``PYTHONDONTWRITEBYTECODE`` says, and a first run of each not counted). Each
+sample is the wall time from ``Popen`` to the exit, so Python's own start-up (``python -c
+pass``, shown beside) is in both. The figure is the median of trio_session's over the
+median of trio's. Shown beside, not judged: ``from trio_session import open_session,
+FauxProvider, Model`` (what a program that runs a session imports) and the ``rpc``
+package.
+
+**rpc.spawn.** ``Popen`` → the line answering ``{"id": "s", "type": "get_state"}``
+(written at once, so it waits in the pipe) has been read. Both agents get the same
+isolated ``HOME`` and the same pi agent directory (a ``models.json`` defining one
+OpenAI-compatible model at an unused loopback URL: nothing is requested, and a
+``settings.json``), and the same arguments: ``node <pi>/dist/cli.js --mode rpc
+--provider interop --model interop-small`` and ``python -m trio_session rpc
+--agent-dir DIR --provider interop --model interop-small``, each keeping a session
+file as it does by default. Spawns alternate. Shown beside: the floor, a trio child
+that answers the same line with a fixed line (Python start-up, ``import trio``,
+``trio.run``, the pipes). Without node or pi (``$PI_PACKAGE``, default
+``/tmp/pi/node_modules/@mariozechner/pi-coding-agent``) the figure is NaN, "skipped".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import selectors
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from _bench import machine_info
+from _goals import Figure
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_PI = Path("/tmp/pi/node_modules/@mariozechner/pi-coding-agent")
+PROVIDER = "interop"
+MODEL = "interop-small"
+#: Nothing listens there: the model is defined, never called.
+UNUSED_URL = "http://127.0.0.1:9/v1"
+#: How long one spawn may take to answer before the sample is a failure.
+SPAWN_TIMEOUT_S = 60.0
+GET_STATE = b'{"id":"s","type":"get_state"}\n'
+ANSWER = b'"id":"s"'
+
+#: The floor of a spawn: a trio process that reads one line and answers it.
+FLOOR_CHILD = """
+import os, trio
+
+async def main():
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    stdout = trio.lowlevel.FdStream(os.dup(1))
+    data = b""
+    while b"\\n" not in data:
+        chunk = await stdin.receive_some(65536)
+        if not chunk:
+            return
+        data += chunk
+    await stdout.send_all(b'{"id":"s","type":"response","command":"get_state","success":true}\\n')
+    while await stdin.receive_some(65536):
+        pass
+
+trio.run(main)
+"""
+
+IMPORTS = {
+    "python": "pass",
+    "trio": "import trio",
+    "trio_session": "import trio_session",
+    "session_names": "from trio_session import open_session, FauxProvider, Model",
+    "rpc": "import trio_session.rpc",
+}
+
+
+def _median_ms(samples: Sequence[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+#: Every child runs with bytecode cached, as an installed package does, even where the
+#: environment says ``PYTHONDONTWRITEBYTECODE`` (then nothing would ever be cached).
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+COMPILE = (
+    "import compileall, os, trio_session; "
+    "compileall.compile_dir(os.path.dirname(trio_session.__file__), quiet=1)"
+)
+
+
+def compile_bytecode() -> None:
+    """Compile the ``trio_session`` the children import (the one of ``REPO``) to bytecode."""
+    subprocess.run([sys.executable, "-c", COMPILE], check=True, cwd=REPO, env=CHILD_ENV)
+
+
+def time_import(code: str) -> float:
+    """Seconds from ``Popen`` to the exit of ``python -c code``."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env=CHILD_ENV)
+    return time.perf_counter() - start
+
+
+def measure_imports(n: int) -> dict[str, list[float]]:
+    """``n`` timed runs of each line of ``IMPORTS``, alternating, after one untimed run."""
+    compile_bytecode()
+    for code in IMPORTS.values():  # warms the page cache
+        time_import(code)
+    samples: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    for _ in range(n):
+        for name, code in IMPORTS.items():
+            samples[name].append(time_import(code))
+    return samples
+
+
+def import_figure(n: int) -> Figure:
+    """The ``import.time`` figure: medians of ``n`` fresh interpreters each."""
+    samples = measure_imports(n)
+    ms = {name: _median_ms(values) for name, values in samples.items()}
+    ratio = ms["trio_session"] / ms["trio"]
+    text = (
+        f"import trio_session {ms['trio_session']:.0f} ms ÷ import trio {ms['trio']:.0f} ms "
+        f"(python -c pass {ms['python']:.0f} ms; what a session program imports, "
+        f"open_session + FauxProvider + Model: {ms['session_names']:.0f} ms = "
+        f"{ms['session_names'] / ms['trio']:.2f}× trio; n={n} each)"
+    )
+    detail: dict[str, Any] = {
+        "median_ms": ms,
+        "ratio_to_trio": {name: value / ms["trio"] for name, value in ms.items()},
+        "samples_ms": {name: [s * 1e3 for s in values] for name, values in samples.items()},
+    }
+    return Figure("import.time", ratio, text, detail)
+
+
+# -- rpc spawn ------------------------------------------------------------------------------
+
+
+def pi_package() -> Path | None:
+    """pi's package directory, or None if it (or node) is not there."""
+    package = Path(os.environ.get("PI_PACKAGE", DEFAULT_PI))
+    if shutil.which("node") is None or not (package / "dist" / "cli.js").is_file():
+        return None
+    return package
+
+
+def _config(work: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh agent dir (models.json, settings.json), project dir and HOME; the env."""
+    sys.path.insert(0, str(REPO))
+    try:  # the interop tests' own pi config: one provider, two models, short retries
+        from tests.interop.conftest import models_json, settings_json
+    finally:
+        sys.path.remove(str(REPO))
+    agent, project, home = work / "agent", work / "project", work / "home"
+    for directory in (agent, project, home):
+        directory.mkdir(parents=True)
+    (agent / "models.json").write_text(json.dumps(models_json(UNUSED_URL)))
+    (agent / "settings.json").write_text(json.dumps(settings_json()))
+    env = {
+        **CHILD_ENV,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "PI_CODING_AGENT_DIR": str(agent),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "OPENAI_API_KEY": "",
+        "ANTHROPIC_API_KEY": "",
+    }
+    return agent, env
+
+
+def time_spawn(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds from ``Popen`` to having read the answer to ``get_state``.
+
+    The child is then told to stop (its stdin closed) and waited for; one that does not
+    answer in ``SPAWN_TIMEOUT_S`` is killed and the sample is an error.
+    """
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        process.stdin.write(GET_STATE)
+        process.stdin.flush()
+        buffer = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            deadline = start + SPAWN_TIMEOUT_S
+            while True:
+                lines = buffer.split(b"\n")
+                if any(ANSWER in line for line in lines[:-1]):
+                    took = time.perf_counter() - start
+                    break
+                if not selector.select(max(0.0, deadline - time.perf_counter())):
+                    msg = f"{argv[0]} did not answer get_state in {SPAWN_TIMEOUT_S:g} s"
+                    raise RuntimeError(msg)
+                chunk = os.read(process.stdout.fileno(), 65536)
+                if not chunk:
+                    msg = f"{argv[0]} ended before answering get_state"
+                    raise RuntimeError(msg)
+                buffer += chunk
+        process.stdin.close()
+        try:
+            process.wait(timeout=SPAWN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return took
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+
+def spawn_figure(n: int) -> Figure:
+    """The ``rpc.spawn`` figure: medians of ``n`` spawns of each agent, alternating."""
+    package = pi_package()
+    compile_bytecode()
+    ours_args = ["rpc", "--provider", PROVIDER, "--model", MODEL]
+    samples: dict[str, list[float]] = {"trio_session": [], "floor": [], "pi": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(n + 1):  # the first round warms caches and is not counted
+            work = Path(tmp) / f"run{index}"
+            agent, env = _config(work)
+            cwd = work / "project"
+            took = {
+                "trio_session": time_spawn(
+                    [sys.executable, "-m", "trio_session", *ours_args, "--agent-dir", str(agent)],
+                    env,
+                    cwd,
+                ),
+                "floor": time_spawn([sys.executable, "-c", FLOOR_CHILD], env, cwd),
+            }
+            if package is not None:
+                node = shutil.which("node") or "node"
+                pi_args = ["--mode", "rpc", "--provider", PROVIDER, "--model", MODEL]
+                pi_cli = str(package / "dist" / "cli.js")
+                took["pi"] = time_spawn([node, pi_cli, *pi_args], env, cwd)
+            if index:
+                for name, seconds in took.items():
+                    samples[name].append(seconds)
+    ms = {name: _median_ms(values) for name, values in samples.items() if values}
+    detail: dict[str, Any] = {
+        "median_ms": ms,
+        "samples_ms": {name: [s * 1e3 for s in values] for name, values in samples.items()},
+        "ratio_to_floor": ms["trio_session"] / ms["floor"],
+    }
+    if package is None:
+        text = (
+            f"skipped: pi is not installed (node, {DEFAULT_PI}); trio-session rpc "
+            f"{ms['trio_session']:.0f} ms, the trio floor {ms['floor']:.0f} ms"
+        )
+        return Figure("rpc.spawn", math.nan, text, detail)
+    text = (
+        f"trio-session rpc {ms['trio_session']:.0f} ms ÷ pi {ms['pi']:.0f} ms to the first "
+        f"get_state (a trio child answering it: {ms['floor']:.0f} ms; n={n} each)"
+    )
+    return Figure("rpc.spawn", ms["trio_session"] / ms["pi"], text, detail)
+
+
+def measure(quick: bool) -> list[Figure]:
+    """The figures of this module: ``import.time`` and ``rpc.spawn``."""
+    return [import_figure(5 if quick else 20), spawn_figure(2 if quick else 10)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure and print each figure beside its goal."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="few samples: proves it runs")
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    print(f"{machine['cpu']} × {machine['nproc']}, Python {machine['python']}")
+    figures = measure(args.quick)
+    for figure in figures:
+        goal = figure.goal
+        verdict = "met" if goal.met(figure.value) else "NOT met"
+        if math.isnan(figure.value):
+            verdict = "skipped"
+        print(f"{figure.key:<14} {figure.value:6.3f}×  goal {goal.wanted:<8} {verdict}")
+        print(f"{'':14} {figure.text}")
+    if args.json:
+        print(json.dumps([f.as_json() for f in figures], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
