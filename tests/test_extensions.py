@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -22,6 +23,7 @@ from trio_session import (
     load_extension_file,
     open_session,
 )
+from trio_session._extensions import ENTRY_POINT_GROUP, _may_declare
 from trio_session.testing import EventRecorder
 
 from .conftest import assert_idle, err, ok
@@ -83,6 +85,42 @@ async def test_r44_entry_point_extension(
         rec = EventRecorder.attach(session)
         await session.prompt("Hi")
     assert recorded("ep_recorder") == rec.events
+
+
+@pytest.mark.parametrize("layout", ["dist-info", "egg-info", "egg"])
+def test_entry_points_are_found_in_every_metadata_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """Issue 15: the quick look that spares importing ``importlib.metadata`` when no
+    distribution declares an extension still finds one in each layout it reads."""
+    write_extension(tmp_path, "ep_layout", RECORDER)
+    meta = {
+        "dist-info": tmp_path / "ep_layout-1.0.dist-info",
+        "egg-info": tmp_path / "ep_layout-1.0.egg-info",
+        "egg": tmp_path / "ep_layout-1.0.egg" / "EGG-INFO",
+    }[layout]
+    meta.mkdir(parents=True)
+    (meta / "entry_points.txt").write_text("[trio_session.extensions]\nlayout = ep_layout\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _may_declare(ENTRY_POINT_GROUP)
+    assert not _may_declare("trio_session.no_such_group")
+
+
+def test_no_declared_extension_spares_importlib_metadata(tmp_path: Path) -> None:
+    """Issue 15: with no distribution declaring ``trio_session.extensions``, loading the
+    entry-point extensions finds none without importing ``importlib.metadata`` (tens of
+    milliseconds of ``trio-session rpc``'s start-up)."""
+    code = (
+        "import sys\n"
+        "from trio_session._extensions import load_entry_point_extensions\n"
+        "assert 'importlib.metadata' not in sys.modules, 'imported before the call'\n"
+        "assert load_entry_point_extensions() == []\n"
+        "print('importlib.metadata' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.strip() == "False"
 
 
 async def test_raising_and_hanging_extensions_are_reported(

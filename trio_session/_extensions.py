@@ -34,6 +34,7 @@ import contextlib
 import importlib.util
 import inspect
 import math
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -127,9 +128,45 @@ def load_extension_file(path: str | Path) -> Extension:
     return Extension.from_module(module, name=path.stem)
 
 
+def _may_declare(group: str) -> bool:
+    """Whether a distribution on ``sys.path`` may declare entry points in ``group``.
+
+    A look at the ``entry_points.txt`` files of the ``*.dist-info`` / ``*.egg-info``
+    directories (and ``*.egg/EGG-INFO``) of every directory on the path, for the
+    line ``[group]``: a few milliseconds, where importing ``importlib.metadata`` costs
+    tens (it is most of what ``trio-session rpc`` would spend on extensions before
+    its first answer). Anything else on the path that exists — a zip file, a path
+    entry that is not a directory — answers "may": ``importlib.metadata`` decides.
+    """
+    needle = f"[{group}]"
+    for entry in sys.path:
+        base = Path(entry or ".")
+        try:
+            with os.scandir(base) as listing:
+                names = [d.name for d in listing if d.name.endswith(_METADATA_DIRS)]
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True  # a zip archive, or a directory we cannot list
+        for name in names:
+            meta = base / name / "EGG-INFO" if name.endswith(".egg") else base / name
+            try:
+                text = (meta / "entry_points.txt").read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if needle in text:
+                return True
+    return False
+
+
+_METADATA_DIRS = (".dist-info", ".egg-info", ".egg")
+
+
 def load_entry_point_extensions(group: str = ENTRY_POINT_GROUP) -> list[Extension]:
     """Every extension installed under the entry-point ``group``, by name."""
-    import importlib.metadata  # only where entry points are read: it costs an import
+    if not _may_declare(group):
+        return []
+    import importlib.metadata  # only where entry points may be: it costs tens of ms
 
     extensions = []
     for entry in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
