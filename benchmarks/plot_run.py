@@ -1,8 +1,8 @@
-"""Plot a saved ``run.json``: every figure against its goal, on one readable chart.
+"""Plot a saved ``run.json``: every figure against its goal; the streamed reply's growth.
 
 Run from the repository root (needs matplotlib: the ``bench`` extra)::
 
-    python benchmarks/plot_run.py                     # results/run.json → results/goals.png
+    python benchmarks/plot_run.py       # results/run.json → results/goals.png, stream.png
     python benchmarks/plot_run.py path/to/run.json --output goals.png
 
 Each goal is a row at 1 (the vertical line); its bar runs from there to the
@@ -81,13 +81,59 @@ def plot(run: dict[str, Any], output: Path) -> Path:
     return output
 
 
+def plot_stream(run: dict[str, Any], output: Path) -> Path | None:
+    """Time against chunks for the streamed reply, session and provider alone, log-log,
+    with the slope of linear growth for reference; ``None`` if the run has no such figure."""
+    figure = next((f for f in run["figures"] if f["key"] == "stream.growth"), None)
+    if figure is None or "median_s" not in figure["detail"]:
+        return None
+    import matplotlib  # type: ignore[import-not-found,unused-ignore]
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
+
+    sizes = figure["detail"]["sizes"]
+    medians = figure["detail"]["median_s"]
+    fig, ax = plt.subplots(figsize=(9, 4.2), dpi=110)
+    for who, colour, label in (
+        ("session", "tab:blue", "through session.prompt() (one subscribe() callback)"),
+        ("provider", "black", "provider alone"),
+    ):
+        ax.plot(
+            sizes, [medians[f"{who} {n}"] for n in sizes], marker="o", color=colour, label=label
+        )
+    first = medians[f"session {sizes[0]}"]
+    ax.plot(
+        sizes,
+        [first * n / sizes[0] for n in sizes],
+        linestyle=":",
+        color="grey",
+        label="linear from the first point",
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("chunks in one streamed reply", fontsize=10)
+    ax.set_ylabel("seconds (median)", fontsize=10)
+    ax.set_title("A streamed reply grows linearly with its chunks", fontsize=11)
+    ax.legend(fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(output)
+    plt.close(fig)
+    return output
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", nargs="?", type=Path, default=RESULTS_DIR / "run.json")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "goals.png")
+    parser.add_argument("--stream-output", type=Path, default=RESULTS_DIR / "stream.png")
     args = parser.parse_args(argv)
     run = json.loads(args.run.read_text(encoding="utf-8"))
     print(plot(run, args.output))
+    stream = plot_stream(run, args.stream_output)
+    if stream is not None:
+        print(stream)
     return 0
 
 
