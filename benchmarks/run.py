@@ -12,7 +12,7 @@ one module's garbage, imports or memory do not weigh on the next one; the
 baselines of a measure are taken inside the same process as the measure. The
 table printed at the end gives every goal, the figure found, the verdict and the
 evidence; the whole run is written to ``benchmarks/results/run.json`` (or
-``--json``).
+``--json``), and the table as Markdown beside it (``run.md``).
 
 ``--quick`` shrinks every size. Its figures are not verdicts — the table says
 "ran" — it only proves that every benchmark still runs. The exit status is 1 if
@@ -107,6 +107,18 @@ def _table(figures: Sequence[dict[str, Any]], quick: bool) -> str:
     return "\n".join(lines)
 
 
+def markdown(figures: Sequence[dict[str, Any]], quick: bool) -> str:
+    """The table of a run as Markdown, for docs/benchmarks.md."""
+    lines = ["| measure | goal | found | verdict | evidence |", "|---|---|---:|---|---|"]
+    for figure in figures:
+        goal = GOALS[figure["key"]]
+        verdict = _verdict(figure, quick)
+        shown = f"**{verdict}**" if verdict == "NOT MET" else verdict
+        text = figure["text"].replace("|", "\\|")
+        lines.append(f"| {goal.measure} | {goal.wanted} | {_value(figure)} | {shown} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -196,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = args.json or RESULTS_DIR / ("run-quick.json" if args.quick else "run.json")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    print(f"written: {os.path.relpath(target)}")
+    table = target.with_suffix(".md")
+    table.write_text(markdown(figures, args.quick), encoding="utf-8")
+    print(f"written: {os.path.relpath(target)}, {os.path.relpath(table)}")
 
     if failures or missing:
         return 1
