@@ -48,7 +48,6 @@ are left alone.
 
 from __future__ import annotations
 
-import functools
 import logging
 import weakref
 from collections.abc import Iterable
@@ -57,7 +56,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._classify import CLASSIFIERS
 from ._events import (
     AutoRetryEnd,
     AutoRetryStart,
@@ -67,8 +65,7 @@ from ._events import (
     SessionEvent,
 )
 from ._messages import AssistantMessage
-from ._tracing import SessionTracer, session_tracer
-from .store._credentials import redact
+from ._tracing import SessionTracer, classify_for, describe_session, scrub_secrets, session_tracer
 
 if TYPE_CHECKING:
     from ._session import AgentSession
@@ -121,10 +118,7 @@ def known_secrets() -> set[str]:
 
 def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
     """``text`` with every known key replaced by its ``redact`` form."""
-    for secret in sorted(known_secrets() if secrets is None else secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, redact(secret))
-    return text
+    return scrub_secrets(text, known_secrets() if secrets is None else secrets)
 
 
 class ScrubFilter(logging.Filter):
@@ -162,6 +156,9 @@ for _name in SCRUBBED_LOGGERS:
 for _child in (retry_logger, compaction_logger, credentials_logger, provider_logger):
     _child.addHandler(logging.NullHandler())
 
+#: The prompt "span" without tracing: one shared, reusable context manager.
+_NOTHING: AbstractContextManager[None] = nullcontext()
+
 
 @attrs.define(eq=False, weakref_slot=True)
 class SessionObserver:
@@ -182,13 +179,10 @@ class SessionObserver:
         provider_key = getattr(session._provider, "_api_key", None)
         if isinstance(provider_key, str):
             observer.saw_key(provider_key)
+        # The tracer shares the observer's weak reference and key set, not the observer:
+        # holding the observer that holds it would be a cycle only a full collection frees.
         observer._tracer = session_tracer(
-            tracer_provider,
-            # Not the observer's bound methods: the tracer would hold the observer that
-            # holds it, a cycle only a full collection frees (10 objects per session).
-            describe=functools.partial(_describe, observer._session),
-            classify=functools.partial(_classify, observer._session),
-            scrub=functools.partial(_scrub, observer.secrets),
+            tracer_provider, session=observer._session, secrets=observer.secrets
         )
         session.subscribe(observer.on_event)
         return observer
@@ -204,7 +198,7 @@ class SessionObserver:
 
     def prompt(self) -> AbstractContextManager[None]:
         """The ``trio_session.prompt`` span, when tracing is installed; else nothing."""
-        return self._tracer.prompt() if self._tracer is not None else nullcontext()
+        return self._tracer.prompt() if self._tracer is not None else _NOTHING
 
     def prompt_aborted(self) -> None:
         """The running prompt was aborted without a ``Cancelled`` reaching its span (it
@@ -340,43 +334,17 @@ class SessionObserver:
     # -- what records say ---------------------------------------------------------------
 
     def _describe(self) -> tuple[str, str, str]:
-        return _describe(self._session)
+        return describe_session(self._session)
 
     def _extra(self, **fields: Any) -> dict[str, Any]:
         session_id, provider, model = self._describe()
         return {"session_id": session_id, "provider": provider, "model": model, **fields}
 
     def _classify(self, message: AssistantMessage) -> str:
-        return _classify(self._session, message)
+        return classify_for(self._session, message)
 
     def _scrub(self, text: str) -> str:
-        return _scrub(self.secrets, text)
-
-
-def _describe(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
-    """``(session id, provider, model id)`` of the session, if it is still alive."""
-    session = ref()
-    if session is None:  # pragma: no cover - events come from a live session
-        return ("", "", "")
-    return (session.session_id, session.model.provider, session.model.id)
-
-
-def _classify(ref: weakref.ref[AgentSession], message: AssistantMessage) -> str:
-    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says."""
-    session = ref()
-    if session is None:  # pragma: no cover - events come from a live session
-        return "fatal"
-    classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
-    window = session.model.context_window
-    if classifier.is_retryable(message, window):
-        return "retryable"
-    if classifier.is_context_overflow(message, window):
-        return "overflow"
-    return "fatal"
-
-
-def _scrub(secrets: set[str], text: str) -> str:
-    return scrub(text, secrets) if secrets else text
+        return scrub_secrets(text, self.secrets) if self.secrets else text
 
 
 def _heard(logger: logging.Logger, level: int) -> bool:
