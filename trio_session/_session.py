@@ -1373,8 +1373,7 @@ class _Given:
         return None
 
 
-@asynccontextmanager
-async def open_session(
+def open_session(
     provider: Provider,
     model: Model | str | None = None,
     *,
@@ -1391,7 +1390,7 @@ async def open_session(
     models: Sequence[Model] = (),
     thinking_level: str | None = None,
     tracer_provider: Any = None,  # -- observe (issue 14) --
-) -> AsyncIterator[AgentSession]:
+) -> AbstractAsyncContextManager[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
     ``model`` may be a ``Model``, a model id (its provider is ``provider.name``),
@@ -1420,11 +1419,112 @@ async def open_session(
         async with open_session(FauxProvider([FauxReply(text="Hi")])) as session:
             reply = await session.prompt("Hello")
     """
-    loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
+    if not extensions and (history is None or isinstance(history, SessionFile)):
+        # The common block: a small object, not an async generator (whose frame would
+        # hold every argument while the session lives).
+        return _SessionBlock(
+            provider,
+            model,
+            {
+                "settings": settings,
+                "tools": tools,
+                "system_prompt": system_prompt,
+                "credentials": credentials,
+                "compactor": compactor if compactor is not None else SummarizingCompactor(),
+                "classifier": classifier,
+                "session_id": (
+                    history.header.id
+                    if history is not None
+                    else session_id
+                    if session_id is not None
+                    else uuid.uuid4().hex
+                ),
+                "history_file": history,
+                "models": models,
+                "thinking_level": thinking_level,
+                "tracer_provider": tracer_provider,  # -- observe --
+            },
+        )
+    return _open_session(
+        provider,
+        model,
+        settings=settings,
+        tools=tools,
+        system_prompt=system_prompt,
+        credentials=credentials,
+        compactor=compactor,
+        classifier=classifier,
+        session_id=session_id,
+        extensions=extensions,
+        extension_timeout=extension_timeout,
+        history=history,
+        models=models,
+        thinking_level=thinking_level,
+        tracer_provider=tracer_provider,
+    )
+
+
+def _session_model(provider: Provider, model: Model | str | None) -> Model:
+    """``open_session``'s ``model``: a ``Model``, an id of ``provider``'s, or its default."""
     if model is None:
-        model = Model(id=f"{provider.name}-model", provider=provider.name)
-    elif isinstance(model, str):
-        model = Model(id=model, provider=provider.name)
+        return Model(id=f"{provider.name}-model", provider=provider.name)
+    if isinstance(model, str):
+        return Model(id=model, provider=provider.name)
+    return model
+
+
+class _SessionBlock:
+    """``open_session`` without extensions or a session file to open: the session is
+    made on entering the block and closed on leaving it; nothing else is kept."""
+
+    __slots__ = ("_arguments", "_model", "_provider", "_session")
+
+    def __init__(
+        self, provider: Provider, model: Model | str | None, arguments: dict[str, Any]
+    ) -> None:
+        self._provider: Provider | None = provider
+        self._model = model
+        self._arguments: dict[str, Any] | None = arguments
+        self._session: AgentSession | None = None
+
+    async def __aenter__(self) -> AgentSession:
+        if self._provider is None or self._arguments is None:
+            msg = "an open_session() block can be entered once"
+            raise RuntimeError(msg)
+        provider, arguments = self._provider, self._arguments
+        model = _session_model(provider, self._model)
+        self._provider = self._model = self._arguments = None
+        self._session = AgentSession(provider=provider, model=model, **arguments)
+        return self._session
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.aclose()
+
+
+@asynccontextmanager
+async def _open_session(
+    provider: Provider,
+    model: Model | str | None,
+    *,
+    settings: SettingsStore | Settings | Mapping[str, Any] | None,
+    tools: Sequence[Tool],
+    system_prompt: str | None,
+    credentials: CredentialStore | None,
+    compactor: Compactor | None,
+    classifier: Classifier | None,
+    session_id: str | None,
+    extensions: Sequence[Extension | str | Path],
+    extension_timeout: float,
+    history: str | Path | SessionFile | None,
+    models: Sequence[Model],
+    thinking_level: str | None,
+    tracer_provider: Any,
+) -> AsyncIterator[AgentSession]:
+    """``open_session`` with extensions to run, or a session file to open."""
+    loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
+    model = _session_model(provider, model)
     opened: AbstractAsyncContextManager[SessionFile | None] = (
         open_history(history, session_id=session_id)
         if history is not None and not isinstance(history, SessionFile)
