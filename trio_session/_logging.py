@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +157,9 @@ for _name in SCRUBBED_LOGGERS:
 for _child in (retry_logger, compaction_logger, credentials_logger, provider_logger):
     _child.addHandler(logging.NullHandler())
 
+#: A session's keys before it has seen one (most sessions never do): shared, immutable.
+_NO_KEYS: frozenset[str] = frozenset()
+
 #: The prompt "span" without tracing: one shared, reusable context manager.
 _NOTHING: AbstractContextManager[None] = nullcontext()
 
@@ -170,11 +174,13 @@ class SessionObserver:
 
     _session: weakref.ref[AgentSession]
     _tracer: SessionTracer | None = None
-    secrets: set[str] = attrs.field(factory=set)
+    #: The keys this session has seen: a shared empty set until the first one.
+    secrets: AbstractSet[str] = _NO_KEYS
 
     @classmethod
     def install(cls, session: AgentSession, tracer_provider: Any = None) -> SessionObserver:
-        """Subscribe a new observer to ``session``'s events."""
+        """A new observer of ``session``, which calls its ``on_event`` before any
+        subscriber (a direct call: no bound method kept in a subscriber list)."""
         observer = cls(weakref.ref(session))
         provider_key = getattr(session._provider, "_api_key", None)
         if isinstance(provider_key, str):
@@ -184,16 +190,19 @@ class SessionObserver:
         observer._tracer = session_tracer(
             tracer_provider, session=observer._session, secrets=observer.secrets
         )
-        session.subscribe(observer.on_event)
         return observer
 
     def saw_key(self, key: str | None) -> None:
         """Remember a key the session used, so no record or span shows it."""
         if key is None or len(key) < MIN_SECRET_LENGTH or key in self.secrets:
             return
-        if not self.secrets:  # the first key: release them all when this observer is freed
-            weakref.finalize(self, _release, self.secrets)
-        self.secrets.add(key)
+        secrets = self.secrets
+        if not isinstance(secrets, set):  # the first key: release them all when freed
+            secrets = self.secrets = set()
+            weakref.finalize(self, _release, secrets)
+            if self._tracer is not None:
+                self._tracer.use_secrets(secrets)
+        secrets.add(key)
         _known[key] = _known.get(key, 0) + 1
 
     def prompt(self) -> AbstractContextManager[None]:

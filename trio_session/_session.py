@@ -14,6 +14,7 @@ Nothing is reset "in a catch block": leaving a scope is the reset.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import uuid
@@ -197,12 +198,15 @@ class AgentSession:
     _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
     # -- bash --
     _bash_run: BashRun | None = attrs.field(default=None, init=False)
-    _pending_bash: list[BashExecutionMessage] = attrs.field(factory=list, init=False)
+    # Bash results that came while a prompt ran; a list only once there is one.
+    _pending_bash: list[BashExecutionMessage] | None = attrs.field(default=None, init=False)
 
     _agent: Agent = attrs.field(init=False)
     _history: list[Message] = attrs.field(factory=list, init=False)
-    _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
-    _streams: list[EventStream] = attrs.field(factory=list, init=False)
+    # Subscribers and event streams; each a list only once there is one (most sessions
+    # have neither: the observer is called directly).
+    _subscribers: list[Subscriber] | None = attrs.field(default=None, init=False)
+    _streams: list[EventStream] | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
@@ -213,7 +217,8 @@ class AgentSession:
     _next: Next = attrs.field(default=Next.DONE, init=False)
     _compacted: bool = attrs.field(default=False, init=False)
     _write_failed: bool = attrs.field(default=False, init=False)
-    _joined: list[UserMessage] = attrs.field(factory=list, init=False)
+    # Prompts that joined a retry in its backoff; a list only once there is one.
+    _joined: list[UserMessage] | None = attrs.field(default=None, init=False)
     _compacting: bool = attrs.field(default=False, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _session_name: str | None = attrs.field(default=None, init=False)
@@ -316,6 +321,8 @@ class AgentSession:
         text, replaced = valid_text(text)
         if replaced:
             logger.warning("prompt text held %d lone surrogate code point(s); replaced", replaced)
+        if self._joined is None:
+            self._joined = []
         self._joined.append(UserMessage.of(text, tuple(images)))
         chain.skip_wait()
         return True
@@ -362,10 +369,12 @@ class AgentSession:
         Returns:
             A function that unsubscribes (safe to call twice).
         """
+        if self._subscribers is None:
+            self._subscribers = []
         self._subscribers.append(callback)
 
         def unsubscribe() -> None:
-            if callback in self._subscribers:
+            if self._subscribers is not None and callback in self._subscribers:
                 self._subscribers.remove(callback)
 
         return unsubscribe
@@ -383,24 +392,32 @@ class AgentSession:
         """
         send, receive = trio.open_memory_channel[SessionEvent](buffer)
         stream = EventStream(send, receive)
+        if self._streams is None:
+            self._streams = []
         self._streams.append(stream)
         try:
             yield stream
         finally:
-            if stream in self._streams:
+            if self._streams is not None and stream in self._streams:
                 self._streams.remove(stream)
             send.close()
             receive.close()
 
     def _emit(self, event: SessionEvent) -> None:
-        for callback in tuple(self._subscribers):
-            try:
-                callback(event)
-            except Exception:
-                logger.exception("session event subscriber %r raised", callback)
-        for stream in tuple(self._streams):
-            if not stream._push(event):
-                self._streams.remove(stream)
+        try:
+            self._observer.on_event(event)  # -- observe --: the first subscriber
+        except Exception:
+            logger.exception("session event subscriber %r raised", self._observer.on_event)
+        if self._subscribers:
+            for callback in tuple(self._subscribers):
+                try:
+                    callback(event)
+                except Exception:
+                    logger.exception("session event subscriber %r raised", callback)
+        if self._streams:
+            for stream in tuple(self._streams):
+                if not stream._push(event):
+                    self._streams.remove(stream)
         if self._extensions is not None:
             self._extensions.deliver(event)
         if self._retry_ended is not None and isinstance(event, AutoRetryEnd):
@@ -576,7 +593,7 @@ class AgentSession:
             self._flush_pending_bash()  # -- bash --: what ran meanwhile joins the context now
             if self._joined:  # joined a retry that was cancelled first: keep them queued
                 self._agent.steering.messages[:0] = self._joined
-                self._joined = []
+                self._joined = None
                 self._emit(self._agent.queue_update())
             if self._history_file is not None and not self._write_failed:
                 with trio.CancelScope(shield=True):
@@ -815,8 +832,8 @@ class AgentSession:
     async def _reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22), with any prompts that
         joined the retry during its backoff (``join_retry``)."""
-        joined, self._joined = self._joined, []
-        return await self._agent.continue_(will_continue=self._decide, messages=joined)
+        joined, self._joined = self._joined, None
+        return await self._agent.continue_(will_continue=self._decide, messages=joined or ())
 
     # -- internals ------------------------------------------------------------------
 
@@ -843,9 +860,9 @@ class AgentSession:
         if self._running:
             with trio.CancelScope(shield=True):
                 await self.abort()
-        for stream in self._streams:
+        for stream in self._streams or ():
             stream._close()
-        self._streams.clear()
+        self._streams = None
         # The agent's emit is our bound method: a reference cycle. Cut it, so a closed
         # session is freed by reference counting rather than a later full collection.
         self._agent.emit = _discard
@@ -1089,6 +1106,8 @@ class AgentSession:
         if self._closed:
             return result  # closed meanwhile: nothing more is recorded
         if self._running:
+            if self._pending_bash is None:
+                self._pending_bash = []
             self._pending_bash.append(message)
         else:
             self._record_bash(message)
@@ -1111,8 +1130,8 @@ class AgentSession:
     def _flush_pending_bash(self) -> None:
         """Add the bash results that came in while a prompt ran (the reference's
         ``_flushPendingBashMessages``)."""
-        pending, self._pending_bash = self._pending_bash, []
-        for message in pending:
+        pending, self._pending_bash = self._pending_bash, None
+        for message in pending or ():
             self._record_bash(message)
 
     # -- queues ---------------------------------------------------------------------
@@ -1467,10 +1486,16 @@ def open_session(
 def _session_model(provider: Provider, model: Model | str | None) -> Model:
     """``open_session``'s ``model``: a ``Model``, an id of ``provider``'s, or its default."""
     if model is None:
-        return Model(id=f"{provider.name}-model", provider=provider.name)
+        return _default_model(provider.name)
     if isinstance(model, str):
         return Model(id=model, provider=provider.name)
     return model
+
+
+@functools.lru_cache(maxsize=64)
+def _default_model(provider_name: str) -> Model:
+    """A provider's default model, one per name (a ``Model`` is frozen: sessions share it)."""
+    return Model(id=f"{provider_name}-model", provider=provider_name)
 
 
 class _SessionBlock:

@@ -455,24 +455,56 @@ def _flatten(
         if key in _SUBGROUPS:
             _flatten(key, value, source, values, unknown)
         elif key in _SCHEMA:
-            values[key] = validate_value(key, value, source=source)
+            # One string per known key, however many sessions keep a layer with it.
+            values[sys.intern(key)] = validate_value(key, value, source=source)
         else:
             unknown.append(key)
+
+
+#: Settings resolved already, by the values they were made of: ``Settings`` is frozen,
+#: so every session with the same values shares one. Emptied when it reaches
+#: ``_RESOLVED_MAX`` entries.
+_RESOLVED: dict[tuple[tuple[str, str, type, Any], ...], Settings] = {}
+_RESOLVED_MAX = 256
+#: The value types a resolved ``Settings`` is looked up by (hashable, and compared by
+#: type too, so ``1`` and ``1.0`` or ``True`` are told apart).
+_SCALARS = frozenset({type(None), bool, int, float, str})
 
 
 def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     """Fold layers over the defaults; later layers win key by key."""
     merged: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS, *_SUBGROUPS)}
     for layer in layers:
-        for key, value in layer.values.items():
-            group, _, name = key.rpartition(".")
+        for dotted, value in layer.values.items():
+            group, _, name = dotted.rpartition(".")
             merged[group][snake(name)] = value
+    key = _resolved_key(merged)
+    found = _RESOLVED.get(key) if key else None
+    if found is not None:
+        return found
     provider = ProviderRetrySettings(**merged["retry.provider"])
-    return Settings(
+    settings = Settings(
         retry=RetrySettings(**merged["retry"], provider=provider),
         compaction=CompactionSettings(**merged["compaction"]),
         **merged[""],
     )
+    if key:
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[key] = settings
+    return settings
+
+
+def _resolved_key(merged: dict[str, dict[str, Any]]) -> tuple[tuple[str, str, type, Any], ...]:
+    """What ``resolve`` looks a ``Settings`` up by; empty when a value is not a scalar
+    (then it is not looked up, nor kept)."""
+    key = []
+    for group, values in merged.items():
+        for name, value in values.items():
+            if type(value) not in _SCALARS:
+                return ()
+            key.append((group, name, type(value), value))
+    return tuple(key) or (("", "", type(None), None),)
 
 
 def _as_nested(value: Any) -> Any:

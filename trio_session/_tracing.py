@@ -38,6 +38,7 @@ import functools
 import time
 import weakref
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -112,7 +113,7 @@ class SessionTracer:
     """
 
     _session: weakref.ref[AgentSession]
-    _secrets: set[str]
+    _secrets: AbstractSet[str]
     _tracer_provider: TracerProvider | None = None
     _tracer: Tracer | None = attrs.field(default=None, init=False)  # in a recorded prompt
     _wall_ns: int | None = attrs.field(default=None, init=False)  # the clock's anchor
@@ -129,6 +130,10 @@ class SessionTracer:
     _last: AssistantMessage | None = attrs.field(default=None, init=False)
     _aborted: bool = attrs.field(default=False, init=False)
     _recording: bool = attrs.field(default=True, init=False)  # False in an unrecorded prompt
+
+    def use_secrets(self, secrets: AbstractSet[str]) -> None:
+        """From now on remove ``secrets`` (the observer's set, once it has a key)."""
+        self._secrets = secrets
 
     def _now_ns(self) -> int:
         """Trio's clock in epoch nanoseconds, anchored once (see the module docstring)."""
@@ -442,7 +447,7 @@ def session_tracer(
     tracer_provider: TracerProvider | None,
     *,
     session: weakref.ref[AgentSession],
-    secrets: set[str],
+    secrets: AbstractSet[str],
 ) -> SessionTracer | None:
     """The span maker for one session, or ``None`` when OpenTelemetry is not installed.
 
@@ -451,7 +456,7 @@ def session_tracer(
             (``opentelemetry.trace.get_tracer_provider()``) if ``None``, asked when
             each prompt starts.
         session: the session, weakly.
-        secrets: the session's API keys (the set grows as the session sees keys).
+        secrets: the session's API keys (``use_secrets`` replaces the set).
     """
     if not AVAILABLE:
         return None
