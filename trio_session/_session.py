@@ -101,6 +101,12 @@ BUSY = (
     "or await the prompt or abort() first"
 )
 
+#: The compactor of a session given none (frozen and stateless: sessions share it).
+_DEFAULT_COMPACTOR = SummarizingCompactor()
+
+#: ``unwrapped`` keeps no state: one instance serves every prompt and block.
+_UNWRAPPED = _unwrapped()
+
 #: Events an ``AgentSession.events`` stream buffers before it is dropped.
 DEFAULT_EVENT_BUFFER = 4096
 
@@ -188,7 +194,9 @@ class AgentSession:
     _tools: Sequence[Tool] = attrs.field(default=(), alias="tools")
     _system_prompt: str | None = attrs.field(default=None, alias="system_prompt")
     _credentials: CredentialStore | None = attrs.field(default=None, alias="credentials")
-    _compactor: Compactor = attrs.field(factory=SummarizingCompactor, alias="compactor")
+    _compactor: Compactor = attrs.field(
+        default=attrs.Factory(lambda: _DEFAULT_COMPACTOR), alias="compactor"
+    )
     _classifier: Classifier | None = attrs.field(default=None, alias="classifier")
     session_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
@@ -491,18 +499,32 @@ class AgentSession:
         self._start_busy()
         try:
             # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry)
-            with trio.CancelScope() as self._run_scope, self._observer.prompt():
-                user = UserMessage.of(text, tuple(images))
-                if self._history_file is not None:
-                    await self._stage_prompt(self._history_file, user)
-                last = await self._agent.prompt(user, will_continue=self._decide)
-                if self._next is not Next.DONE:
+            with self._observer.prompt():
+                with trio.CancelScope() as scope:  # the run, until a nursery takes over
+                    self._run_scope = scope
+                    user = UserMessage.of(text, tuple(images))
+                    if self._history_file is not None:
+                        await self._stage_prompt(self._history_file, user)
+                    last = await self._agent.prompt(user, will_continue=self._decide)
+                if scope.cancelled_caught:
+                    self._observer.prompt_aborted()  # -- observe --: the span says cancelled
+                elif self._next is not Next.DONE:
                     # A chain or a compaction follows: they run in the prompt's nursery,
                     # opened only now, so a turn that succeeds first time pays for none
-                    # (nor for unwrapping: only a nursery makes exception groups).
-                    with _unwrapped():
+                    # (nor for unwrapping: only a nursery makes exception groups). The
+                    # nursery's scope is the run's from here on (abort() cancels it), born
+                    # cancelled if abort() came as the first run ended; the first scope
+                    # is let go, so a session in backoff keeps one scope fewer.
+                    aborted = scope.cancel_called
+                    del scope
+                    with _UNWRAPPED:
                         async with trio.open_nursery() as self._nursery:
+                            run = self._run_scope = self._nursery.cancel_scope
+                            if aborted:
+                                run.cancel(reason="session aborted")
                             await self._settle(last)
+                    if run.cancelled_caught:
+                        self._observer.prompt_aborted()  # -- observe --: cancelled
         finally:
             await self._end_busy()
         reply = self._last_assistant()
@@ -1449,7 +1471,7 @@ def open_session(
                 "tools": tools,
                 "system_prompt": system_prompt,
                 "credentials": credentials,
-                "compactor": compactor if compactor is not None else SummarizingCompactor(),
+                "compactor": compactor if compactor is not None else _DEFAULT_COMPACTOR,
                 "classifier": classifier,
                 "session_id": (
                     history.header.id
@@ -1570,7 +1592,7 @@ async def _open_session(
             tools=tools,
             system_prompt=system_prompt,
             credentials=credentials,
-            compactor=compactor if compactor is not None else SummarizingCompactor(),
+            compactor=compactor if compactor is not None else _DEFAULT_COMPACTOR,
             classifier=classifier,
             session_id=session_id if session_id is not None else uuid.uuid4().hex,
             extensions=runner,
@@ -1585,7 +1607,7 @@ async def _open_session(
             finally:
                 await session.aclose()
             return
-        with _unwrapped():
+        with _UNWRAPPED:
             async with trio.open_nursery() as nursery:
                 runner.activate(session)
                 await nursery.start(runner.run)
