@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -221,18 +221,14 @@ class SessionObserver:
         """The session's subscriber: spans first, then the record, if any."""
         if self._tracer is not None:
             self._tracer.on_event(event)
-        if isinstance(event, AutoRetryStart):
-            self._retry_start(event)
-        elif isinstance(event, AutoRetryEnd):
-            self._retry_end(event)
-        elif isinstance(event, MessageEnd):
-            message = event.message
-            if isinstance(message, AssistantMessage) and message.stop_reason == "error":
-                self._provider_failure(message)
-        elif isinstance(event, CompactionStart):
-            self._compaction_start(event)
-        elif isinstance(event, CompactionEnd):
-            self._compaction_end(event)
+        record = _RECORDS.get(type(event))  # one look-up, not a chain of isinstance()
+        if record is not None:
+            record(self, event)
+
+    def _message_end(self, event: MessageEnd) -> None:
+        message = event.message
+        if isinstance(message, AssistantMessage) and message.stop_reason == "error":
+            self._provider_failure(message)
 
     def _retry_start(self, event: AutoRetryStart) -> None:
         if not _heard(retry_logger, logging.INFO):
@@ -354,6 +350,16 @@ class SessionObserver:
 
     def _scrub(self, text: str) -> str:
         return scrub_secrets(text, self.secrets) if self.secrets else text
+
+
+#: The events a record may come from, and the observer's method for each.
+_RECORDS: dict[type[Any], Callable[[SessionObserver, Any], None]] = {
+    AutoRetryStart: SessionObserver._retry_start,
+    AutoRetryEnd: SessionObserver._retry_end,
+    MessageEnd: SessionObserver._message_end,
+    CompactionStart: SessionObserver._compaction_start,
+    CompactionEnd: SessionObserver._compaction_end,
+}
 
 
 def _heard(logger: logging.Logger, level: int) -> bool:
