@@ -21,6 +21,7 @@ from trio_session import (
     FauxReply,
     Model,
     ModelCost,
+    SettingsError,
     SettingsStore,
     Usage,
     open_session,
@@ -61,16 +62,20 @@ def test_pricing_a_free_usage_keeps_it_and_a_priced_one_is_computed() -> None:
 
 def test_equal_settings_are_shared_until_one_store_changes() -> None:
     """Two stores made from equal mappings share one resolved ``Settings``; a change to
-    one store is its own; ``1`` and ``1.0`` are not taken for each other."""
+    one store is its own; ``1000.0`` is not taken for a cached ``1000``."""
     first = SettingsStore.coerce({"retry": {"baseDelayMs": 1000}})
     second = SettingsStore.coerce({"retry": {"baseDelayMs": 1000}})
     assert first.current is second.current
+    assert first.layers[0] is second.layers[0]  # one validated layer, frozen
     first.set("retry.enabled", False)
     assert first.current.retry.enabled is False
     assert second.current.retry.enabled is True
     assert second.current.retry.base_delay_ms == 1000
     other = SettingsStore.coerce({"compaction": {"reserveTokens": 1}})
     assert other.current is not first.current
+    # 1000.0 == 1000 (and hashes alike), but it is not an integer: still refused.
+    with pytest.raises(SettingsError, match=r"retry\.baseDelayMs must be an integer"):
+        SettingsStore.coerce({"retry": {"baseDelayMs": 1000.0}})
 
 
 async def test_a_session_in_backoff_keeps_no_lists_it_does_not_use(

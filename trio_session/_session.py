@@ -498,8 +498,11 @@ class AgentSession:
             )
         self._start_busy()
         try:
-            # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry)
-            with self._observer.prompt():
+            # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry),
+            # entered and left by hand as ``with`` would, keeping no bound method meanwhile.
+            span = self._observer.prompt()
+            span.__enter__()
+            try:
                 with trio.CancelScope() as scope:  # the run, until a nursery takes over
                     self._run_scope = scope
                     user = UserMessage.of(text, tuple(images))
@@ -517,14 +520,22 @@ class AgentSession:
                     # is let go, so a session in backoff keeps one scope fewer.
                     aborted = scope.cancel_called
                     del scope
-                    with _UNWRAPPED:
+                    try:  # as ``with _UNWRAPPED:``, without a bound method kept meanwhile
                         async with trio.open_nursery() as self._nursery:
                             run = self._run_scope = self._nursery.cancel_scope
                             if aborted:
                                 run.cancel(reason="session aborted")
                             await self._settle(last)
+                    except BaseExceptionGroup as group:
+                        _UNWRAPPED.__exit__(type(group), group, group.__traceback__)
+                        raise
                     if run.cancelled_caught:
                         self._observer.prompt_aborted()  # -- observe --: cancelled
+            except BaseException as exc:
+                if not span.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                span.__exit__(None, None, None)
         finally:
             await self._end_busy()
         reply = self._last_assistant()
