@@ -34,6 +34,7 @@ A span whose step was cancelled still ends: an attempt cut short ends with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import weakref
@@ -146,10 +147,9 @@ class SessionTracer:
         return self._wall_ns + round((now - self._trio_s) * 1e9)
 
     def _lookup(self) -> Tracer:
-        """The OpenTelemetry tracer, asked of the provider now."""
-        return _otel_trace.get_tracer(
-            TRACER_NAME, _version(), tracer_provider=self._tracer_provider
-        )
+        """The OpenTelemetry tracer of the provider in force now (see ``tracer_of``)."""
+        provider = self._tracer_provider
+        return tracer_of(provider if provider is not None else _otel_trace.get_tracer_provider())
 
     def _describe(self) -> tuple[str, str, str]:
         return describe_session(self._session)
@@ -411,6 +411,29 @@ def _is_cancellation(exc: BaseException) -> bool:
 def _error(span: Span, error_type: str, description: str) -> None:
     span.set_attribute("error.type", error_type)
     span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, description or error_type))
+
+
+#: Each tracer provider's tracer for this package, kept as long as its provider lives.
+_TRACERS: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
+
+
+def tracer_of(provider: TracerProvider) -> Tracer:
+    """``provider``'s tracer for this package, asked of it once and then reused.
+
+    Callers resolve the global provider at each prompt, so one installed later is used
+    from the next prompt on (the API's proxy provider, and its cached tracer, are then
+    no longer asked). A provider that cannot be weakly referenced is asked every time.
+    """
+    try:
+        found = _TRACERS.get(provider)
+    except TypeError:
+        found = None
+    if found is not None:
+        return found
+    tracer = _otel_trace.get_tracer(TRACER_NAME, _version(), tracer_provider=provider)
+    with contextlib.suppress(TypeError):
+        _TRACERS[provider] = tracer
+    return tracer
 
 
 def describe_session(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
