@@ -39,6 +39,7 @@ from ._events import (
     TurnStart,
 )
 from ._messages import (
+    ZERO_USAGE,
     AssistantMessage,
     ContentPart,
     Message,
@@ -184,7 +185,7 @@ class _Builder:
     _model: Model
     _parts: list[ContentPart] = attrs.field(factory=list, init=False)  # finished parts
     _growing: GrowingPart | None = attrs.field(default=None, init=False)  # the last, open
-    _usage: Usage = attrs.field(factory=Usage, init=False)
+    _usage: Usage = attrs.field(default=ZERO_USAGE, init=False)
     _response_id: str | None = attrs.field(default=None, init=False)
     _response_model: str | None = attrs.field(default=None, init=False)
     _head: AssistantMessage | None = attrs.field(default=None, init=False)  # fields, no content

@@ -48,16 +48,15 @@ are left alone.
 
 from __future__ import annotations
 
-import functools
 import logging
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._classify import CLASSIFIERS
 from ._events import (
     AutoRetryEnd,
     AutoRetryStart,
@@ -67,8 +66,7 @@ from ._events import (
     SessionEvent,
 )
 from ._messages import AssistantMessage
-from ._tracing import SessionTracer, session_tracer
-from .store._credentials import redact
+from ._tracing import SessionTracer, classify_for, describe_session, scrub_secrets, session_tracer
 
 if TYPE_CHECKING:
     from ._session import AgentSession
@@ -121,10 +119,7 @@ def known_secrets() -> set[str]:
 
 def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
     """``text`` with every known key replaced by its ``redact`` form."""
-    for secret in sorted(known_secrets() if secrets is None else secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, redact(secret))
-    return text
+    return scrub_secrets(text, known_secrets() if secrets is None else secrets)
 
 
 class ScrubFilter(logging.Filter):
@@ -162,6 +157,12 @@ for _name in SCRUBBED_LOGGERS:
 for _child in (retry_logger, compaction_logger, credentials_logger, provider_logger):
     _child.addHandler(logging.NullHandler())
 
+#: A session's keys before it has seen one (most sessions never do): shared, immutable.
+_NO_KEYS: frozenset[str] = frozenset()
+
+#: The prompt "span" without tracing: one shared, reusable context manager.
+_NOTHING: AbstractContextManager[None] = nullcontext()
+
 
 @attrs.define(eq=False, weakref_slot=True)
 class SessionObserver:
@@ -173,38 +174,40 @@ class SessionObserver:
 
     _session: weakref.ref[AgentSession]
     _tracer: SessionTracer | None = None
-    secrets: set[str] = attrs.field(factory=set)
+    #: The keys this session has seen: a shared empty set until the first one.
+    secrets: AbstractSet[str] = _NO_KEYS
 
     @classmethod
     def install(cls, session: AgentSession, tracer_provider: Any = None) -> SessionObserver:
-        """Subscribe a new observer to ``session``'s events."""
+        """A new observer of ``session``, which calls its ``on_event`` before any
+        subscriber (a direct call: no bound method kept in a subscriber list)."""
         observer = cls(weakref.ref(session))
         provider_key = getattr(session._provider, "_api_key", None)
         if isinstance(provider_key, str):
             observer.saw_key(provider_key)
+        # The tracer shares the observer's weak reference and key set, not the observer:
+        # holding the observer that holds it would be a cycle only a full collection frees.
         observer._tracer = session_tracer(
-            tracer_provider,
-            # Not the observer's bound methods: the tracer would hold the observer that
-            # holds it, a cycle only a full collection frees (10 objects per session).
-            describe=functools.partial(_describe, observer._session),
-            classify=functools.partial(_classify, observer._session),
-            scrub=functools.partial(_scrub, observer.secrets),
+            tracer_provider, session=observer._session, secrets=observer.secrets
         )
-        session.subscribe(observer.on_event)
         return observer
 
     def saw_key(self, key: str | None) -> None:
         """Remember a key the session used, so no record or span shows it."""
         if key is None or len(key) < MIN_SECRET_LENGTH or key in self.secrets:
             return
-        if not self.secrets:  # the first key: release them all when this observer is freed
-            weakref.finalize(self, _release, self.secrets)
-        self.secrets.add(key)
+        secrets = self.secrets
+        if not isinstance(secrets, set):  # the first key: release them all when freed
+            secrets = self.secrets = set()
+            weakref.finalize(self, _release, secrets)
+            if self._tracer is not None:
+                self._tracer.use_secrets(secrets)
+        secrets.add(key)
         _known[key] = _known.get(key, 0) + 1
 
     def prompt(self) -> AbstractContextManager[None]:
         """The ``trio_session.prompt`` span, when tracing is installed; else nothing."""
-        return self._tracer.prompt() if self._tracer is not None else nullcontext()
+        return self._tracer.prompt() if self._tracer is not None else _NOTHING
 
     def prompt_aborted(self) -> None:
         """The running prompt was aborted without a ``Cancelled`` reaching its span (it
@@ -218,18 +221,14 @@ class SessionObserver:
         """The session's subscriber: spans first, then the record, if any."""
         if self._tracer is not None:
             self._tracer.on_event(event)
-        if isinstance(event, AutoRetryStart):
-            self._retry_start(event)
-        elif isinstance(event, AutoRetryEnd):
-            self._retry_end(event)
-        elif isinstance(event, MessageEnd):
-            message = event.message
-            if isinstance(message, AssistantMessage) and message.stop_reason == "error":
-                self._provider_failure(message)
-        elif isinstance(event, CompactionStart):
-            self._compaction_start(event)
-        elif isinstance(event, CompactionEnd):
-            self._compaction_end(event)
+        record = _RECORDS.get(type(event))  # one look-up, not a chain of isinstance()
+        if record is not None:
+            record(self, event)
+
+    def _message_end(self, event: MessageEnd) -> None:
+        message = event.message
+        if isinstance(message, AssistantMessage) and message.stop_reason == "error":
+            self._provider_failure(message)
 
     def _retry_start(self, event: AutoRetryStart) -> None:
         if not _heard(retry_logger, logging.INFO):
@@ -340,43 +339,27 @@ class SessionObserver:
     # -- what records say ---------------------------------------------------------------
 
     def _describe(self) -> tuple[str, str, str]:
-        return _describe(self._session)
+        return describe_session(self._session)
 
     def _extra(self, **fields: Any) -> dict[str, Any]:
         session_id, provider, model = self._describe()
         return {"session_id": session_id, "provider": provider, "model": model, **fields}
 
     def _classify(self, message: AssistantMessage) -> str:
-        return _classify(self._session, message)
+        return classify_for(self._session, message)
 
     def _scrub(self, text: str) -> str:
-        return _scrub(self.secrets, text)
+        return scrub_secrets(text, self.secrets) if self.secrets else text
 
 
-def _describe(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
-    """``(session id, provider, model id)`` of the session, if it is still alive."""
-    session = ref()
-    if session is None:  # pragma: no cover - events come from a live session
-        return ("", "", "")
-    return (session.session_id, session.model.provider, session.model.id)
-
-
-def _classify(ref: weakref.ref[AgentSession], message: AssistantMessage) -> str:
-    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says."""
-    session = ref()
-    if session is None:  # pragma: no cover - events come from a live session
-        return "fatal"
-    classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
-    window = session.model.context_window
-    if classifier.is_retryable(message, window):
-        return "retryable"
-    if classifier.is_context_overflow(message, window):
-        return "overflow"
-    return "fatal"
-
-
-def _scrub(secrets: set[str], text: str) -> str:
-    return scrub(text, secrets) if secrets else text
+#: The events a record may come from, and the observer's method for each.
+_RECORDS: dict[type[Any], Callable[[SessionObserver, Any], None]] = {
+    AutoRetryStart: SessionObserver._retry_start,
+    AutoRetryEnd: SessionObserver._retry_end,
+    MessageEnd: SessionObserver._message_end,
+    CompactionStart: SessionObserver._compaction_start,
+    CompactionEnd: SessionObserver._compaction_end,
+}
 
 
 def _heard(logger: logging.Logger, level: int) -> bool:

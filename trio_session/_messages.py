@@ -80,6 +80,10 @@ class Cost:
     total: float = 0.0
 
 
+#: The zero cost: the default of every ``Usage`` (frozen, so one is shared by all).
+ZERO_COST = Cost()
+
+
 @attrs.frozen
 class Usage:
     """Token counts reported by the provider for one assistant message, and their cost."""
@@ -88,7 +92,7 @@ class Usage:
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
-    cost: Cost = attrs.field(factory=Cost)
+    cost: Cost = ZERO_COST
 
     @property
     def total_tokens(self) -> int:
@@ -99,6 +103,10 @@ class Usage:
     def context_tokens(self) -> int:
         """Tokens that occupied the context window (``input + cacheRead``, R-7)."""
         return self.input + self.cache_read
+
+
+#: No tokens, no cost: the default usage of a message (frozen, so one is shared by all).
+ZERO_USAGE = Usage()
 
 
 def _user_content(value: Any) -> str | tuple[UserContent, ...]:
@@ -156,7 +164,7 @@ class AssistantMessage:
     content: tuple[ContentPart, ...] = attrs.field(default=(), converter=_parts)
     stop_reason: StopReason = "stop"
     error_message: str | None = None
-    usage: Usage = attrs.field(factory=Usage)
+    usage: Usage = ZERO_USAGE
     provider: str = ""
     model: str = ""
     timestamp: int = attrs.field(factory=now_ms)

@@ -14,6 +14,7 @@ Nothing is reset "in a catch block": leaving a scope is the reset.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import uuid
@@ -99,6 +100,12 @@ BUSY = (
     'follow_up() (over RPC: streamingBehavior "steer" or "followUp"), '
     "or await the prompt or abort() first"
 )
+
+#: The compactor of a session given none (frozen and stateless: sessions share it).
+_DEFAULT_COMPACTOR = SummarizingCompactor()
+
+#: ``unwrapped`` keeps no state: one instance serves every prompt and block.
+_UNWRAPPED = _unwrapped()
 
 #: Events an ``AgentSession.events`` stream buffers before it is dropped.
 DEFAULT_EVENT_BUFFER = 4096
@@ -187,7 +194,9 @@ class AgentSession:
     _tools: Sequence[Tool] = attrs.field(default=(), alias="tools")
     _system_prompt: str | None = attrs.field(default=None, alias="system_prompt")
     _credentials: CredentialStore | None = attrs.field(default=None, alias="credentials")
-    _compactor: Compactor = attrs.field(factory=SummarizingCompactor, alias="compactor")
+    _compactor: Compactor = attrs.field(
+        default=attrs.Factory(lambda: _DEFAULT_COMPACTOR), alias="compactor"
+    )
     _classifier: Classifier | None = attrs.field(default=None, alias="classifier")
     session_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
@@ -197,12 +206,15 @@ class AgentSession:
     _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
     # -- bash --
     _bash_run: BashRun | None = attrs.field(default=None, init=False)
-    _pending_bash: list[BashExecutionMessage] = attrs.field(factory=list, init=False)
+    # Bash results that came while a prompt ran; a list only once there is one.
+    _pending_bash: list[BashExecutionMessage] | None = attrs.field(default=None, init=False)
 
     _agent: Agent = attrs.field(init=False)
     _history: list[Message] = attrs.field(factory=list, init=False)
-    _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
-    _streams: list[EventStream] = attrs.field(factory=list, init=False)
+    # Subscribers and event streams; each a list only once there is one (most sessions
+    # have neither: the observer is called directly).
+    _subscribers: list[Subscriber] | None = attrs.field(default=None, init=False)
+    _streams: list[EventStream] | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
@@ -213,7 +225,8 @@ class AgentSession:
     _next: Next = attrs.field(default=Next.DONE, init=False)
     _compacted: bool = attrs.field(default=False, init=False)
     _write_failed: bool = attrs.field(default=False, init=False)
-    _joined: list[UserMessage] = attrs.field(factory=list, init=False)
+    # Prompts that joined a retry in its backoff; a list only once there is one.
+    _joined: list[UserMessage] | None = attrs.field(default=None, init=False)
     _compacting: bool = attrs.field(default=False, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _session_name: str | None = attrs.field(default=None, init=False)
@@ -316,6 +329,8 @@ class AgentSession:
         text, replaced = valid_text(text)
         if replaced:
             logger.warning("prompt text held %d lone surrogate code point(s); replaced", replaced)
+        if self._joined is None:
+            self._joined = []
         self._joined.append(UserMessage.of(text, tuple(images)))
         chain.skip_wait()
         return True
@@ -362,10 +377,12 @@ class AgentSession:
         Returns:
             A function that unsubscribes (safe to call twice).
         """
+        if self._subscribers is None:
+            self._subscribers = []
         self._subscribers.append(callback)
 
         def unsubscribe() -> None:
-            if callback in self._subscribers:
+            if self._subscribers is not None and callback in self._subscribers:
                 self._subscribers.remove(callback)
 
         return unsubscribe
@@ -383,24 +400,32 @@ class AgentSession:
         """
         send, receive = trio.open_memory_channel[SessionEvent](buffer)
         stream = EventStream(send, receive)
+        if self._streams is None:
+            self._streams = []
         self._streams.append(stream)
         try:
             yield stream
         finally:
-            if stream in self._streams:
+            if self._streams is not None and stream in self._streams:
                 self._streams.remove(stream)
             send.close()
             receive.close()
 
     def _emit(self, event: SessionEvent) -> None:
-        for callback in tuple(self._subscribers):
-            try:
-                callback(event)
-            except Exception:
-                logger.exception("session event subscriber %r raised", callback)
-        for stream in tuple(self._streams):
-            if not stream._push(event):
-                self._streams.remove(stream)
+        try:
+            self._observer.on_event(event)  # -- observe --: the first subscriber
+        except Exception:
+            logger.exception("session event subscriber %r raised", self._observer.on_event)
+        if self._subscribers:
+            for callback in tuple(self._subscribers):
+                try:
+                    callback(event)
+                except Exception:
+                    logger.exception("session event subscriber %r raised", callback)
+        if self._streams:
+            for stream in tuple(self._streams):
+                if not stream._push(event):
+                    self._streams.remove(stream)
         if self._extensions is not None:
             self._extensions.deliver(event)
         if self._retry_ended is not None and isinstance(event, AutoRetryEnd):
@@ -473,19 +498,44 @@ class AgentSession:
             )
         self._start_busy()
         try:
-            # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry)
-            with trio.CancelScope() as self._run_scope, self._observer.prompt():
-                user = UserMessage.of(text, tuple(images))
-                if self._history_file is not None:
-                    await self._stage_prompt(self._history_file, user)
-                last = await self._agent.prompt(user, will_continue=self._decide)
-                if self._next is not Next.DONE:
+            # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry),
+            # entered and left by hand as ``with`` would, keeping no bound method meanwhile.
+            span = self._observer.prompt()
+            span.__enter__()
+            try:
+                with trio.CancelScope() as scope:  # the run, until a nursery takes over
+                    self._run_scope = scope
+                    user = UserMessage.of(text, tuple(images))
+                    if self._history_file is not None:
+                        await self._stage_prompt(self._history_file, user)
+                    last = await self._agent.prompt(user, will_continue=self._decide)
+                if scope.cancelled_caught:
+                    self._observer.prompt_aborted()  # -- observe --: the span says cancelled
+                elif self._next is not Next.DONE:
                     # A chain or a compaction follows: they run in the prompt's nursery,
                     # opened only now, so a turn that succeeds first time pays for none
-                    # (nor for unwrapping: only a nursery makes exception groups).
-                    with _unwrapped():
+                    # (nor for unwrapping: only a nursery makes exception groups). The
+                    # nursery's scope is the run's from here on (abort() cancels it), born
+                    # cancelled if abort() came as the first run ended; the first scope
+                    # is let go, so a session in backoff keeps one scope fewer.
+                    aborted = scope.cancel_called
+                    del scope
+                    try:  # as ``with _UNWRAPPED:``, without a bound method kept meanwhile
                         async with trio.open_nursery() as self._nursery:
+                            run = self._run_scope = self._nursery.cancel_scope
+                            if aborted:
+                                run.cancel(reason="session aborted")
                             await self._settle(last)
+                    except BaseExceptionGroup as group:
+                        _UNWRAPPED.__exit__(type(group), group, group.__traceback__)
+                        raise
+                    if run.cancelled_caught:
+                        self._observer.prompt_aborted()  # -- observe --: cancelled
+            except BaseException as exc:
+                if not span.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                span.__exit__(None, None, None)
         finally:
             await self._end_busy()
         reply = self._last_assistant()
@@ -576,7 +626,7 @@ class AgentSession:
             self._flush_pending_bash()  # -- bash --: what ran meanwhile joins the context now
             if self._joined:  # joined a retry that was cancelled first: keep them queued
                 self._agent.steering.messages[:0] = self._joined
-                self._joined = []
+                self._joined = None
                 self._emit(self._agent.queue_update())
             if self._history_file is not None and not self._write_failed:
                 with trio.CancelScope(shield=True):
@@ -815,8 +865,8 @@ class AgentSession:
     async def _reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22), with any prompts that
         joined the retry during its backoff (``join_retry``)."""
-        joined, self._joined = self._joined, []
-        return await self._agent.continue_(will_continue=self._decide, messages=joined)
+        joined, self._joined = self._joined, None
+        return await self._agent.continue_(will_continue=self._decide, messages=joined or ())
 
     # -- internals ------------------------------------------------------------------
 
@@ -843,9 +893,9 @@ class AgentSession:
         if self._running:
             with trio.CancelScope(shield=True):
                 await self.abort()
-        for stream in self._streams:
+        for stream in self._streams or ():
             stream._close()
-        self._streams.clear()
+        self._streams = None
         # The agent's emit is our bound method: a reference cycle. Cut it, so a closed
         # session is freed by reference counting rather than a later full collection.
         self._agent.emit = _discard
@@ -1089,6 +1139,8 @@ class AgentSession:
         if self._closed:
             return result  # closed meanwhile: nothing more is recorded
         if self._running:
+            if self._pending_bash is None:
+                self._pending_bash = []
             self._pending_bash.append(message)
         else:
             self._record_bash(message)
@@ -1111,8 +1163,8 @@ class AgentSession:
     def _flush_pending_bash(self) -> None:
         """Add the bash results that came in while a prompt ran (the reference's
         ``_flushPendingBashMessages``)."""
-        pending, self._pending_bash = self._pending_bash, []
-        for message in pending:
+        pending, self._pending_bash = self._pending_bash, None
+        for message in pending or ():
             self._record_bash(message)
 
     # -- queues ---------------------------------------------------------------------
@@ -1373,8 +1425,7 @@ class _Given:
         return None
 
 
-@asynccontextmanager
-async def open_session(
+def open_session(
     provider: Provider,
     model: Model | str | None = None,
     *,
@@ -1391,7 +1442,7 @@ async def open_session(
     models: Sequence[Model] = (),
     thinking_level: str | None = None,
     tracer_provider: Any = None,  # -- observe (issue 14) --
-) -> AsyncIterator[AgentSession]:
+) -> AbstractAsyncContextManager[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
     ``model`` may be a ``Model``, a model id (its provider is ``provider.name``),
@@ -1420,11 +1471,118 @@ async def open_session(
         async with open_session(FauxProvider([FauxReply(text="Hi")])) as session:
             reply = await session.prompt("Hello")
     """
-    loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
+    if not extensions and (history is None or isinstance(history, SessionFile)):
+        # The common block: a small object, not an async generator (whose frame would
+        # hold every argument while the session lives).
+        return _SessionBlock(
+            provider,
+            model,
+            {
+                "settings": settings,
+                "tools": tools,
+                "system_prompt": system_prompt,
+                "credentials": credentials,
+                "compactor": compactor if compactor is not None else _DEFAULT_COMPACTOR,
+                "classifier": classifier,
+                "session_id": (
+                    history.header.id
+                    if history is not None
+                    else session_id
+                    if session_id is not None
+                    else uuid.uuid4().hex
+                ),
+                "history_file": history,
+                "models": models,
+                "thinking_level": thinking_level,
+                "tracer_provider": tracer_provider,  # -- observe --
+            },
+        )
+    return _open_session(
+        provider,
+        model,
+        settings=settings,
+        tools=tools,
+        system_prompt=system_prompt,
+        credentials=credentials,
+        compactor=compactor,
+        classifier=classifier,
+        session_id=session_id,
+        extensions=extensions,
+        extension_timeout=extension_timeout,
+        history=history,
+        models=models,
+        thinking_level=thinking_level,
+        tracer_provider=tracer_provider,
+    )
+
+
+def _session_model(provider: Provider, model: Model | str | None) -> Model:
+    """``open_session``'s ``model``: a ``Model``, an id of ``provider``'s, or its default."""
     if model is None:
-        model = Model(id=f"{provider.name}-model", provider=provider.name)
-    elif isinstance(model, str):
-        model = Model(id=model, provider=provider.name)
+        return _default_model(provider.name)
+    if isinstance(model, str):
+        return Model(id=model, provider=provider.name)
+    return model
+
+
+@functools.lru_cache(maxsize=64)
+def _default_model(provider_name: str) -> Model:
+    """A provider's default model, one per name (a ``Model`` is frozen: sessions share it)."""
+    return Model(id=f"{provider_name}-model", provider=provider_name)
+
+
+class _SessionBlock:
+    """``open_session`` without extensions or a session file to open: the session is
+    made on entering the block and closed on leaving it; nothing else is kept."""
+
+    __slots__ = ("_arguments", "_model", "_provider", "_session")
+
+    def __init__(
+        self, provider: Provider, model: Model | str | None, arguments: dict[str, Any]
+    ) -> None:
+        self._provider: Provider | None = provider
+        self._model = model
+        self._arguments: dict[str, Any] | None = arguments
+        self._session: AgentSession | None = None
+
+    async def __aenter__(self) -> AgentSession:
+        if self._provider is None or self._arguments is None:
+            msg = "an open_session() block can be entered once"
+            raise RuntimeError(msg)
+        provider, arguments = self._provider, self._arguments
+        model = _session_model(provider, self._model)
+        self._provider = self._model = self._arguments = None
+        self._session = AgentSession(provider=provider, model=model, **arguments)
+        return self._session
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.aclose()
+
+
+@asynccontextmanager
+async def _open_session(
+    provider: Provider,
+    model: Model | str | None,
+    *,
+    settings: SettingsStore | Settings | Mapping[str, Any] | None,
+    tools: Sequence[Tool],
+    system_prompt: str | None,
+    credentials: CredentialStore | None,
+    compactor: Compactor | None,
+    classifier: Classifier | None,
+    session_id: str | None,
+    extensions: Sequence[Extension | str | Path],
+    extension_timeout: float,
+    history: str | Path | SessionFile | None,
+    models: Sequence[Model],
+    thinking_level: str | None,
+    tracer_provider: Any,
+) -> AsyncIterator[AgentSession]:
+    """``open_session`` with extensions to run, or a session file to open."""
+    loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
+    model = _session_model(provider, model)
     opened: AbstractAsyncContextManager[SessionFile | None] = (
         open_history(history, session_id=session_id)
         if history is not None and not isinstance(history, SessionFile)
@@ -1445,7 +1603,7 @@ async def open_session(
             tools=tools,
             system_prompt=system_prompt,
             credentials=credentials,
-            compactor=compactor if compactor is not None else SummarizingCompactor(),
+            compactor=compactor if compactor is not None else _DEFAULT_COMPACTOR,
             classifier=classifier,
             session_id=session_id if session_id is not None else uuid.uuid4().hex,
             extensions=runner,
@@ -1460,7 +1618,7 @@ async def open_session(
             finally:
                 await session.aclose()
             return
-        with _unwrapped():
+        with _UNWRAPPED:
             async with trio.open_nursery() as nursery:
                 runner.activate(session)
                 await nursery.start(runner.run)

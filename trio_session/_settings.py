@@ -455,24 +455,98 @@ def _flatten(
         if key in _SUBGROUPS:
             _flatten(key, value, source, values, unknown)
         elif key in _SCHEMA:
-            values[key] = validate_value(key, value, source=source)
+            # One string per known key, however many sessions keep a layer with it.
+            values[sys.intern(key)] = validate_value(key, value, source=source)
         else:
             unknown.append(key)
+
+
+#: Settings resolved already, by the values they were made of: ``Settings`` is frozen,
+#: so every session with the same values shares one. Emptied when it reaches
+#: ``_RESOLVED_MAX`` entries.
+_RESOLVED: dict[tuple[tuple[str, str, type, Any], ...], Settings] = {}
+_RESOLVED_MAX = 256
+#: The value types a resolved ``Settings`` is looked up by (hashable, and compared by
+#: type too, so ``1`` and ``1.0`` or ``True`` are told apart).
+_SCALARS = frozenset({type(None), bool, int, float, str})
 
 
 def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     """Fold layers over the defaults; later layers win key by key."""
     merged: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS, *_SUBGROUPS)}
     for layer in layers:
-        for key, value in layer.values.items():
-            group, _, name = key.rpartition(".")
+        for dotted, value in layer.values.items():
+            group, _, name = dotted.rpartition(".")
             merged[group][snake(name)] = value
+    key = _resolved_key(merged)
+    found = _RESOLVED.get(key) if key else None
+    if found is not None:
+        return found
     provider = ProviderRetrySettings(**merged["retry.provider"])
-    return Settings(
+    settings = Settings(
         retry=RetrySettings(**merged["retry"], provider=provider),
         compaction=CompactionSettings(**merged["compaction"]),
         **merged[""],
     )
+    if key:
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[key] = settings
+    return settings
+
+
+def _resolved_key(merged: dict[str, dict[str, Any]]) -> tuple[tuple[str, str, type, Any], ...]:
+    """What ``resolve`` looks a ``Settings`` up by; empty when a value is not a scalar
+    (then it is not looked up, nor kept)."""
+    key = []
+    for group, values in merged.items():
+        for name, value in values.items():
+            if type(value) not in _SCALARS:
+                return ()
+            key.append((group, name, type(value), value))
+    return tuple(key) or (("", "", type(None), None),)
+
+
+#: Layers made from a program's own mappings, by the mapping's contents: a
+#: ``SettingsLayer`` is frozen (a store replaces a layer, never changes it), so every
+#: session given equal settings shares one. Emptied when it reaches ``_LAYERS_MAX``.
+_LAYERS: dict[tuple[Any, ...], SettingsLayer] = {}
+_LAYERS_MAX = 256
+
+
+def _programmatic_layer(value: Mapping[str, Any]) -> SettingsLayer:
+    """``SettingsLayer.from_mapping(value, strict=True)``, shared for equal mappings."""
+    key = _mapping_key(value)
+    if key is None:
+        return SettingsLayer.from_mapping(value, strict=True)
+    layer = _LAYERS.get(key)
+    if layer is None:
+        layer = SettingsLayer.from_mapping(value, strict=True)
+        if len(_LAYERS) >= _LAYERS_MAX:
+            _LAYERS.clear()
+        _LAYERS[key] = layer
+    return layer
+
+
+def _mapping_key(value: Any) -> tuple[Any, ...] | None:
+    """Nested string-keyed mappings of scalars as a hashable key (types included, so
+    ``1``, ``1.0`` and ``True`` differ); ``None`` for anything else."""
+    if not isinstance(value, Mapping):
+        return None
+    items: list[Any] = []
+    for name, body in value.items():
+        if type(name) is not str:
+            return None
+        if isinstance(body, Mapping):
+            inner = _mapping_key(body)
+            if inner is None:
+                return None
+            items.append((name, inner))
+        elif type(body) in _SCALARS:
+            items.append((name, type(body), body))
+        else:
+            return None
+    return tuple(items)
 
 
 def _as_nested(value: Any) -> Any:
@@ -501,7 +575,8 @@ class SettingsStore:
 
     _layers: list[SettingsLayer] = attrs.field(factory=list, alias="layers")
     _global_path: Path | None = attrs.field(default=None, alias="global_path", kw_only=True)
-    _overrides: dict[str, Any] = attrs.field(factory=dict, init=False)
+    # Programmatic changes, above every file; a dict only once there is one.
+    _overrides: dict[str, Any] | None = attrs.field(default=None, init=False)
     _current: Settings = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -517,7 +592,7 @@ class SettingsStore:
         if isinstance(value, Settings):
             # validated like a file
             return cls([SettingsLayer.from_mapping(_as_nested(value), strict=True)])
-        return cls([SettingsLayer.from_mapping(value, strict=True)])
+        return cls([_programmatic_layer(value)])
 
     @classmethod
     def from_files(
@@ -557,7 +632,10 @@ class SettingsStore:
 
     def set(self, key: str, value: Any) -> None:
         """Set one dotted key programmatically, above every file."""
-        self._overrides[key] = validate_value(key, value)
+        checked = validate_value(key, value)
+        if self._overrides is None:
+            self._overrides = {}
+        self._overrides[key] = checked
         self._current = self._resolve()
 
     def source_of(self, key: str) -> SettingsLayer | None:
@@ -593,6 +671,8 @@ class SettingsStore:
         return path
 
     def _resolve(self) -> Settings:
+        if not self._overrides:
+            return resolve(self._layers)
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
         return resolve([*self._layers, top])
 

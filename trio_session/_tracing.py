@@ -34,16 +34,21 @@ A span whose step was cancelled still ends: an attempt cut short ends with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import weakref
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from ._classify import CLASSIFIERS
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -56,6 +61,7 @@ from ._events import (
     TurnStart,
 )
 from ._messages import AssistantMessage
+from .store._credentials import redact
 
 #: Whether OpenTelemetry can be imported. It is imported when the first session makes its
 #: tracer (``session_tracer``), not with this module: a program that never opens a
@@ -67,6 +73,8 @@ if TYPE_CHECKING:
     from opentelemetry import trace as _otel_trace
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
+
+    from ._session import AgentSession
 
 #: The instrumentation scope name of every span.
 TRACER_NAME = "trio_session"
@@ -91,40 +99,29 @@ def _version() -> str:
 
 
 @attrs.define(eq=False)
-class _Clock:
-    """Trio's clock in epoch nanoseconds, anchored once (see the module docstring)."""
-
-    _wall_ns: int | None = None
-    _trio_s: float = 0.0
-
-    def now_ns(self) -> int:
-        try:
-            now = trio.current_time()
-        except RuntimeError:  # pragma: no cover - events always come from a Trio task
-            return time.time_ns()
-        if self._wall_ns is None:
-            self._wall_ns, self._trio_s = time.time_ns(), now
-        return self._wall_ns + round((now - self._trio_s) * 1e9)
-
-
-@attrs.define(eq=False)
 class SessionTracer:
     """The spans of one session. Made by ``session_tracer``; fed the session's events.
 
+    One small object per session: the OpenTelemetry tracer is looked up when a prompt
+    starts (and kept only while that prompt is recorded), and the prompt span's
+    context manager is the tracer itself (prompts of one session never overlap), so a
+    session waiting in its backoff holds no tracer, generator or callable of its own.
+
     Args:
-        tracer: where spans go.
-        describe: ``() -> (session id, provider name, model id)``, read at each span start.
-        classify: an error message's class: ``"retryable"``, ``"overflow"`` or ``"fatal"``.
-        scrub: removes the session's API keys from a text.
+        session: the session, weakly (read for its id, provider, model and classifier).
+        secrets: the session's API keys, removed from every text a span carries.
+        tracer_provider: where spans go; the global one if ``None``.
     """
 
-    _tracer: Tracer
-    _describe: Callable[[], tuple[str, str, str]]
-    _classify: Callable[[AssistantMessage], str]
-    _scrub: Callable[[str], str]
-    _clock: _Clock = attrs.field(factory=_Clock, init=False)
+    _session: weakref.ref[AgentSession]
+    _secrets: AbstractSet[str]
+    _tracer_provider: TracerProvider | None = None
+    _tracer: Tracer | None = attrs.field(default=None, init=False)  # in a recorded prompt
+    _wall_ns: int | None = attrs.field(default=None, init=False)  # the clock's anchor
+    _trio_s: float = attrs.field(default=0.0, init=False)
     _prompt: Span | None = attrs.field(default=None, init=False)
     _prompt_ctx: Context | None = attrs.field(default=None, init=False)
+    _token: object | None = attrs.field(default=None, init=False)  # the attached context
     _attempt: Span | None = attrs.field(default=None, init=False)
     _backoff: Span | None = attrs.field(default=None, init=False)
     _compaction: Span | None = attrs.field(default=None, init=False)
@@ -135,13 +132,44 @@ class SessionTracer:
     _aborted: bool = attrs.field(default=False, init=False)
     _recording: bool = attrs.field(default=True, init=False)  # False in an unrecorded prompt
 
+    def use_secrets(self, secrets: AbstractSet[str]) -> None:
+        """From now on remove ``secrets`` (the observer's set, once it has a key)."""
+        self._secrets = secrets
+
+    def _now_ns(self) -> int:
+        """Trio's clock in epoch nanoseconds, anchored once (see the module docstring)."""
+        try:
+            now = trio.current_time()
+        except RuntimeError:  # pragma: no cover - events always come from a Trio task
+            return time.time_ns()
+        if self._wall_ns is None:
+            self._wall_ns, self._trio_s = time.time_ns(), now
+        return self._wall_ns + round((now - self._trio_s) * 1e9)
+
+    def _lookup(self) -> Tracer:
+        """The OpenTelemetry tracer of the provider in force now (see ``tracer_of``)."""
+        provider = self._tracer_provider
+        return tracer_of(provider if provider is not None else _otel_trace.get_tracer_provider())
+
+    def _describe(self) -> tuple[str, str, str]:
+        return describe_session(self._session)
+
+    def _classify(self, message: AssistantMessage) -> str:
+        return classify_for(self._session, message)
+
+    def _scrub(self, text: str) -> str:
+        return scrub_secrets(text, self._secrets) if self._secrets else text
+
     # -- the prompt span ---------------------------------------------------------------
 
-    @contextmanager
-    def prompt(self) -> Iterator[None]:
-        """The ``trio_session.prompt`` span around a ``prompt()`` body, current inside it."""
+    def prompt(self) -> AbstractContextManager[None]:
+        """The ``trio_session.prompt`` span around a ``prompt()`` body, current inside it.
+
+        Returns this tracer, whose ``__exit__`` ends the span.
+        """
         session_id, provider, model = self._describe()
-        span = self._tracer.start_span(
+        tracer = self._lookup()
+        span = tracer.start_span(
             PROMPT_SPAN,
             context=_otel_context.get_current(),
             kind=_otel_trace.SpanKind.INTERNAL,
@@ -150,49 +178,50 @@ class SessionTracer:
                 "gen_ai.system": provider,
                 "gen_ai.request.model": model,
             },
-            start_time=self._clock.now_ns(),
+            start_time=self._now_ns(),
         )
+        self._prompt = span
         if not span.is_recording():
             # Nothing records this prompt (OpenTelemetry's API without an SDK, or a
             # sampler that dropped it), so its children would not be recorded either:
             # none are made. A sampled-out span still carries its trace as the current
             # span, for whatever the prompt calls; the API's invalid span does not.
-            with self._unrecorded(span):
-                yield
-            return
-        self._prompt = span
+            self._recording = False
+            if span.get_span_context().is_valid:
+                self._token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+            return self
+        self._tracer = tracer
         self._prompt_ctx = _otel_trace.set_span_in_context(span)
         self._requests = self._retries = self._retry_attempt = 0
         self._last = None
         self._aborted = False
-        token = _otel_context.attach(self._prompt_ctx)
-        cancelled = False
-        failure: BaseException | None = None
-        try:
-            yield
-        except BaseException as exc:
-            if _is_cancellation(exc):
-                cancelled = True
-            else:
-                failure = exc
-            raise
-        finally:
-            _otel_context.detach(token)
-            self._finish_prompt(span, cancelled=cancelled or self._aborted, failure=failure)
+        self._token = _otel_context.attach(self._prompt_ctx)
+        return self
 
-    @contextmanager
-    def _unrecorded(self, span: Span) -> Iterator[None]:
-        self._recording = False
-        token = None
-        if span.get_span_context().is_valid:
-            token = _otel_context.attach(_otel_trace.set_span_in_context(span))
-        try:
-            yield
-        finally:
-            if token is not None:
-                _otel_context.detach(token)
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """The end of the prompt span (the exception, if any, goes on)."""
+        span, token = self._prompt, self._token
+        self._token = None
+        if token is not None:
+            _otel_context.detach(token)  # type: ignore[arg-type]
+        if span is None:  # pragma: no cover - always entered through prompt()
+            return
+        if not self._recording:
             self._recording = True
+            self._prompt = None
             span.end()
+            return
+        cancelled = exc is not None and _is_cancellation(exc)
+        failure = exc if exc is not None and not cancelled else None
+        self._finish_prompt(span, cancelled=cancelled or self._aborted, failure=failure)
 
     def prompt_aborted(self) -> None:
         """``abort()`` ended the running prompt by ending its retry chain: the prompt
@@ -200,7 +229,7 @@ class SessionTracer:
         self._aborted = True
 
     def _finish_prompt(self, span: Span, *, cancelled: bool, failure: BaseException | None) -> None:
-        now = self._clock.now_ns()
+        now = self._now_ns()
         # Children that did not see their end event (the prompt left by an exception).
         for child in (self._attempt, self._backoff, self._compaction):
             if child is not None:
@@ -222,6 +251,7 @@ class SessionTracer:
             _error(span, self._classify(last), self._scrub(last.error_message or ""))
         span.end(end_time=now)
         self._prompt = self._prompt_ctx = None
+        self._tracer = None
 
     # -- child spans, from events ---------------------------------------------------------
 
@@ -239,8 +269,9 @@ class SessionTracer:
     def _start(self, name: str, attributes: dict[str, Any]) -> Span:
         _, provider, model = self._describe()
         attributes = {"gen_ai.system": provider, "gen_ai.request.model": model, **attributes}
-        return self._tracer.start_span(
-            name, context=self._parent(), attributes=attributes, start_time=self._clock.now_ns()
+        tracer = self._tracer if self._tracer is not None else self._lookup()
+        return tracer.start_span(
+            name, context=self._parent(), attributes=attributes, start_time=self._now_ns()
         )
 
     def _on_turn_start(self, event: SessionEvent) -> None:
@@ -267,7 +298,7 @@ class SessionTracer:
         if message is None:  # the turn ended without an answer (cancelled before its request)
             span.set_attribute("trio_session.cancelled", True)
             _error(span, CANCELLED_ERROR, "cancelled before the request")
-            span.end(end_time=self._clock.now_ns())
+            span.end(end_time=self._now_ns())
             return
         usage = message.usage
         span.set_attributes(
@@ -289,7 +320,7 @@ class SessionTracer:
         elif message.stop_reason == "aborted":
             span.set_attribute("trio_session.cancelled", True)
             _error(span, CANCELLED_ERROR, "request aborted")
-        span.end(end_time=self._clock.now_ns())
+        span.end(end_time=self._now_ns())
 
     def _on_agent_start(self, event: SessionEvent) -> None:
         self._end_backoff(cancelled=False)  # the re-attempt begins: the sleep is over
@@ -325,12 +356,12 @@ class SessionTracer:
         span.set_attribute("trio_session.retry.cancelled", cancelled)
         if cancelled:
             _error(span, CANCELLED_ERROR, self._scrub(reason or "retry cancelled"))
-        span.end(end_time=self._clock.now_ns())
+        span.end(end_time=self._now_ns())
 
     def _on_compaction_start(self, event: SessionEvent) -> None:
         assert isinstance(event, CompactionStart)
         if self._compaction is not None:  # pragma: no cover - compactions never overlap
-            self._compaction.end(end_time=self._clock.now_ns())
+            self._compaction.end(end_time=self._now_ns())
         self._compaction = self._start(
             COMPACTION_SPAN, {"trio_session.compaction.reason": event.reason}
         )
@@ -355,7 +386,7 @@ class SessionTracer:
             text = self._scrub(event.error_message)
             span.set_attribute("trio_session.error", text)
             _error(span, "compaction_failed", text)
-        span.end(end_time=self._clock.now_ns())
+        span.end(end_time=self._now_ns())
 
 
 _HANDLERS: dict[type[Any], Callable[[SessionTracer, SessionEvent], None]] = {
@@ -395,20 +426,74 @@ def _import_opentelemetry() -> bool:
     return AVAILABLE
 
 
+#: Each tracer provider's tracer for this package, kept as long as its provider lives.
+_TRACERS: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
+
+
+def tracer_of(provider: TracerProvider) -> Tracer:
+    """``provider``'s tracer for this package, asked of it once and then reused.
+
+    Callers resolve the global provider at each prompt, so one installed later is used
+    from the next prompt on (the API's proxy provider, and its cached tracer, are then
+    no longer asked). A provider that cannot be weakly referenced is asked every time.
+    """
+    try:
+        found = _TRACERS.get(provider)
+    except TypeError:
+        found = None
+    if found is not None:
+        return found
+    tracer = _otel_trace.get_tracer(TRACER_NAME, _version(), tracer_provider=provider)
+    with contextlib.suppress(TypeError):
+        _TRACERS[provider] = tracer
+    return tracer
+
+
+def describe_session(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
+    """``(session id, provider, model id)`` of the session, if it is still alive."""
+    session = ref()
+    if session is None:  # pragma: no cover - events come from a live session
+        return ("", "", "")
+    return (session.session_id, session.model.provider, session.model.id)
+
+
+def classify_for(ref: weakref.ref[AgentSession], message: AssistantMessage) -> str:
+    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says."""
+    session = ref()
+    if session is None:  # pragma: no cover - events come from a live session
+        return "fatal"
+    classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
+    window = session.model.context_window
+    if classifier.is_retryable(message, window):
+        return "retryable"
+    if classifier.is_context_overflow(message, window):
+        return "overflow"
+    return "fatal"
+
+
+def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by its ``redact`` form, longest first."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, redact(secret))
+    return text
+
+
 def session_tracer(
     tracer_provider: TracerProvider | None,
     *,
-    describe: Callable[[], tuple[str, str, str]],
-    classify: Callable[[AssistantMessage], str],
-    scrub: Callable[[str], str],
+    session: weakref.ref[AgentSession],
+    secrets: AbstractSet[str],
 ) -> SessionTracer | None:
     """The span maker for one session, or ``None`` when OpenTelemetry is not installed.
 
     Args:
         tracer_provider: where spans go; the global one
-            (``opentelemetry.trace.get_tracer_provider()``) if ``None``.
+            (``opentelemetry.trace.get_tracer_provider()``) if ``None``, asked when
+            each prompt starts.
+        session: the session, weakly.
+        secrets: the session's API keys (``use_secrets`` replaces the set).
     """
     if not _import_opentelemetry():
         return None
-    tracer = _otel_trace.get_tracer(TRACER_NAME, _version(), tracer_provider=tracer_provider)
-    return SessionTracer(tracer, describe, classify, scrub)
+    return SessionTracer(session, secrets, tracer_provider)

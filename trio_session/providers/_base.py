@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import attrs
 
 from .._classify import USAGE_LIMIT_PATTERN
-from .._messages import Cost, Message, StopReason, ToolCall, Usage
+from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 
 
 @attrs.frozen
@@ -35,6 +35,10 @@ class ModelCost:
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+
+
+#: Free: the default prices of a model (frozen, so one is shared by all).
+FREE = ModelCost()
 
 
 def _name_from_id(model: Model) -> str:
@@ -70,7 +74,7 @@ class Model:
     reasoning: bool = False
     input: tuple[str, ...] = attrs.field(default=("text",), converter=tuple)
     max_tokens: int = 16_384
-    cost: ModelCost = attrs.field(factory=ModelCost)
+    cost: ModelCost = FREE
 
     def priced(self, usage: Usage) -> Usage:
         """``usage`` with its ``cost`` computed from this model's prices (as the reference does)."""
@@ -81,6 +85,8 @@ class Model:
             rate.cache_read * usage.cache_read / 1e6,
             rate.cache_write * usage.cache_write / 1e6,
         )
+        if usage.cost is ZERO_COST and not any(parts):
+            return usage  # nothing to price: the usage as it is (its cost is zero already)
         return attrs.evolve(usage, cost=Cost(*parts, total=sum(parts)))
 
 

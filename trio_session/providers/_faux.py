@@ -18,7 +18,7 @@ import trio
 
 from .._codec import _decode_attrs
 from .._errors import CodecError, TrioSessionError
-from .._messages import StopReason, ToolCall, Usage
+from .._messages import ZERO_USAGE, StopReason, ToolCall, Usage
 from ._base import ProviderRequest, StreamEnd, StreamSink
 
 ScriptStep: TypeAlias = "FauxReply | Callable[[ProviderRequest], FauxReply]"
@@ -59,7 +59,7 @@ class FauxReply:
     error: str | None = None
     delay: float = 0.0
     chunk_delay: float = 0.0
-    usage: Usage = attrs.field(factory=Usage)
+    usage: Usage = ZERO_USAGE
     hang: bool = False
     stop_reason: StopReason | None = None
 
