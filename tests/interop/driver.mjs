@@ -107,14 +107,17 @@ async function release() {
 }
 
 // After a prompt whose run may take several agent_end events (retries, queued
-// messages): wait until the agent reports itself idle, checking after each agent_end.
+// messages): wait until the agent reports itself idle, asking again after each
+// agent_end — or after a short pause, because the last agent_end may already have
+// come (a retry chain ended by abortRetry ends its prompt without another one, and
+// the prompt is still finishing, writing its session file, when get_state arrives).
 async function settle(client) {
-	for (let i = 0; i < 10; i++) {
+	for (let i = 0; i < 200; i++) {
 		const ended = nextEvent((e) => e.type === "agent_end", "agent_end");
 		ended.catch(() => undefined);
 		const state = await client.getState();
 		if (!state.isStreaming) return;
-		await ended;
+		await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, 50))]);
 	}
 	throw new Error("driver: the agent never became idle");
 }
