@@ -566,8 +566,8 @@ def check_round(slot: Slot, plan: Plan, watch: Watch, server: ScriptedServer, st
             assert graceful, "an aborted reply without SIGTERM/SIGHUP"
             # Cut short: what it holds was sent — nothing at all, when the signal came
             # before the first chunk (also when every reply of the plan is an error).
-            sent = message.text == "" or any(t.startswith(message.text) for t in texts)
-            assert sent, f"{message.text!r} not sent"
+            was_sent = message.text == "" or any(t.startswith(message.text) for t in texts)
+            assert was_sent, f"{message.text!r} not sent"
         else:
             assert message.stop_reason == "error", f"stopReason {message.stop_reason!r}"
             assert "503" in (message.error_message or ""), message.error_message
