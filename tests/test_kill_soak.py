@@ -497,9 +497,8 @@ def shown(watch: Watch) -> list[tuple[str, str, bool]]:
 def answered(messages: Sequence[Any]) -> bool:
     """Every user message is followed by an assistant message before the next one."""
     roles = [m.role for m in messages]
-    return all(
-        r2 == "assistant" for r1, r2 in zip(roles, [*roles[1:], None], strict=True) if r1 == "user"
-    )
+    following = [*roles[1:], None] if roles else []  # none at all: nothing unanswered
+    return all(r2 == "assistant" for r1, r2 in zip(roles, following, strict=True) if r1 == "user")
 
 
 def check_round(slot: Slot, plan: Plan, watch: Watch, server: ScriptedServer, status: int) -> str:
