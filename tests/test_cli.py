@@ -642,3 +642,37 @@ async def test_failed_write_back_over_rpc_changes_nothing(tmp_path: Path) -> Non
         "Expecting property name enclosed in double quotes at line 1 column 28",
     }
     assert (state["id"], state["data"]["autoRetryEnabled"]) == ("3", True)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("rpc",),
+        ("chat",),
+        ("auth", "list"),
+        ("demo",),
+    ],
+)
+def test_commands_leave_no_resource_warning_under_dev_mode(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """Under ``-X dev -W error`` a command that opened the SQLite credential store closes
+    it: Python 3.13 reports an unclosed database as a ResourceWarning at exit."""
+    environ = private_env(tmp_path) | {"OPENAI_API_KEY": "sk-test-dev-mode-0123456789"}
+    provider = ["--provider", "openai", "--base-url", "http://127.0.0.1:9/v1"]
+    args = [*command, *provider] if command[0] in ("rpc", "chat") else list(command)
+    result = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error", "-m", "trio_session", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=environ,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr
+    assert "Exception ignored" not in result.stderr
+    if command[0] in ("rpc", "chat", "auth"):
+        assert (tmp_path / "data" / "trio-session" / "credentials.sqlite3").exists()

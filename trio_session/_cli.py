@@ -24,10 +24,10 @@ from ._commands import (
     auth_add,
     auth_list,
     auth_remove,
-    credential_store,
     history_path,
     load_settings,
     open_provider,
+    opened_credential_store,
     preflight,
     read_api_key_file,
     select_model,
@@ -311,8 +311,10 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
         save=not args.no_save,
         directory=directory,
     )
-    async with _provider(args) as (provider, model):
-        credentials = credential_store(provider.name, args.api_key)
+    async with (
+        _provider(args) as (provider, model),
+        opened_credential_store(provider.name, args.api_key) as credentials,
+    ):
 
         def opener(file: Path | None) -> AbstractAsyncContextManager[AgentSession]:
             """Open ``file``, or a new session (``/new``) when it is None."""
@@ -379,9 +381,10 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
             else sessions_dir(settings, _agent_dir_path(args))
         )
     first = SessionRequest(history=Path(args.session) if args.session else None)
-    async with _provider(args) as (provider, model):
-        credentials = credential_store(provider.name, args.api_key)
-
+    async with (
+        _provider(args) as (provider, model),
+        opened_credential_store(provider.name, args.api_key) as credentials,
+    ):
         # One settings store for every session: set_auto_retry outlives new_session,
         # as the reference's settings do.
         @contextlib.asynccontextmanager

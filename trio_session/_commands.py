@@ -536,6 +536,25 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
         return InMemoryCredentialStore(keys={provider: [found[1]] if found else []})
 
 
+@asynccontextmanager
+async def opened_credential_store(
+    provider: str, api_key: str | None
+) -> AsyncIterator[CredentialStore | None]:
+    """``credential_store(provider, api_key)``, closed when the block ends.
+
+    The SQLite store holds a database connection: a command that opened one closes it on
+    every way out, so nothing is left for the garbage collector (Python 3.13 reports an
+    unclosed database as a ``ResourceWarning``).
+    """
+    store = credential_store(provider, api_key)
+    try:
+        yield store
+    finally:
+        close: Callable[[], object] | None = getattr(store, "close", None)
+        if close is not None:
+            close()
+
+
 # -- history ---------------------------------------------------------------------------------
 
 
