@@ -20,6 +20,7 @@ from trio_session.providers._http import HttpProvider
 
 from .http_server import ScriptedServer, Step, event_stream, sse
 from .rpc_helpers import RawLines
+from .wording import json_error
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX FIFOs")
 
@@ -639,7 +640,7 @@ async def test_failed_write_back_over_rpc_changes_nothing(tmp_path: Path) -> Non
         "command": "set_auto_retry",
         "success": False,
         "error": f"SettingsError: settings file {settings} is not valid JSON: "
-        "Expecting property name enclosed in double quotes at line 1 column 28",
+        + json_error('{"retry": {"enabled": true,}}'),
     }
     assert (state["id"], state["data"]["autoRetryEnabled"]) == ("3", True)
 

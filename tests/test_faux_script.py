@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.wording import json_error
 from trio_session import FauxProvider, FauxReply, ToolCall, Usage, open_session
 from trio_session.providers._faux import (
     FauxScriptError,
@@ -105,7 +106,8 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     with pytest.raises(
         FauxScriptError,
         match=rf"^faux script {re.escape(str(broken))} is not valid JSON: "
-        r"Expecting value at line 1 column 16$",
+        + re.escape(json_error('[{"text": "x"},]'))
+        + "$",
     ):
         load_faux_script(broken)
 

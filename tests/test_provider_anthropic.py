@@ -31,6 +31,7 @@ from trio_session.providers._base import STREAM_CUT_MESSAGE
 
 from .http_server import ScriptedServer, closed_port, event_stream, respond, sse
 from .provider_support import RecordingSink, decision
+from .wording import reason
 
 KEY = "sk-ant-api03-Secret0123456789abcdef"
 MODEL = Model(id="claude-test", provider="anthropic")
@@ -306,7 +307,7 @@ HTTP_ERRORS = [
     ),
     pytest.param(
         respond(413, anthropic_error("request_too_large", "Request exceeds the maximum size")),
-        "413 Request Entity Too Large: Request exceeds the maximum size (request_too_large)",
+        f"413 {reason(413)}: Request exceeds the maximum size (request_too_large)",
         "overflow",
         id="413-request-too-large",
     ),

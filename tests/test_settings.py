@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.wording import json_error
 from trio_session import (
     CompactionSettings,
     ProviderRetrySettings,
@@ -771,10 +772,7 @@ def test_failed_write_back_changes_nothing_in_memory(tmp_path: Path) -> None:
     before = store.current
     broken = '{"retry": {"enabled": true,}}'  # an editor saved a typo meanwhile
     path.write_text(broken, encoding="utf-8")
-    expected = (
-        f"settings file {path} is not valid JSON: Expecting property name enclosed in "
-        "double quotes at line 1 column 28"
-    )
+    expected = f"settings file {path} is not valid JSON: {json_error(broken)}"
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
         store.set_and_persist("retry.enabled", False)
     assert store.current is before

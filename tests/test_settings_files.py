@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.wording import json_error
 from trio_session import SettingsError, SettingsLayer, SettingsStore
 from trio_session._dirs import user_config_dir, user_data_dir
 from trio_session._settings import default_settings_paths, persist_setting
@@ -243,10 +244,7 @@ def test_persist_refuses_to_overwrite_broken_json(tmp_path: Path) -> None:
     """R-38: a broken file is reported (file, line, column) and left as it is, not replaced."""
     broken = '{"retry": {"enabled": true,}}'
     path = write(tmp_path / "settings.json", broken)
-    expected = (
-        f"settings file {path} is not valid JSON: Expecting property name enclosed in "
-        "double quotes at line 1 column 28"
-    )
+    expected = f"settings file {path} is not valid JSON: {json_error(broken)}"
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
         persist_setting(path, "retry.enabled", False)
     assert path.read_text(encoding="utf-8") == broken
@@ -254,11 +252,9 @@ def test_persist_refuses_to_overwrite_broken_json(tmp_path: Path) -> None:
 
 def test_loading_broken_json_names_file_line_and_column(tmp_path: Path) -> None:
     """R-38: the same broken file, loaded as a layer, gives the same clear error."""
-    path = write(tmp_path / "settings.json", '{"retry": {"enabled": true,}}')
-    expected = (
-        f"settings file {path} is not valid JSON: Expecting property name enclosed in "
-        "double quotes at line 1 column 28"
-    )
+    broken = '{"retry": {"enabled": true,}}'
+    path = write(tmp_path / "settings.json", broken)
+    expected = f"settings file {path} is not valid JSON: {json_error(broken)}"
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):
         SettingsStore.from_files(path)
 
