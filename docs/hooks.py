@@ -48,6 +48,9 @@ ANCHOR_DEFINITION = re.compile(r"""<a\s+id=["']r-(\d+[a-z]?)["']""")
 MARKUP = re.compile(r"""<!--.*?-->|<(?:[^>"']|"[^"]*"|'[^']*')*>""", re.DOTALL)
 TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)")
 
+#: A rule link's class, and no line break inside "R-28" (the site's CSS is not ours).
+LINK_ATTRIBUTES = 'class="rule-ref" style="white-space: nowrap"'
+
 #: Elements whose text is never rewritten.
 SKIPPED = frozenset(
     {"a", "code", "pre", "script", "style", "textarea", "h1", "h2", "h3", "h4", "h5", "h6"}
@@ -82,7 +85,7 @@ def link_rules(html: str, spec_url: str, anchors: Collection[str]) -> tuple[str,
             unknown.append(match.group(0))
             return match.group(0)
         target = rule + part if part and rule + part in anchors else rule
-        return f'<a class="rule-ref" href="{spec_url}#r-{target}">{match.group(0)}</a>'
+        return f'<a {LINK_ATTRIBUTES} href="{spec_url}#r-{target}">{match.group(0)}</a>'
 
     position = 0
     for token in MARKUP.finditer(html):

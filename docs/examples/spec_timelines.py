@@ -3,8 +3,8 @@
 Each scenario scripts a ``FauxProvider`` and runs a real ``AgentSession`` on
 Trio's ``MockClock``, so backoff sleeps take no real time and every printed
 time is exact. The event lines are the JSON objects an RPC client would read
-(``event_to_json``), with the bulky ``message`` / ``messages`` fields cut to the
-fields that matter here. Run it with ``python docs/examples/spec_timelines.py``
+(``event_to_json``) as ``key: value`` pairs, with the bulky ``message`` /
+``messages`` fields cut to what matters here. Run it with ``python docs/examples/spec_timelines.py``
 (or name one scenario: ``python docs/examples/spec_timelines.py abort``).
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import trio
 import trio.testing
@@ -31,34 +30,48 @@ from trio_session import (
 
 #: message_update is one line per streamed chunk; it says nothing about retry.
 HIDDEN = {"message_update", "message_start", "turn_start"}
+#: Lines fit a docs page's code block.
+WIDTH = 80
 OVERLOADED = "503 Service Unavailable"
 OVERFLOW = "prompt is too long: 1200 tokens > 1000 maximum"
 
 
-def _short(fields: dict[str, Any]) -> dict[str, Any]:
-    """The event's JSON without its type, messages cut to role and stopReason."""
-    out = dict(fields)
-    out.pop("type")
-    message = out.pop("message", None)
+def _fields(event: SessionEvent) -> list[str]:
+    """The event's JSON fields as ``key: value`` pairs, its type and bulk left out.
+
+    A message is shown by its role and stopReason; ``agent_end``'s list of the
+    run's messages is left out, as is the detail of a compaction result.
+    """
+    fields = event_to_json(event)
+    fields.pop("type")
+    fields.pop("messages", None)
+    fields.pop("toolResults", None)
+    message = fields.pop("message", None)
+    pairs = []
     if isinstance(message, dict):
-        brief = {"role": message.get("role"), "stopReason": message.get("stopReason")}
-        out["message"] = {k: v for k, v in brief.items() if v is not None}
-    if "messages" in out:
-        count = len(out["messages"])
-        out["messages"] = f"[{count} message{'s' if count != 1 else ''}]"
-    out.pop("toolResults", None)
-    result = out.get("result")
+        pairs.append(str(message["role"]))
+        if "stopReason" in message:
+            pairs.append(f"stopReason: {json.dumps(message['stopReason'])}")
+    result = fields.get("result")
     if isinstance(result, dict):
-        out["result"] = {k: result[k] for k in ("summary", "tokensBefore") if k in result}
-    return out
+        fields["result"] = {"summary": result["summary"], "tokensBefore": result["tokensBefore"]}
+    pairs += [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
+    return pairs
 
 
 def _printer(session: AgentSession) -> None:
     def show(event: SessionEvent) -> None:
         if event.type not in HIDDEN:
-            short = _short(event_to_json(event))
-            fields = json.dumps(short, ensure_ascii=False) if short else ""
-            print(f"t={trio.current_time():5.1f}s  {event.type:<16} {fields}".rstrip())
+            head = f"t={trio.current_time():5.1f}s  {event.type:<17} "
+            lines = [head]
+            for i, pair in enumerate(_fields(event)):
+                if i and len(lines[-1]) + len(pair) + 2 > WIDTH:  # wrap between pairs
+                    lines[-1] += ","
+                    lines.append(" " * len(head))
+                elif i:
+                    lines[-1] += ", "
+                lines[-1] += pair
+            print("\n".join(line.rstrip() for line in lines))
 
     session.subscribe(show)
 
