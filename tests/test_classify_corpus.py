@@ -729,7 +729,7 @@ def _silent(
     "classifier", [REFERENCE_CLASSIFIER, STRICT_CLASSIFIER], ids=["reference", "strict"]
 )
 def test_silent_overflow_above_window(classifier: PatternClassifier) -> None:
-    """R-7b: a "stop" message whose input + cacheRead exceeds the window is an overflow."""
+    """R-7(b): a "stop" message whose input + cacheRead exceeds the window is an overflow."""
     message = _silent(150_000, 50_001)
     assert classifier.is_context_overflow(message, 200_000)
     assert not classifier.is_retryable(message, 200_000)
@@ -740,7 +740,7 @@ def test_silent_overflow_above_window(classifier: PatternClassifier) -> None:
     "classifier", [REFERENCE_CLASSIFIER, STRICT_CLASSIFIER], ids=["reference", "strict"]
 )
 def test_silent_overflow_boundary_and_below(classifier: PatternClassifier) -> None:
-    """R-7b: usage equal to or below the window, or no window known, is not an overflow."""
+    """R-7(b): usage equal to or below the window, or no window known, is not an overflow."""
     assert not classifier.is_context_overflow(_silent(150_000, 50_000), 200_000)
     assert not classifier.is_context_overflow(_silent(100_000, 20_000), 200_000)
     assert not classifier.is_context_overflow(_silent(300_000, 0), None)
@@ -751,7 +751,7 @@ def test_silent_overflow_boundary_and_below(classifier: PatternClassifier) -> No
     "classifier", [REFERENCE_CLASSIFIER, STRICT_CLASSIFIER], ids=["reference", "strict"]
 )
 def test_silent_overflow_counts_input_and_cache_read_only(classifier: PatternClassifier) -> None:
-    """R-7b: only input + cacheRead count; output and cacheWrite do not."""
+    """R-7(b): only input + cacheRead count; output and cacheWrite do not."""
     message = AssistantMessage(
         stop_reason="stop",
         usage=Usage(input=150_000, output=60_000, cache_read=40_000, cache_write=90_000),

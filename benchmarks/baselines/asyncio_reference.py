@@ -1,6 +1,6 @@
 """The reference's retry algorithm, transcribed to asyncio: a baseline for the benchmarks.
 
-The reference ("pi" coding agent, restated in SPEC.md §3-§6) keeps a retry chain
+The reference ("pi" coding agent, restated in docs/spec.md §3-§6) keeps a retry chain
 alive with four loose fields on the session. Here they map one to one:
 
 =================================  ==============================================

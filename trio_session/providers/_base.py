@@ -54,7 +54,7 @@ class Model:
         provider: the provider's name (``"openai"``, ``"anthropic"``, ``"faux"``);
             credentials are looked up by it.
         context_window: tokens the model accepts; used for silent-overflow
-            detection (R-7b) and by the default compactor.
+            detection (R-7(b)) and by the default compactor.
         base_url: the API endpoint, for providers that speak HTTP.
         name: a display name (the id if not given).
         api: the wire protocol, as the reference names it (``"openai-completions"``,
