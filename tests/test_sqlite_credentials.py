@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -94,7 +95,7 @@ def test_store_file_is_created_private(db_path: Path) -> None:
 
 def test_store_uses_wal_mode(store: SqliteCredentialStore, db_path: Path) -> None:
     """The database is in WAL mode, so readers in other processes never block a writer."""
-    with sqlite3.connect(db_path) as other:
+    with contextlib.closing(sqlite3.connect(db_path)) as other, other:
         assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
@@ -134,7 +135,7 @@ def test_a_corrupt_file_is_a_clear_error(db_path: Path) -> None:
 def test_a_newer_schema_is_refused(db_path: Path) -> None:
     """A store written by a newer version is not guessed at."""
     SqliteCredentialStore.open(db_path).close()
-    with sqlite3.connect(db_path) as other:
+    with contextlib.closing(sqlite3.connect(db_path)) as other, other:
         other.execute("PRAGMA user_version = 7")
     expected = (
         f"credential store {db_path} has schema version 7, newer than this version of "
