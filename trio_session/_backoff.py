@@ -1,8 +1,10 @@
 """How long to wait before a re-attempt (R-16, R-28). Pure functions, no I/O.
 
-The reference formula is ``exponential_delay_ms``::
+The reference formula is ``exponential_delay_ms``:
 
-    delay = baseDelayMs * 2 ** (attempt - 1)        # 2000, 4000, 8000 with defaults
+```text
+delay = baseDelayMs * 2 ** (attempt - 1)        # 2000, 4000, 8000 with defaults
+```
 
 ``plan_delay`` adds the optional extras of R-28, all off by default so the
 reference schedule is exact: a cap (``maxDelayMs``), jitter, and honouring a

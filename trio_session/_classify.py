@@ -37,16 +37,14 @@ from ._errors import (
 )
 from ._messages import AssistantMessage
 
-#: R-5: the reference's retryable pattern, searched anywhere, case-insensitive.
 RETRYABLE_PATTERN = re.compile(
     r"overloaded|rate.?limit|usage.?limit|too many requests|429|500|502|503|504"
     r"|service.?unavailable|server error|internal error|connection.?error|fetch failed"
     r"|retry delay",
     re.IGNORECASE,
 )
+"""R-5: the reference's retryable pattern, searched anywhere, case-insensitive."""
 
-#: R-7(a): context-overflow wordings of the major providers (the reference's list,
-#: plus ``request_too_large`` as the contract names it).
 OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p, re.IGNORECASE)
     for p in (
@@ -69,12 +67,14 @@ OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"request_too_large",  # Anthropic 413
     )
 )
+"""R-7(a): context-overflow wordings of the major providers (the reference's list, plus
+``request_too_large`` as the contract names it)."""
 
 #: R-7(a): Cerebras-style "400 status code (no body)" / "413 (no body)" at the start.
 NO_BODY_OVERFLOW_PATTERN = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.IGNORECASE)
 
-#: R-17: an error that means this credential hit its usage limit.
 USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
+"""R-17: an error that means this credential hit its usage limit."""
 
 #: R-8 strict: status codes only as whole numbers, plus wordings the reference misses.
 STRICT_RETRYABLE_PATTERN = re.compile(
@@ -191,6 +191,8 @@ _OVERFLOW_ANY = re.compile("|".join(f"(?:{p.pattern})" for p in OVERFLOW_PATTERN
 REFERENCE_CLASSIFIER = PatternClassifier(
     name="reference", retryable=RETRYABLE_PATTERN, overflow=OVERFLOW_PATTERNS
 )
+"""The reference's classifier (R-5, R-7): its retryable pattern and overflow wordings,
+searched anywhere in the error text. The default."""
 STRICT_CLASSIFIER = PatternClassifier(
     name="strict",
     retryable=STRICT_RETRYABLE_PATTERN,
@@ -198,6 +200,8 @@ STRICT_CLASSIFIER = PatternClassifier(
     non_retryable=STRICT_NON_RETRYABLE_PATTERN,
     not_overflow=STRICT_NOT_OVERFLOW_PATTERN,
 )
+"""A stricter classifier (R-8): status codes only as whole numbers, wordings the reference
+misses, and texts that look retryable or like an overflow but are not."""
 CLASSIFIERS: dict[str, PatternClassifier] = {
     "reference": REFERENCE_CLASSIFIER,
     "strict": STRICT_CLASSIFIER,

@@ -1,13 +1,15 @@
 """AgentSession: one conversation with a model, and the retry policy around it.
 
-The session owns the scope tree of DESIGN.md::
+The session owns the scope tree of DESIGN.md:
 
-    AgentSession.prompt()                 returns when this nursery closes (R-35)
-    └── nursery (cancel scope = the run)  abort() / the caller's timeout cancel this
-                                          (opened once a chain or compaction follows)
-        ├── agent run
-        └── retry chain task              exists ⇔ is_retrying (R-10)
-            └── CancelScope (the chain)   abort_retry() cancels this
+```text
+AgentSession.prompt()                 returns when this nursery closes (R-35)
+└── nursery (cancel scope = the run)  abort() / the caller's timeout cancel this
+                                      (opened once a chain or compaction follows)
+    ├── agent run
+    └── retry chain task              exists ⇔ is_retrying (R-10)
+        └── CancelScope (the chain)   abort_retry() cancels this
+```
 
 Nothing is reset "in a catch block": leaving a scope is the reset.
 """
@@ -389,11 +391,13 @@ class AgentSession:
 
     @contextmanager
     def events(self, *, buffer: int = DEFAULT_EVENT_BUFFER) -> Iterator[EventStream]:
-        """Subscribe as an async iterator::
+        """Subscribe as an async iterator:
 
-            with session.events() as events:
-                async for event in events:
-                    ...
+        ```python
+        with session.events() as events:
+            async for event in events:
+                ...
+        ```
 
         Delivery never waits for the consumer: past ``buffer`` unread events the
         stream is dropped and raises ``EventStreamLagged`` (R-34).
@@ -580,12 +584,14 @@ class AgentSession:
 
         The prompt runs in a nursery of the block. Leaving the block before the
         prompt is over cancels it (recorded as aborted) and waits for it; so does
-        cancelling the caller's scope. Either way nothing is left running::
+        cancelling the caller's scope. Either way nothing is left running:
 
-            async with session.stream("Explain backoff") as reply:
-                async for delta in reply:
-                    print(delta, end="", flush=True)
-            print(reply.reply.usage)
+        ```python
+        async with session.stream("Explain backoff") as reply:
+            async for delta in reply:
+                print(delta, end="", flush=True)
+        print(reply.reply.usage)
+        ```
 
         Raises:
             SessionBusyError: on entering the block, if another prompt runs (R-36).
@@ -1466,10 +1472,11 @@ def open_session(
     ``tracer_provider`` is the OpenTelemetry ``TracerProvider`` the session's spans go
     to (``trio-session[otel]``); the global one if omitted. See ``trio_session._tracing``.
 
-    Example::
-
+    Example:
+        ```python
         async with open_session(FauxProvider([FauxReply(text="Hi")])) as session:
             reply = await session.prompt("Hello")
+        ```
     """
     if not extensions and (history is None or isinstance(history, SessionFile)):
         # The common block: a small object, not an async generator (whose frame would

@@ -1,8 +1,10 @@
 """Settings: the ``retry`` and ``compaction`` groups, validated, layered (R-26, R-28, R-38).
 
-Settings files are JSON with nested groups, keyed as in the reference::
+Settings files are JSON with nested groups, keyed as in the reference:
 
-    {"retry": {"enabled": true, "maxRetries": 3, "baseDelayMs": 2000}}
+```text
+{"retry": {"enabled": true, "maxRetries": 3, "baseDelayMs": 2000}}
+```
 
 Layers apply in order — defaults < global file < project file < programmatic —
 and each key comes from the last layer that sets it. Every value is checked when

@@ -97,12 +97,13 @@ class FauxProvider:
     ``trio.current_time()``, so virtual under ``MockClock``) in ``request_times``.
     When the script runs out, the request ends as a non-retryable error.
 
-    Example::
-
+    Example:
+        ```python
         provider = FauxProvider([
             FauxReply(error="503 Service Unavailable"),
             FauxReply(text="Hello!"),
         ])
+        ```
     """
 
     _script: list[ScriptStep] = attrs.field(converter=_steps, alias="script")

@@ -1,15 +1,15 @@
 """RpcClient: drive a ``trio-session rpc`` process (or any RPC stream) from Trio code.
 
-::
-
-    async with open_rpc_client(args=["--faux", "script.json"]) as client:
-        with client.events() as events:
-            await client.prompt("Hello")
-            async for event in events:
-                if event["type"] == "auto_retry_start":
-                    await client.abort_retry()
-            ...
-        await client.wait_for_idle()
+```python
+async with open_rpc_client(args=["--faux", "script.json"]) as client:
+    with client.events() as events:
+        await client.prompt("Hello")
+        async for event in events:
+            if event["type"] == "auto_retry_start":
+                await client.abort_retry()
+        ...
+    await client.wait_for_idle()
+```
 
 The client writes commands with ids ``req_1``, ``req_2`` … and matches each
 response to its call; everything else the server writes (events, and responses
@@ -383,12 +383,14 @@ class RpcClient:
 
     @contextmanager
     def events(self) -> Iterator[RpcEventStream]:
-        """Receive every event from now on, as an async iterator::
+        """Receive every event from now on, as an async iterator:
 
-            with client.events() as events:
-                await client.prompt("Hi")
-                async for event in events:
-                    ...
+        ```python
+        with client.events() as events:
+            await client.prompt("Hi")
+            async for event in events:
+                ...
+        ```
 
         Open it *before* the command whose events you want. The buffer is
         unbounded: a stream that is not read holds its events in memory.

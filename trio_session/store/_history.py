@@ -8,19 +8,21 @@ Format
 ------
 The shape is the reference's ("pi") session file, version 3, so either tool can
 read the other's files. The first line is a header; every other line is one entry
-whose ``parentId`` is the id of the entry before it::
+whose ``parentId`` is the id of the entry before it:
 
-    {"type":"session","version":3,"id":"5f0c…","timestamp":"2025-06-01T09:30:00.000Z",
-     "cwd":"/src/app"}
-    {"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2025-06-01T09:30:01.250Z",
-     "message":{"role":"user","content":"Hi","timestamp":1748770201250}}
-    {"type":"message","id":"e5f60718","parentId":"a1b2c3d4","timestamp":"…",
-     "message":{"role":"assistant","content":[],"stopReason":"error",
-                "errorMessage":"503 Service Unavailable",…}}
-    {"type":"compaction","id":"…","parentId":"e5f60718","timestamp":"…","summary":"…",
-     "tokensBefore":9000,"tokensAfter":3000,"messagesRemoved":6,"firstKeptEntryId":"…"}
-    {"type":"settings_change","id":"…","parentId":"…","timestamp":"…",
-     "key":"retry.enabled","value":false}
+```text
+{"type":"session","version":3,"id":"5f0c…","timestamp":"2025-06-01T09:30:00.000Z",
+ "cwd":"/src/app"}
+{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2025-06-01T09:30:01.250Z",
+ "message":{"role":"user","content":"Hi","timestamp":1748770201250}}
+{"type":"message","id":"e5f60718","parentId":"a1b2c3d4","timestamp":"…",
+ "message":{"role":"assistant","content":[],"stopReason":"error",
+            "errorMessage":"503 Service Unavailable",…}}
+{"type":"compaction","id":"…","parentId":"e5f60718","timestamp":"…","summary":"…",
+ "tokensBefore":9000,"tokensAfter":3000,"messagesRemoved":6,"firstKeptEntryId":"…"}
+{"type":"settings_change","id":"…","parentId":"…","timestamp":"…",
+ "key":"retry.enabled","value":false}
+```
 
 (Each record is one line in the file; they are wrapped here.)
 
