@@ -79,10 +79,39 @@ def _field_call_default(value: str | griffe.Expr | None) -> str | griffe.Expr | 
     for argument in value.arguments:
         if isinstance(argument, griffe.ExprKeyword):
             if argument.name == "default":
-                return argument.value
+                return _factory_default(argument.value)
             if argument.name == "factory":
-                return f"{argument.value}()"
+                return _EMPTY.get(str(argument.value), f"{argument.value}()")
     return None
+
+
+#: How a default made by one of these factories reads: as the value it makes.
+_EMPTY = {"dict": "{}", "list": "[]", "tuple": "()", "set": "set()"}
+
+
+def _factory_default(value: str | griffe.Expr) -> str | griffe.Expr:
+    """``attrs.Factory(list)`` as ``[]``; any other default as written."""
+    if isinstance(value, griffe.ExprCall) and str(value.function).endswith("Factory"):
+        made = str(value.arguments[0]) if value.arguments else ""
+        if made in _EMPTY:
+            return _EMPTY[made]
+        # A lambda or a private helper says nothing to a reader: the docstring does.
+        return "…" if made.startswith(("lambda", "_")) else f"{made}()"
+    return value
+
+
+def _literal_repr(value: object) -> str:
+    """A default the source does not show: its repr if it is a plain literal.
+
+    Anything else (an environment mapping, an object) reads as ``…``: the docs are no
+    place for values only known when the docs were built.
+    """
+    plain = (type(None), bool, int, float, str, bytes)
+    if isinstance(value, plain) or (
+        isinstance(value, tuple) and all(isinstance(v, plain) for v in value)
+    ):
+        return repr(value)
+    return "…"
 
 
 def _parameters(cls: griffe.Class, runtime: type) -> list[griffe.Parameter]:
@@ -100,7 +129,7 @@ def _parameters(cls: griffe.Class, runtime: type) -> list[griffe.Parameter]:
         if param.default is not inspect.Parameter.empty:
             default = _field_call_default(source.value) if source else None
             if default is None:
-                default = repr(param.default)
+                default = _literal_repr(param.default)
         parameters.append(
             griffe.Parameter(name, annotation=annotation, kind=_KINDS[param.kind], default=default)
         )

@@ -38,7 +38,12 @@ _RANDOM = random.Random()
 
 
 def exponential_delay_ms(attempt: int, base_delay_ms: int) -> int:
-    """R-16: ``base_delay_ms * 2 ** (attempt - 1)`` for a 1-based ``attempt``."""
+    """R-16: ``base_delay_ms * 2 ** (attempt - 1)`` for a 1-based ``attempt``.
+
+    Args:
+        attempt: the re-attempt about to be made, 1 for the first.
+        base_delay_ms: the settings' ``retry.baseDelayMs``.
+    """
     if attempt < 1:
         msg = f"attempt must be 1 or more, not {attempt!r}"
         raise ValueError(msg)

@@ -109,11 +109,22 @@ class Classifier(Protocol):
     def is_context_overflow(
         self, message: AssistantMessage, context_window: int | None = None
     ) -> bool:
-        """Whether the message means the context no longer fits (goes to compaction)."""
+        """Whether the message means the context no longer fits (goes to compaction).
+
+        Args:
+            message: the assistant message that ended the run.
+            context_window: the model's window in tokens; with it, a reply whose usage
+                is past the window counts as an overflow too.
+        """
         ...
 
     def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
-        """Whether the message is a transient error the retry policy should handle."""
+        """Whether the message is a transient error the retry policy should handle.
+
+        Args:
+            message: the assistant message that ended the run.
+            context_window: the model's window in tokens (an overflow is not retried).
+        """
         ...
 
 
@@ -209,17 +220,32 @@ CLASSIFIERS: dict[str, PatternClassifier] = {
 
 
 def is_context_overflow(message: AssistantMessage, context_window: int | None = None) -> bool:
-    """The reference's overflow check (R-7)."""
+    """The reference's overflow check (R-7).
+
+    Args:
+        message: the assistant message that ended the run.
+        context_window: the model's window in tokens; with it, a reply whose usage
+            is past the window counts as an overflow too.
+    """
     return REFERENCE_CLASSIFIER.is_context_overflow(message, context_window)
 
 
 def is_retryable_error(message: AssistantMessage, context_window: int | None = None) -> bool:
-    """The reference's retryable check (R-4, R-5)."""
+    """The reference's retryable check (R-4, R-5).
+
+    Args:
+        message: the assistant message that ended the run.
+        context_window: the model's window in tokens (an overflow is not retried).
+    """
     return REFERENCE_CLASSIFIER.is_retryable(message, context_window)
 
 
 def is_usage_limit_error(text: str) -> bool:
-    """R-17: whether an error text says the credential hit its usage limit."""
+    """R-17: whether an error text says the credential hit its usage limit.
+
+    Args:
+        text: an error message.
+    """
     return USAGE_LIMIT_PATTERN.search(text) is not None
 
 
@@ -246,6 +272,10 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     (``2**53 - 1``, about 285 000 years; ``retry-after: 1e999`` too) to that.
     ``now_ms`` (wall-clock epoch milliseconds) defaults to the current time; it only
     matters for dates and epoch values.
+
+    Args:
+        text: an error message, with the response headers the adapters append.
+        now_ms: the current wall-clock time in epoch milliseconds.
 
     Returns:
         The wait in whole milliseconds, or ``None`` when the text carries no hint.
@@ -293,7 +323,14 @@ _CONNECTION = re.compile(
 
 
 def error_status(text: str) -> int | None:
-    """The HTTP status an error text gives (``"503 Service Unavailable: …"`` → 503)."""
+    """The HTTP status an error text gives (``"503 Service Unavailable: …"`` → 503).
+
+    Args:
+        text: an error message, as ``AssistantMessage.error_message`` holds it.
+
+    Returns:
+        The status, or ``None`` when the text does not start with one.
+    """
     match = _STATUS.search(text)
     if match is None:
         return None
@@ -307,6 +344,10 @@ def provider_error(message: AssistantMessage, context_window: int | None = None)
     key"); rate limit (429, "rate limit", "usage limit", quota); overloaded (503, 529,
     "overloaded"); other server errors (5xx); connection errors ("Connection error",
     timeouts); anything else is a plain ``ProviderError``.
+
+    Args:
+        message: the assistant message that ended in an error.
+        context_window: the model's window in tokens, for the overflow check.
     """
     text = message.error_message or "the model request failed"
     status = error_status(text)

@@ -107,6 +107,9 @@ class Extension:
 def load_extension_file(path: str | Path) -> Extension:
     """Import a Python file as an extension.
 
+    Args:
+        path: the Python file.
+
     Raises:
         ExtensionLoadError: the file is missing, fails to import, or has no ``activate``.
     """
@@ -165,7 +168,11 @@ _METADATA_DIRS = (".dist-info", ".egg-info", ".egg")
 
 
 def load_entry_point_extensions(group: str = ENTRY_POINT_GROUP) -> list[Extension]:
-    """Every extension installed under the entry-point ``group``, by name."""
+    """Every extension installed under the entry-point ``group``, by name.
+
+    Args:
+        group: the entry-point group to load.
+    """
     if not _may_declare(group):
         return []
     import importlib.metadata  # only where entry points may be: it costs tens of ms

@@ -725,6 +725,11 @@ def persist_setting(path: str | os.PathLike[str], key: str, value: Any) -> None:
 
     This blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``.
 
+    Args:
+        path: the settings file.
+        key: a dotted key, ``"retry.maxRetries"``.
+        value: its new value.
+
     Raises:
         SettingsError: the key or value is invalid, or the file exists but is not
             a regular file of at most ``MAX_SETTINGS_FILE_BYTES``, not valid

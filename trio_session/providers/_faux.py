@@ -254,6 +254,9 @@ def faux_script_from_json(data: Any, *, source: str = "<data>") -> list[FauxRepl
 def load_faux_script(path: str | Path) -> list[FauxReply]:
     """Read a JSON faux script file (see ``faux_script_from_json``).
 
+    Args:
+        path: the JSON file.
+
     Raises:
         FauxScriptError: the file cannot be read, is not JSON, or a reply is malformed.
     """

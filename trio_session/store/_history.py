@@ -483,6 +483,9 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
     Blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``
     (or use ``open_history``).
 
+    Args:
+        path: the session file.
+
     Raises:
         HistoryError: the file cannot be read, or has no valid session header.
     """
@@ -821,6 +824,10 @@ def session_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[M
     ``firstKeptEntryId`` up to the compaction, then those after it.
 
     Nothing is dropped for retries here: see ``runtime_context``.
+
+    Args:
+        loaded: what ``load_session`` read.
+        leaf_id: the last entry of the branch; the file's leaf if omitted.
     """
     path = loaded.branch(leaf_id)
     compaction: CompactionEntry | None = None
@@ -879,6 +886,10 @@ def runtime_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[M
     (R-30), and an overflow error whose compaction found nothing to drop. Live,
     the error had already left the runtime context; here it is the last message
     of its turn and stays. Either way it is never sent to the model (R-20a).
+
+    Args:
+        loaded: what ``load_session`` read.
+        leaf_id: the last entry of the branch; the file's leaf if omitted.
     """
     messages = session_context(loaded, leaf_id)
     return [
@@ -937,6 +948,9 @@ def latest_session(directory: str | os.PathLike[str]) -> Path | None:
     modification time wins (ties: the later name). ``None`` if there is none or
     the directory does not exist.
 
+    Args:
+        directory: the directory to look in (see ``default_sessions_dir``).
+
     Raises:
         HistoryError: ``directory`` exists but cannot be listed.
     """
@@ -985,6 +999,9 @@ def list_sessions(directory: str | os.PathLike[str]) -> list[SessionSummary]:
 
     Files that are not session files, cannot be read, or hold no user message are
     left out (a picker has nothing to show for them). A missing directory is empty.
+
+    Args:
+        directory: the directory to look in (see ``default_sessions_dir``).
 
     Raises:
         HistoryError: ``directory`` exists but cannot be listed.
