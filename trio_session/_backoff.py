@@ -1,8 +1,10 @@
 """How long to wait before a re-attempt (R-16, R-28). Pure functions, no I/O.
 
-The reference formula is ``exponential_delay_ms``::
+The reference formula is ``exponential_delay_ms``:
 
-    delay = baseDelayMs * 2 ** (attempt - 1)        # 2000, 4000, 8000 with defaults
+```text
+delay = baseDelayMs * 2 ** (attempt - 1)        # 2000, 4000, 8000 with defaults
+```
 
 ``plan_delay`` adds the optional extras of R-28, all off by default so the
 reference schedule is exact: a cap (``maxDelayMs``), jitter, and honouring a
@@ -36,7 +38,12 @@ _RANDOM = random.Random()
 
 
 def exponential_delay_ms(attempt: int, base_delay_ms: int) -> int:
-    """R-16: ``base_delay_ms * 2 ** (attempt - 1)`` for a 1-based ``attempt``."""
+    """R-16: ``base_delay_ms * 2 ** (attempt - 1)`` for a 1-based ``attempt``.
+
+    Args:
+        attempt: the re-attempt about to be made, 1 for the first.
+        base_delay_ms: the settings' ``retry.baseDelayMs``.
+    """
     if attempt < 1:
         msg = f"attempt must be 1 or more, not {attempt!r}"
         raise ValueError(msg)

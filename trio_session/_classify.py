@@ -37,16 +37,14 @@ from ._errors import (
 )
 from ._messages import AssistantMessage
 
-#: R-5: the reference's retryable pattern, searched anywhere, case-insensitive.
 RETRYABLE_PATTERN = re.compile(
     r"overloaded|rate.?limit|usage.?limit|too many requests|429|500|502|503|504"
     r"|service.?unavailable|server error|internal error|connection.?error|fetch failed"
     r"|retry delay",
     re.IGNORECASE,
 )
+"""R-5: the reference's retryable pattern, searched anywhere, case-insensitive."""
 
-#: R-7(a): context-overflow wordings of the major providers (the reference's list,
-#: plus ``request_too_large`` as the contract names it).
 OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p, re.IGNORECASE)
     for p in (
@@ -69,12 +67,14 @@ OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"request_too_large",  # Anthropic 413
     )
 )
+"""R-7(a): context-overflow wordings of the major providers (the reference's list, plus
+``request_too_large`` as the contract names it)."""
 
 #: R-7(a): Cerebras-style "400 status code (no body)" / "413 (no body)" at the start.
 NO_BODY_OVERFLOW_PATTERN = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.IGNORECASE)
 
-#: R-17: an error that means this credential hit its usage limit.
 USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
+"""R-17: an error that means this credential hit its usage limit."""
 
 #: R-8 strict: status codes only as whole numbers, plus wordings the reference misses.
 STRICT_RETRYABLE_PATTERN = re.compile(
@@ -109,11 +109,22 @@ class Classifier(Protocol):
     def is_context_overflow(
         self, message: AssistantMessage, context_window: int | None = None
     ) -> bool:
-        """Whether the message means the context no longer fits (goes to compaction)."""
+        """Whether the message means the context no longer fits (goes to compaction).
+
+        Args:
+            message: the assistant message that ended the run.
+            context_window: the model's window in tokens; with it, a reply whose usage
+                is past the window counts as an overflow too.
+        """
         ...
 
     def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
-        """Whether the message is a transient error the retry policy should handle."""
+        """Whether the message is a transient error the retry policy should handle.
+
+        Args:
+            message: the assistant message that ended the run.
+            context_window: the model's window in tokens (an overflow is not retried).
+        """
         ...
 
 
@@ -191,6 +202,8 @@ _OVERFLOW_ANY = re.compile("|".join(f"(?:{p.pattern})" for p in OVERFLOW_PATTERN
 REFERENCE_CLASSIFIER = PatternClassifier(
     name="reference", retryable=RETRYABLE_PATTERN, overflow=OVERFLOW_PATTERNS
 )
+"""The reference's classifier (R-5, R-7): its retryable pattern and overflow wordings,
+searched anywhere in the error text. The default."""
 STRICT_CLASSIFIER = PatternClassifier(
     name="strict",
     retryable=STRICT_RETRYABLE_PATTERN,
@@ -198,6 +211,8 @@ STRICT_CLASSIFIER = PatternClassifier(
     non_retryable=STRICT_NON_RETRYABLE_PATTERN,
     not_overflow=STRICT_NOT_OVERFLOW_PATTERN,
 )
+"""A stricter classifier (R-8): status codes only as whole numbers, wordings the reference
+misses, and texts that look retryable or like an overflow but are not."""
 CLASSIFIERS: dict[str, PatternClassifier] = {
     "reference": REFERENCE_CLASSIFIER,
     "strict": STRICT_CLASSIFIER,
@@ -205,17 +220,32 @@ CLASSIFIERS: dict[str, PatternClassifier] = {
 
 
 def is_context_overflow(message: AssistantMessage, context_window: int | None = None) -> bool:
-    """The reference's overflow check (R-7)."""
+    """The reference's overflow check (R-7).
+
+    Args:
+        message: the assistant message that ended the run.
+        context_window: the model's window in tokens; with it, a reply whose usage
+            is past the window counts as an overflow too.
+    """
     return REFERENCE_CLASSIFIER.is_context_overflow(message, context_window)
 
 
 def is_retryable_error(message: AssistantMessage, context_window: int | None = None) -> bool:
-    """The reference's retryable check (R-4, R-5)."""
+    """The reference's retryable check (R-4, R-5).
+
+    Args:
+        message: the assistant message that ended the run.
+        context_window: the model's window in tokens (an overflow is not retried).
+    """
     return REFERENCE_CLASSIFIER.is_retryable(message, context_window)
 
 
 def is_usage_limit_error(text: str) -> bool:
-    """R-17: whether an error text says the credential hit its usage limit."""
+    """R-17: whether an error text says the credential hit its usage limit.
+
+    Args:
+        text: an error message.
+    """
     return USAGE_LIMIT_PATTERN.search(text) is not None
 
 
@@ -242,6 +272,10 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     (``2**53 - 1``, about 285 000 years; ``retry-after: 1e999`` too) to that.
     ``now_ms`` (wall-clock epoch milliseconds) defaults to the current time; it only
     matters for dates and epoch values.
+
+    Args:
+        text: an error message, with the response headers the adapters append.
+        now_ms: the current wall-clock time in epoch milliseconds.
 
     Returns:
         The wait in whole milliseconds, or ``None`` when the text carries no hint.
@@ -289,7 +323,14 @@ _CONNECTION = re.compile(
 
 
 def error_status(text: str) -> int | None:
-    """The HTTP status an error text gives (``"503 Service Unavailable: …"`` → 503)."""
+    """The HTTP status an error text gives (``"503 Service Unavailable: …"`` → 503).
+
+    Args:
+        text: an error message, as ``AssistantMessage.error_message`` holds it.
+
+    Returns:
+        The status, or ``None`` when the text does not start with one.
+    """
     match = _STATUS.search(text)
     if match is None:
         return None
@@ -303,6 +344,10 @@ def provider_error(message: AssistantMessage, context_window: int | None = None)
     key"); rate limit (429, "rate limit", "usage limit", quota); overloaded (503, 529,
     "overloaded"); other server errors (5xx); connection errors ("Connection error",
     timeouts); anything else is a plain ``ProviderError``.
+
+    Args:
+        message: the assistant message that ended in an error.
+        context_window: the model's window in tokens, for the overflow check.
     """
     text = message.error_message or "the model request failed"
     status = error_status(text)

@@ -117,7 +117,11 @@ def to_json(value: Any) -> Any:
 
 
 def event_to_json(event: SessionEvent) -> dict[str, Any]:
-    """Encode an event as the reference's JSON object (``{"type": "auto_retry_end", …}``)."""
+    """Encode an event as the reference's JSON object (``{"type": "auto_retry_end", …}``).
+
+    Args:
+        event: any ``SessionEvent``.
+    """
     data: dict[str, Any] = to_json(event)
     return data
 
@@ -154,7 +158,11 @@ def update_to_json(update: MessageUpdate, *, lean: bool = False) -> dict[str, An
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
-    """Encode a message as the reference's JSON object (``{"role": "assistant", …}``)."""
+    """Encode a message as the reference's JSON object (``{"role": "assistant", …}``).
+
+    Args:
+        message: any ``Message``.
+    """
     data: dict[str, Any] = to_json(message)
     return data
 
@@ -288,13 +296,21 @@ def _decode_attrs(data: Any, cls: Any, path: str) -> Any:
 
 
 def event_from_json(data: Any) -> SessionEvent:
-    """Decode an event object; raises ``CodecError`` naming the bad field."""
+    """Decode an event object; raises ``CodecError`` naming the bad field.
+
+    Args:
+        data: a decoded JSON object.
+    """
     event: SessionEvent = _decode_union(data, EVENT_TYPES, "event")
     return event
 
 
 def message_from_json(data: Any) -> Message:
-    """Decode a message object; raises ``CodecError`` naming the bad field."""
+    """Decode a message object; raises ``CodecError`` naming the bad field.
+
+    Args:
+        data: a decoded JSON object.
+    """
     message: Message = _decode_union(data, _MESSAGE_TYPES, "message")
     return message
 
@@ -308,6 +324,9 @@ def model_to_json(model: Model) -> dict[str, Any]:
     ``{"id", "name", "api", "provider", "baseUrl", "reasoning", "input", "contextWindow",
     "maxTokens", "cost": {"input", "output", "cacheRead", "cacheWrite"}}`` in that order.
     The reference's models always have a ``baseUrl``; a model without one gets ``""``.
+
+    Args:
+        model: the model to encode.
     """
     cost = model.cost
     return {

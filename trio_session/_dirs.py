@@ -2,13 +2,15 @@
 
 Two directories, by the usual rule of each platform (the same paths as
 ``platformdirs`` gives for ``appname="trio-session", appauthor=False``, with a
-roaming config directory on Windows)::
+roaming config directory on Windows):
 
-    platform      config (settings.json)                   data (sessions, credentials)
-    Linux, BSDs   $XDG_CONFIG_HOME/trio-session            $XDG_DATA_HOME/trio-session
-                  (else ~/.config/trio-session)            (else ~/.local/share/trio-session)
-    macOS         ~/Library/Application Support/trio-session   (both)
-    Windows       %APPDATA%\\trio-session                   %LOCALAPPDATA%\\trio-session
+```text
+platform      config (settings.json)                   data (sessions, credentials)
+Linux, BSDs   $XDG_CONFIG_HOME/trio-session            $XDG_DATA_HOME/trio-session
+              (else ~/.config/trio-session)            (else ~/.local/share/trio-session)
+macOS         ~/Library/Application Support/trio-session   (both)
+Windows       %APPDATA%\\trio-session                   %LOCALAPPDATA%\\trio-session
+```
 
 As the XDG base-directory specification asks, an ``XDG_*`` variable that is
 empty or holds a relative path is ignored. Nothing here creates a directory;

@@ -5,29 +5,31 @@ assistant message with ``stopReason: "error"`` (see ``_messages``), which the
 retry policy reads. They become exceptions when asked —
 ``reply.raise_for_error()``, or ``session.prompt(..., raise_on_error=True)`` —
 as a ``ProviderError`` of the class the error text says (R-52: classification
-reads the text). The other exceptions are for misuse and bad input::
+reads the text). The other exceptions are for misuse and bad input:
 
-    TrioSessionError
-    ├── ProviderError           a model request failed (status, provider, model, retry hint)
-    │   ├── RateLimitError      429, rate or usage limits
-    │   ├── AuthenticationError 401/403, a bad or missing key
-    │   ├── ContextOverflowError  the prompt does not fit the model's window
-    │   ├── ProviderConnectionError  no connection, a timeout, a dropped stream
-    │   └── ServerError         5xx
-    │       └── OverloadedError 503/529, "overloaded"
-    ├── SessionBusyError        prompt() while another prompt runs (R-36)
-    ├── SessionClosedError      using a session after its ``open_session`` block
-    ├── SettingsError           a bad settings value or file, naming file and key (R-38)
-    ├── CodecError              JSON that does not decode into a message or event
-    ├── EventStreamLagged       an event-stream subscriber fell behind and was dropped
-    ├── CompactionError         a manual compaction that could not be done
-    ├── ExtensionLoadError      an extension file or entry point could not be loaded
-    ├── HistoryError            a session file that cannot be read or written
-    ├── CredentialStoreError    a credential store file that cannot be used
-    ├── FauxScriptError         a faux-provider script (JSON) that is not valid
-    └── RpcError                the RPC client's errors
-        ├── RpcCommandError     the server answered success: false
-        └── RpcConnectionError  the server process is gone
+```text
+TrioSessionError
+├── ProviderError           a model request failed (status, provider, model, retry hint)
+│   ├── RateLimitError      429, rate or usage limits
+│   ├── AuthenticationError 401/403, a bad or missing key
+│   ├── ContextOverflowError  the prompt does not fit the model's window
+│   ├── ProviderConnectionError  no connection, a timeout, a dropped stream
+│   └── ServerError         5xx
+│       └── OverloadedError 503/529, "overloaded"
+├── SessionBusyError        prompt() while another prompt runs (R-36)
+├── SessionClosedError      using a session after its open_session block
+├── SettingsError           a bad settings value or file, naming file and key (R-38)
+├── CodecError              JSON that does not decode into a message or event
+├── EventStreamLagged       an event-stream subscriber fell behind and was dropped
+├── CompactionError         a manual compaction that could not be done
+├── ExtensionLoadError      an extension file or entry point could not be loaded
+├── HistoryError            a session file that cannot be read or written
+├── CredentialStoreError    a credential store file that cannot be used
+├── FauxScriptError         a faux-provider script (JSON) that is not valid
+└── RpcError                the RPC client's errors
+    ├── RpcCommandError     the server answered success: false
+    └── RpcConnectionError  the server process is gone
+```
 """
 
 from __future__ import annotations

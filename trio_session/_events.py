@@ -436,6 +436,9 @@ SessionEvent: TypeAlias = (
     | ExtensionError
     | HistoryWriteFailed
 )
+"""Every event a session emits: the agent's (``AgentStart`` … ``AgentEnd``) and the session's
+own (``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a ``type``
+string, its name on the wire."""
 
 EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AgentStart,

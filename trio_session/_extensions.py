@@ -1,14 +1,16 @@
 """Extensions: plug-ins that see every session event (R-44) without slowing the session.
 
 An extension is a Python module with an ``activate(api)`` function. It is found by
-path (``--extension FILE``) or by the entry-point group ``trio_session.extensions``::
+path (``--extension FILE``) or by the entry-point group ``trio_session.extensions``:
 
-    def activate(api):
-        api.on("auto_retry_end", on_retry_end)      # sync or async handler
+```python
+def activate(api):
+    api.on("auto_retry_end", on_retry_end)      # sync or async handler
 
-    async def on_retry_end(event):
-        if not event.success:
-            await notify(f"gave up: {event.final_error}")
+async def on_retry_end(event):
+    if not event.success:
+        await notify(f"gave up: {event.final_error}")
+```
 
 Handlers get the same event objects that ``subscribe()`` callbacks get — the fields
 RPC clients see, in snake_case (``event_to_json`` gives the camelCase form).
@@ -105,6 +107,9 @@ class Extension:
 def load_extension_file(path: str | Path) -> Extension:
     """Import a Python file as an extension.
 
+    Args:
+        path: the Python file.
+
     Raises:
         ExtensionLoadError: the file is missing, fails to import, or has no ``activate``.
     """
@@ -163,7 +168,11 @@ _METADATA_DIRS = (".dist-info", ".egg-info", ".egg")
 
 
 def load_entry_point_extensions(group: str = ENTRY_POINT_GROUP) -> list[Extension]:
-    """Every extension installed under the entry-point ``group``, by name."""
+    """Every extension installed under the entry-point ``group``, by name.
+
+    Args:
+        group: the entry-point group to load.
+    """
     if not _may_declare(group):
         return []
     import importlib.metadata  # only where entry points may be: it costs tens of ms

@@ -324,6 +324,9 @@ Message: TypeAlias = (
     | BranchSummaryMessage
     | CompactionSummaryMessage
 )
+"""Every message a session holds: the three a model is sent (``UserMessage``,
+``AssistantMessage``, ``ToolResultMessage``) and the reference's custom ones (bash output,
+branch and compaction summaries, extension messages). Each has a ``role``."""
 
 
 def to_llm(messages: Iterable[Message]) -> tuple[LlmMessage, ...]:

@@ -1,11 +1,13 @@
 """pi's agent directory, read as pi 0.73.1 reads it: settings, custom models, keys.
 
-``trio-session chat|rpc --agent-dir DIR`` (or ``$PI_CODING_AGENT_DIR``) reads::
+``trio-session chat|rpc --agent-dir DIR`` (or ``$PI_CODING_AGENT_DIR``) reads:
 
-    DIR/settings.json          global settings (pi's keys; ours too)
-    <cwd>/.pi/settings.json    project settings, above the global ones
-    DIR/models.json            custom providers and models
-    DIR/auth.json              API keys per provider
+```text
+DIR/settings.json          global settings (pi's keys; ours too)
+<cwd>/.pi/settings.json    project settings, above the global ones
+DIR/models.json            custom providers and models
+DIR/auth.json              API keys per provider
+```
 
 ``load_agent_dir`` reads the three files once and returns an ``AgentDirConfig``;
 nothing in it is ever printed whole: keys stay out of ``repr``, warnings and errors.

@@ -2,13 +2,15 @@
 
 The reference keeps a chain alive with four loose fields (an attempt counter, a
 promise, its resolver, an AbortController for the sleep). Here a chain is a
-task in the prompt's nursery, and its lifetime *is* a ``trio.CancelScope``::
+task in the prompt's nursery, and its lifetime *is* a ``trio.CancelScope``:
 
-    prompt() nursery
-    └── RetryChain.run()            is_retrying ⇔ the chain has not ended (R-10)
-        └── scope                   abort_retry() cancels it (R-29, R-31)
-            ├── sleep(delay)        retry_now() ends just this wait (R-34a)
-            └── re-attempt          agent continue, under the same scope
+```text
+prompt() nursery
+└── RetryChain.run()            is_retrying ⇔ the chain has not ended (R-10)
+    └── scope                   abort_retry() cancels it (R-29, R-31)
+        ├── sleep(delay)        retry_now() ends just this wait (R-34a)
+        └── re-attempt          agent continue, under the same scope
+```
 
 The loop is SPEC §3 in order: read settings (R-11), count the attempt before the
 max check (R-13, R-15), compute the delay (R-16, R-28), rotate the credential on

@@ -1,13 +1,15 @@
 """AgentSession: one conversation with a model, and the retry policy around it.
 
-The session owns the scope tree of DESIGN.md::
+The session owns the scope tree of DESIGN.md:
 
-    AgentSession.prompt()                 returns when this nursery closes (R-35)
-    └── nursery (cancel scope = the run)  abort() / the caller's timeout cancel this
-                                          (opened once a chain or compaction follows)
-        ├── agent run
-        └── retry chain task              exists ⇔ is_retrying (R-10)
-            └── CancelScope (the chain)   abort_retry() cancels this
+```text
+AgentSession.prompt()                 returns when this nursery closes (R-35)
+└── nursery (cancel scope = the run)  abort() / the caller's timeout cancel this
+                                      (opened once a chain or compaction follows)
+    ├── agent run
+    └── retry chain task              exists ⇔ is_retrying (R-10)
+        └── CancelScope (the chain)   abort_retry() cancels this
+```
 
 Nothing is reset "in a catch block": leaving a scope is the reset.
 """
@@ -320,6 +322,10 @@ class AgentSession:
         (``abort_retry``, ``abort``), the message is queued as a steering message for
         the next prompt, with a ``queue_update`` — never dropped.
 
+        Args:
+            text: the user message's text.
+            images: images sent after the text.
+
         Returns:
             False (and nothing happens) when no retry is waiting.
         """
@@ -350,6 +356,9 @@ class AgentSession:
 
         If the value came from a settings file, the file is updated too (a small
         atomic write, done before this returns); the session file records the change.
+
+        Args:
+            enabled: whether a retryable error starts a retry chain.
         """
         self._set_setting("retry.enabled", enabled)
 
@@ -359,7 +368,11 @@ class AgentSession:
         return self._settings.current.compaction.enabled
 
     def set_auto_compaction_enabled(self, enabled: bool) -> None:
-        """Write ``compaction.enabled`` (R-50), like ``set_auto_retry_enabled``."""
+        """Write ``compaction.enabled`` (R-50), like ``set_auto_retry_enabled``.
+
+        Args:
+            enabled: whether a context overflow is compacted and retried.
+        """
         self._set_setting("compaction.enabled", enabled)
 
     def _set_setting(self, key: str, value: Any) -> None:
@@ -373,6 +386,9 @@ class AgentSession:
         """Call ``callback(event)`` for every event, synchronously and in order.
 
         A callback must not block; an exception in it is logged and ignored.
+
+        Args:
+            callback: called with each event, in the task that emits it.
 
         Returns:
             A function that unsubscribes (safe to call twice).
@@ -389,14 +405,22 @@ class AgentSession:
 
     @contextmanager
     def events(self, *, buffer: int = DEFAULT_EVENT_BUFFER) -> Iterator[EventStream]:
-        """Subscribe as an async iterator::
+        """Subscribe as an async iterator:
 
-            with session.events() as events:
-                async for event in events:
-                    ...
+        ```python
+        with session.events() as events:
+            async for event in events:
+                ...
+        ```
 
         Delivery never waits for the consumer: past ``buffer`` unread events the
         stream is dropped and raises ``EventStreamLagged`` (R-34).
+
+        Args:
+            buffer: how many unread events the stream may hold before it is dropped.
+
+        Yields:
+            An ``EventStream``, unsubscribed when the ``with`` block exits.
         """
         send, receive = trio.open_memory_channel[SessionEvent](buffer)
         stream = EventStream(send, receive)
@@ -474,6 +498,17 @@ class AgentSession:
         Text that cannot be sent (a lone surrogate: half of a character, as a
         JavaScript client that cut an emoji in two sends it) is made valid here:
         each such code point becomes U+FFFD, with a warning logged.
+
+        Args:
+            text: the user message's text.
+            images: images sent after the text, in order.
+            raise_on_error: raise the ``ProviderError`` the prompt ended in, instead
+                of returning the error message.
+
+        Returns:
+            The last assistant message of the prompt: the answer, or, when it
+                ended in an error (after its retries) or was aborted, a message whose
+                ``stop_reason`` is ``"error"`` or ``"aborted"``.
 
         Raises:
             SessionBusyError: another prompt is running (R-36), retries included,
@@ -580,12 +615,25 @@ class AgentSession:
 
         The prompt runs in a nursery of the block. Leaving the block before the
         prompt is over cancels it (recorded as aborted) and waits for it; so does
-        cancelling the caller's scope. Either way nothing is left running::
+        cancelling the caller's scope. Either way nothing is left running:
 
-            async with session.stream("Explain backoff") as reply:
-                async for delta in reply:
-                    print(delta, end="", flush=True)
-            print(reply.reply.usage)
+        ```python
+        async with session.stream("Explain backoff") as reply:
+            async for delta in reply:
+                print(delta, end="", flush=True)
+        print(reply.reply.usage)
+        ```
+
+        Args:
+            text: the user message's text.
+            images: images sent after the text, in order.
+            events: yield every ``SessionEvent`` of the prompt instead of text deltas.
+            raise_on_error: raise the ``ProviderError`` the prompt ended in (from the
+                iteration, or on leaving the block), as ``prompt`` does.
+
+        Returns:
+            An async context manager whose ``ReplyStream`` yields the deltas (or
+                events); its ``reply`` is the final message once the iteration ends.
 
         Raises:
             SessionBusyError: on entering the block, if another prompt runs (R-36).
@@ -950,6 +998,9 @@ class AgentSession:
         and a later switch to one that does restores the level asked for. With a session
         file, a ``model_change`` entry is recorded (written now when idle, else by the
         prompt's next flush).
+
+        Args:
+            model: the model to switch to; it uses the session's provider.
         """
         self._switch_model(model)
         if self._history_file is not None:
@@ -997,6 +1048,9 @@ class AgentSession:
         For a model that reasons, the level asked for is also remembered for later
         model switches. A change is recorded as a ``thinking_level_change`` entry
         (written by the session file's next flush).
+
+        Args:
+            level: one of ``THINKING_LEVELS``.
 
         Raises:
             ValueError: ``level`` is not one of ``THINKING_LEVELS``.
@@ -1110,6 +1164,15 @@ class AgentSession:
         once but its message is added when the prompt is over, so it never lands between
         a tool call and its result. ``abort_bash`` stops the command.
 
+        Args:
+            command: the command line, run by the shell.
+            exclude_from_context: record the result but leave it out of what the model
+                is sent.
+
+        Returns:
+            What the command did: its output, exit code, and whether it was cancelled
+                or cut short.
+
         Raises:
             SessionBusyError: another ``bash`` command is running.
             SessionClosedError: the session is closed.
@@ -1185,6 +1248,10 @@ class AgentSession:
         """Set ``steering_mode``; saved as the settings' ``steeringMode`` (as the
         reference saves it), so later sessions of the same settings start with it.
 
+        Args:
+            mode: ``"all"`` (deliver every queued message at once) or
+                ``"one-at-a-time"``.
+
         Raises:
             ValueError: ``mode`` is not ``"all"`` or ``"one-at-a-time"``.
         """
@@ -1193,7 +1260,11 @@ class AgentSession:
 
     def set_follow_up_mode(self, mode: str) -> None:
         """Set ``follow_up_mode`` (``ValueError`` for anything but the two modes); saved
-        as the settings' ``followUpMode``."""
+        as the settings' ``followUpMode``.
+
+        Args:
+            mode: ``"all"`` or ``"one-at-a-time"``, as for ``set_steering_mode``.
+        """
         self._agent.follow_ups.mode = _queue_mode(mode)
         self._remember("followUpMode", mode)
 
@@ -1220,6 +1291,10 @@ class AgentSession:
         request, which then sends it. When nothing runs — or the prompt ends first
         (an error, ``abort``, ``abort_retry``) — it stays queued and goes with the
         next prompt; ``clear_queue`` takes it back. Emits ``queue_update``.
+
+        Args:
+            text: the message's text.
+            images: images sent after the text.
         """
         self._queue(self._agent.steering, text, images)
 
@@ -1229,6 +1304,10 @@ class AgentSession:
         A prompt in a retry chain delivers it once the chain has succeeded. A
         prompt that ends in an error or is aborted leaves it queued, for the next
         prompt; ``clear_queue`` takes it back. Emits ``queue_update``.
+
+        Args:
+            text: the message's text.
+            images: images sent after the text.
         """
         self._queue(self._agent.follow_ups, text, images)
 
@@ -1269,6 +1348,14 @@ class AgentSession:
         compactors whose ``compact`` takes a ``custom_instructions`` argument
         (``SummarizingCompactor`` adds them to its summary request). ``abort()``
         cancels it.
+
+        Args:
+            custom_instructions: what the summary should focus on, for compactors that
+                take them.
+
+        Returns:
+            What the compaction did: the summary, the estimated tokens before and
+                after, how many messages left the context.
 
         Raises:
             CompactionError: nothing to compact, or it was cancelled by ``abort()``;
@@ -1315,6 +1402,9 @@ class AgentSession:
 
         With a session file a ``session_info`` entry is staged, written with the
         next flush (the next prompt, or closing the session).
+
+        Args:
+            name: the display name; blank clears it.
         """
         name = name.strip()
         if self._history_file is not None:
@@ -1445,31 +1535,50 @@ def open_session(
 ) -> AbstractAsyncContextManager[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
-    ``model`` may be a ``Model``, a model id (its provider is ``provider.name``),
-    or omitted for providers that have a default (the faux provider).
+    An exception raised in the block comes out as itself, not wrapped in an
+    exception group.
 
-    ``extensions`` are ``Extension`` objects or paths of extension files; their
-    handlers run in a task of this block, each bounded by ``extension_timeout``
-    seconds (see ``trio_session._extensions``). An exception raised in the block
-    comes out as itself, not wrapped in an exception group.
+    Args:
+        provider: the model provider (``FauxProvider`` in tests).
+        model: a ``Model``, a model id (its provider is ``provider.name``), or
+            omitted for providers that have a default (the faux provider).
+        settings: a ``SettingsStore``, a ``Settings``, nested groups in
+            settings-file form (``{"retry": {"maxRetries": 5}}``), or ``None`` for
+            the defaults.
+        tools: tools the model may call.
+        system_prompt: sent with every request.
+        credentials: where API keys come from; also told about usage limits (R-17).
+        compactor: shrinks the context on overflow; ``SummarizingCompactor`` if
+            omitted.
+        classifier: overrides ``retry.classifier`` with any ``Classifier``.
+        session_id: identifies the session to the credential store; random if
+            omitted (a resumed ``history`` file's own id wins).
+        extensions: ``Extension`` objects or paths of extension files; their
+            handlers run in a task of this block, each bounded by
+            ``extension_timeout`` (see ``trio_session._extensions``).
+        extension_timeout: seconds one extension handler may run.
+        history: a session file (JSON lines) to append every message to: a path —
+            resumed if it exists (the context is rebuilt without retried errors),
+            created if not — or an open ``SessionFile``. A prompt is on disk before
+            its request goes out, and a run's messages before its ``agent_end`` (so
+            before any backoff sleep). A resumed file's session id is the
+            session's, and so are the model (if it is among ``models``) and the
+            thinking level it last recorded.
+        models: the models ``set_model`` / ``cycle_model`` switch between (they all
+            use ``provider``).
+        thinking_level: the starting thinking level (see ``AgentSession``).
+        tracer_provider: the OpenTelemetry ``TracerProvider`` the session's spans go
+            to (``trio-session[otel]``); the global one if omitted. See
+            ``trio_session._tracing``.
 
-    ``history`` is a session file (JSON lines) to append every message to: a path —
-    resumed if it exists (the context is rebuilt without retried errors), created if
-    not — or an open ``SessionFile``. A prompt is on disk before its request goes
-    out, and a run's messages before its ``agent_end`` (so before any backoff sleep). A
-    resumed file's session id is the session's, and so are the model (if it is among
-    ``models``) and the thinking level it last recorded.
+    Returns:
+        An async context manager; ``async with`` it to get the session.
 
-    ``models`` are the models ``set_model`` / ``cycle_model`` switch between (they all
-    use ``provider``); ``thinking_level`` is the starting level (see ``AgentSession``).
-
-    ``tracer_provider`` is the OpenTelemetry ``TracerProvider`` the session's spans go
-    to (``trio-session[otel]``); the global one if omitted. See ``trio_session._tracing``.
-
-    Example::
-
+    Example:
+        ```python
         async with open_session(FauxProvider([FauxReply(text="Hi")])) as session:
             reply = await session.prompt("Hello")
+        ```
     """
     if not extensions and (history is None or isinstance(history, SessionFile)):
         # The common block: a small object, not an async generator (whose frame would

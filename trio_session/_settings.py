@@ -1,8 +1,10 @@
 """Settings: the ``retry`` and ``compaction`` groups, validated, layered (R-26, R-28, R-38).
 
-Settings files are JSON with nested groups, keyed as in the reference::
+Settings files are JSON with nested groups, keyed as in the reference:
 
-    {"retry": {"enabled": true, "maxRetries": 3, "baseDelayMs": 2000}}
+```text
+{"retry": {"enabled": true, "maxRetries": 3, "baseDelayMs": 2000}}
+```
 
 Layers apply in order — defaults < global file < project file < programmatic —
 and each key comes from the last layer that sets it. Every value is checked when
@@ -722,6 +724,11 @@ def persist_setting(path: str | os.PathLike[str], key: str, value: Any) -> None:
     Two processes writing at the same moment: the last one wins, whole.
 
     This blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``.
+
+    Args:
+        path: the settings file.
+        key: a dotted key, ``"retry.maxRetries"``.
+        value: its new value.
 
     Raises:
         SettingsError: the key or value is invalid, or the file exists but is not

@@ -1,10 +1,12 @@
 """One call to stream a prompt: ``async with session.stream(text) as reply: async for …``.
 
-The scope tree::
+The scope tree:
 
-    async with session.stream(text) as reply      ← the caller's task
-    └── nursery (opened by stream(), closed when the block exits)
-        └── prompt task: await session.prompt(text)   ← retries, compaction inside
+```text
+async with session.stream(text) as reply      ← the caller's task
+└── nursery (opened by stream(), closed when the block exits)
+    └── prompt task: await session.prompt(text)   ← retries, compaction inside
+```
 
 Events reach the ``ReplyStream`` through a plain subscription, pushed in the order
 the session emits them; the iterator ends when the prompt task has returned, so

@@ -4,13 +4,15 @@ Optional: install ``trio-session[otel]`` (``opentelemetry-api``). It is imported
 when the first session makes its tracer; without it ``AVAILABLE`` is false,
 ``session_tracer`` returns ``None`` and a session runs no span code at all.
 
-The spans, and how they nest::
+The spans, and how they nest:
 
-    trio_session.prompt                 one prompt(), from its start to its return
-    ├── trio_session.attempt            one model request (turn_start → its message_end)
-    ├── trio_session.backoff            one retry sleep (auto_retry_start → the re-attempt)
-    ├── trio_session.attempt            the re-attempt
-    └── trio_session.compaction         compaction_start → compaction_end
+```text
+trio_session.prompt                 one prompt(), from its start to its return
+├── trio_session.attempt            one model request (turn_start → its message_end)
+├── trio_session.backoff            one retry sleep (auto_retry_start → the re-attempt)
+├── trio_session.attempt            the re-attempt
+└── trio_session.compaction         compaction_start → compaction_end
+```
 
 Parents are given explicitly, never taken from the current context: a retry chain
 is a task of the prompt's nursery, and Trio gives each new task a *copy* of the

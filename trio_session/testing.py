@@ -3,14 +3,16 @@
 The provider is the seam to fake: use ``trio_session.FauxProvider`` with a
 script, run on Trio's ``MockClock(autojump_threshold=0)`` (pytest-trio's
 ``autojump_clock`` fixture), and record what the session emits with
-``EventRecorder``::
+``EventRecorder``:
 
-    async def test_two_503s_then_success(autojump_clock):
-        provider = FauxProvider(faux_script(["!503", "!503", "Hello"]))
-        async with open_session(provider) as session:
-            recorder = EventRecorder.attach(session)
-            await session.prompt("Hi")
-        assert recorder.times_of("auto_retry_start") == [0.0, 2.0]
+```python
+async def test_two_503s_then_success(autojump_clock):
+    provider = FauxProvider(faux_script(["!503", "!503", "Hello"]))
+    async with open_session(provider) as session:
+        recorder = EventRecorder.attach(session)
+        await session.prompt("Hi")
+    assert recorder.times_of("auto_retry_start") == [0.0, 2.0]
+```
 """
 
 from __future__ import annotations

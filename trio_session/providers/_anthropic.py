@@ -2,22 +2,24 @@
 
 One request is ``POST {base_url}/v1/messages`` with ``stream: true`` and the headers
 ``x-api-key`` and ``anthropic-version: 2023-06-01``. The answer comes back as named
-server-sent events::
+server-sent events:
 
-    message_start        {"message": {"usage": {"input_tokens": 25, "output_tokens": 1,
-                                                "cache_read_input_tokens": 0, …}}}
-    content_block_start  {"index": 0, "content_block": {"type": "text", "text": ""}}
-    content_block_delta  {"index": 0, "delta": {"type": "text_delta", "text": "Hi"}}
-    content_block_stop   {"index": 0}
-    content_block_start  {"index": 1, "content_block": {"type": "tool_use", "id": …,
-                                                        "name": "read", "input": {}}}
-    content_block_delta  {"index": 1, "delta": {"type": "input_json_delta",
-                                                "partial_json": "{\\"path\\": "}}
-    content_block_stop   {"index": 1}                    ← the tool call is complete
-    message_delta        {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}
-    message_stop         {}
-    ping                 {}                              ← keep-alive, ignored
-    error                {"error": {"type": "overloaded_error", "message": "Overloaded"}}
+```text
+message_start        {"message": {"usage": {"input_tokens": 25, "output_tokens": 1,
+                                            "cache_read_input_tokens": 0, …}}}
+content_block_start  {"index": 0, "content_block": {"type": "text", "text": ""}}
+content_block_delta  {"index": 0, "delta": {"type": "text_delta", "text": "Hi"}}
+content_block_stop   {"index": 0}
+content_block_start  {"index": 1, "content_block": {"type": "tool_use", "id": …,
+                                                    "name": "read", "input": {}}}
+content_block_delta  {"index": 1, "delta": {"type": "input_json_delta",
+                                            "partial_json": "{\\"path\\": "}}
+content_block_stop   {"index": 1}                    ← the tool call is complete
+message_delta        {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}
+message_stop         {}
+ping                 {}                              ← keep-alive, ignored
+error                {"error": {"type": "overloaded_error", "message": "Overloaded"}}
+```
 
 Text deltas go to the sink as they arrive, tool calls at their ``content_block_stop``.
 ``stop_reason`` maps ``end_turn``/``stop_sequence`` → ``"stop"``, ``max_tokens`` →
@@ -330,15 +332,17 @@ def thinking_budget(base_max_tokens: int, model_max_tokens: int, level: str) -> 
 
 @attrs.define(eq=False)
 class AnthropicProvider(HttpProvider):
-    """A provider speaking the Anthropic Messages API, streamed::
+    """A provider speaking the Anthropic Messages API, streamed:
 
-        async with AnthropicProvider(api_key=key) as provider:
-            async with open_session(provider, "claude-sonnet-4-5") as session: ...
+    ```python
+    async with AnthropicProvider(api_key=key) as provider:
+        async with open_session(provider, "claude-sonnet-4-5") as session: ...
+    ```
 
     Without ``base_url``, ``$ANTHROPIC_BASE_URL`` is the endpoint if it is set (as in
     the anthropic SDK), else ``https://api.anthropic.com``.
 
-    Args (besides those of ``HttpProvider``):
+    Args:
         max_tokens: the answer's token budget (required by the API).
     """
 

@@ -97,8 +97,8 @@ class Model:
 # reference entry maps it explicitly (OpenAI codex-max); ``Model`` carries no such map,
 # so it is never offered here and is clamped to "high", as the reference clamps it.
 
-#: Every thinking level, weakest first (the reference's ``EXTENDED_THINKING_LEVELS``).
 THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
+"""Every thinking level, weakest first (the reference's ``EXTENDED_THINKING_LEVELS``)."""
 
 #: The level a session starts at when nothing says otherwise (clamped to the model).
 DEFAULT_THINKING_LEVEL = "medium"

@@ -97,12 +97,13 @@ class FauxProvider:
     ``trio.current_time()``, so virtual under ``MockClock``) in ``request_times``.
     When the script runs out, the request ends as a non-retryable error.
 
-    Example::
-
+    Example:
+        ```python
         provider = FauxProvider([
             FauxReply(error="503 Service Unavailable"),
             FauxReply(text="Hello!"),
         ])
+        ```
     """
 
     _script: list[ScriptStep] = attrs.field(converter=_steps, alias="script")
@@ -252,6 +253,9 @@ def faux_script_from_json(data: Any, *, source: str = "<data>") -> list[FauxRepl
 
 def load_faux_script(path: str | Path) -> list[FauxReply]:
     """Read a JSON faux script file (see ``faux_script_from_json``).
+
+    Args:
+        path: the JSON file.
 
     Raises:
         FauxScriptError: the file cannot be read, is not JSON, or a reply is malformed.

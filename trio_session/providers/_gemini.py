@@ -3,16 +3,18 @@
 One request is ``POST {base_url}/models/{model}:streamGenerateContent?alt=sse`` with
 the key in the ``x-goog-api-key`` header — never in the URL, where it would end up in
 error texts, proxies' logs and tracebacks. The answer comes back as server-sent events
-whose ``data`` is a ``GenerateContentResponse``; the body simply ends after the last::
+whose ``data`` is a ``GenerateContentResponse``; the body simply ends after the last:
 
-    {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}}],
-     "responseId": "r1", "modelVersion": "gemini-2.5-flash"}
-    {"candidates": [{"content": {"parts": [{"text": "why", "thought": true}]}}]}
-    {"candidates": [{"content": {"parts": [{"functionCall": {"name": "read",
-        "args": {"path": "a.txt"}}}]}}]}
-    {"candidates": [{"content": {"parts": [{"text": "lo"}]}, "finishReason": "STOP"}],
-     "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 3,
-                       "thoughtsTokenCount": 5, "cachedContentTokenCount": 8}}
+```text
+{"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}}],
+ "responseId": "r1", "modelVersion": "gemini-2.5-flash"}
+{"candidates": [{"content": {"parts": [{"text": "why", "thought": true}]}}]}
+{"candidates": [{"content": {"parts": [{"functionCall": {"name": "read",
+    "args": {"path": "a.txt"}}}]}}]}
+{"candidates": [{"content": {"parts": [{"text": "lo"}]}, "finishReason": "STOP"}],
+ "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 3,
+                   "thoughtsTokenCount": 5, "cachedContentTokenCount": 8}}
+```
 
 Text parts go to the sink as text, ``thought: true`` parts as thinking (with their
 ``thoughtSignature``), each ``functionCall`` part as one whole tool call. Gemini gives
@@ -28,17 +30,21 @@ end the message as an error that says why, which is not retried. A body that end
 before any ``finishReason`` was cut: a connection error, retried.
 
 Errors, in an HTTP error body or as an SSE event inside the stream, have Google's
-shape::
+shape:
 
-    {"error": {"code": 429, "message": "Resource has been exhausted …",
-               "status": "RESOURCE_EXHAUSTED",
-               "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
-                            "retryDelay": "7s"}]}}
+```text
+{"error": {"code": 429, "message": "Resource has been exhausted …",
+           "status": "RESOURCE_EXHAUSTED",
+           "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                        "retryDelay": "7s"}]}}
+```
 
-and become the same text as the other adapters' (R-52)::
+and become the same text as the other adapters' (R-52):
 
-    429 Too Many Requests: Resource has been exhausted … (RESOURCE_EXHAUSTED)
-    retry-after: 7
+```text
+429 Too Many Requests: Resource has been exhausted … (RESOURCE_EXHAUSTED)
+retry-after: 7
+```
 
 so the classifier retries 429/500/503, reads the wait (R-18), sees "The input token
 count … exceeds the maximum number of tokens allowed" as an overflow, and leaves
@@ -466,16 +472,18 @@ class GenerateContentParser:
 
 @attrs.define(eq=False)
 class GeminiProvider(HttpProvider):
-    """A provider speaking Google's Gemini API (``streamGenerateContent``, SSE)::
+    """A provider speaking Google's Gemini API (``streamGenerateContent``, SSE):
 
-        async with GeminiProvider(api_key=key) as provider:
-            async with open_session(provider, "gemini-2.5-flash") as session: ...
+    ```python
+    async with GeminiProvider(api_key=key) as provider:
+        async with open_session(provider, "gemini-2.5-flash") as session: ...
+    ```
 
     Without ``base_url``, ``$GEMINI_BASE_URL`` is the endpoint if it is set, else
     ``https://generativelanguage.googleapis.com/v1beta``. The key goes in the
     ``x-goog-api-key`` header.
 
-    Args (besides those of ``HttpProvider``):
+    Args:
         max_tokens: ``generationConfig.maxOutputTokens``; ``None`` (the default) sends
             none, and the model's own limit applies.
     """

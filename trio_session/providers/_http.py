@@ -2,20 +2,22 @@
 
 ``HttpProvider`` does the HTTP half of a provider; a subclass says what to
 send (URL, headers, JSON body) and how to read the events that come back (a
-``StreamParser``)::
+``StreamParser``):
 
-    HttpProvider.stream(request, sink)
-    └── move_on_after(attempt_timeout)                  the whole attempt, 600 s by default
-        ├── body → JSON → UTF-8 bytes                   lone surrogates sent as U+FFFD
-        ├── async with client.stream("POST", url, content=body)   closed on every exit,
-        │   │                                                      cancellation included
-        │   ├── non-2xx  → read ≤ 64 KiB of body → http_error_message()   "503 …: …"
-        │   ├── 2xx but not text/event-stream     → "Invalid response from server: …"
-        │   └── bytes → SSEDecoder (lines ≤ 8 MiB) → parser.feed(event) → StreamEnd, or
-        │         None to go on; end of body → parser.finish()  no end marker ⇒ "…cut…"
-        ├── httpx exceptions                    → "Connection error: …" texts
-        ├── any other exception (a bug)         → "Request failed: … raised <type>"
-        └── the API key is redacted before any text is cut, and from every error text
+```text
+HttpProvider.stream(request, sink)
+└── move_on_after(attempt_timeout)                  the whole attempt, 600 s by default
+    ├── body → JSON → UTF-8 bytes                   lone surrogates sent as U+FFFD
+    ├── async with client.stream("POST", url, content=body)   closed on every exit,
+    │   │                                                      cancellation included
+    │   ├── non-2xx  → read ≤ 64 KiB of body → http_error_message()   "503 …: …"
+    │   ├── 2xx but not text/event-stream     → "Invalid response from server: …"
+    │   └── bytes → SSEDecoder (lines ≤ 8 MiB) → parser.feed(event) → StreamEnd, or
+    │         None to go on; end of body → parser.finish()  no end marker ⇒ "…cut…"
+    ├── httpx exceptions                    → "Connection error: …" texts
+    ├── any other exception (a bug)         → "Request failed: … raised <type>"
+    └── the API key is redacted before any text is cut, and from every error text
+```
 
 Two clocks bound an attempt. httpx's read timeout (``timeout``, 120 s by default) is the
 longest *silence*: no byte for that long and the attempt fails. It cannot catch a server

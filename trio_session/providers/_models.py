@@ -120,6 +120,14 @@ def builtin_model(provider: str, id: str, *, base_url: str | None = None) -> Mod
 
     ``provider`` is one of ``"openai"``, ``"anthropic"``, ``"gemini"`` (or pi's name
     ``"google"``); the model carries that name, the provider's ``api`` and ``base_url``.
+
+    Args:
+        provider: ``"openai"``, ``"anthropic"``, ``"gemini"`` or ``"google"``.
+        id: the model id, as the provider names it (``"gpt-4.1"``).
+        base_url: the API root the model carries; the provider's own if omitted.
+
+    Returns:
+        The model, or ``None`` for a provider or id the table does not know.
     """
     api = PROVIDER_APIS.get(provider)
     known = _BY_API.get(api, {}).get(id) if api is not None else None

@@ -2,15 +2,17 @@
 
 One request is ``POST {base_url}/chat/completions`` with ``stream: true`` and
 ``stream_options: {include_usage: true}``; the answer comes back as server-sent
-events whose ``data`` is a JSON chunk, ending with ``data: [DONE]``::
+events whose ``data`` is a JSON chunk, ending with ``data: [DONE]``:
 
-    {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}
-    {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
-        "function": {"name": "read", "arguments": "{\\"pa"}}]}}]}
-    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
-    {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3,
-        "prompt_tokens_details": {"cached_tokens": 8}}}
-    [DONE]
+```text
+{"choices": [{"index": 0, "delta": {"content": "Hel"}}]}
+{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+    "function": {"name": "read", "arguments": "{\\"pa"}}]}}]}
+{"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+{"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3,
+    "prompt_tokens_details": {"cached_tokens": 8}}}
+[DONE]
+```
 
 Text deltas go to the sink as they arrive. Tool-call pieces are joined by their
 ``index`` and handed over whole when the stream ends. ``finish_reason`` maps
@@ -281,17 +283,19 @@ class ChatCompletionsParser:
 class OpenAIProvider(HttpProvider):
     """A provider speaking the OpenAI Chat Completions API, streamed.
 
-    Works with OpenAI and with OpenAI-compatible servers::
+    Works with OpenAI and with OpenAI-compatible servers:
 
-        async with OpenAIProvider(api_key=key) as provider:
-            async with open_session(provider, "gpt-4.1") as session: ...
+    ```python
+    async with OpenAIProvider(api_key=key) as provider:
+        async with open_session(provider, "gpt-4.1") as session: ...
 
-        local = OpenAIProvider(base_url="http://127.0.0.1:8080/v1", name="llama.cpp")
+    local = OpenAIProvider(base_url="http://127.0.0.1:8080/v1", name="llama.cpp")
+    ```
 
     Without ``base_url``, ``$OPENAI_BASE_URL`` is the endpoint if it is set (as in the
     openai SDK), else ``https://api.openai.com/v1``.
 
-    Args (besides those of ``HttpProvider``):
+    Args:
         include_usage: ask for a usage chunk (``stream_options.include_usage``);
             turn off for a server that rejects the option.
     """

@@ -1,15 +1,15 @@
 """RpcClient: drive a ``trio-session rpc`` process (or any RPC stream) from Trio code.
 
-::
-
-    async with open_rpc_client(args=["--faux", "script.json"]) as client:
-        with client.events() as events:
-            await client.prompt("Hello")
-            async for event in events:
-                if event["type"] == "auto_retry_start":
-                    await client.abort_retry()
-            ...
-        await client.wait_for_idle()
+```python
+async with open_rpc_client(args=["--faux", "script.json"]) as client:
+    with client.events() as events:
+        await client.prompt("Hello")
+        async for event in events:
+            if event["type"] == "auto_retry_start":
+                await client.abort_retry()
+        ...
+    await client.wait_for_idle()
+```
 
 The client writes commands with ids ``req_1``, ``req_2`` … and matches each
 response to its call; everything else the server writes (events, and responses
@@ -158,6 +158,13 @@ class RpcClient:
     async def request(self, command: str, /, **fields: Any) -> JSONObject:
         """Send ``{"type": command, **fields}`` and return the server's response object.
 
+        Args:
+            command: the command's ``type`` (``"get_state"``).
+            **fields: its other fields, as they go on the wire (camelCase).
+
+        Returns:
+            The whole response object (``{"type": "response", "success": true, …}``).
+
         Raises:
             RpcCommandError: the response has ``success: false``.
             RpcConnectionError: the server went away before answering.
@@ -204,6 +211,12 @@ class RpcClient:
         ``images`` are ``{"type": "image", "data": base64, "mimeType": …}`` objects.
         ``streaming_behavior`` (``"steer"`` or ``"followUp"``) queues the message if
         a prompt is running; without it that is an error (``RpcCommandError``).
+
+        Args:
+            message: the user message's text.
+            images: image objects sent after the text.
+            streaming_behavior: ``"steer"`` or ``"followUp"``: what to do with the
+                message if a prompt is running.
         """
         fields: dict[str, Any] = {"message": message}
         if images:
@@ -226,11 +239,19 @@ class RpcClient:
         return bool(response.get("data", {}).get("skipped"))
 
     async def set_auto_retry(self, enabled: bool) -> None:
-        """Write ``retry.enabled`` on the server's session (R-37, R-40)."""
+        """Write ``retry.enabled`` on the server's session (R-37, R-40).
+
+        Args:
+            enabled: whether a retryable error starts a retry chain.
+        """
         await self.request("set_auto_retry", enabled=enabled)
 
     async def set_auto_compaction(self, enabled: bool) -> None:
-        """Write ``compaction.enabled`` on the server's session (R-50)."""
+        """Write ``compaction.enabled`` on the server's session (R-50).
+
+        Args:
+            enabled: whether a context overflow is compacted and retried.
+        """
         await self.request("set_auto_compaction", enabled=enabled)
 
     async def get_state(self) -> JSONObject:
@@ -248,6 +269,9 @@ class RpcClient:
         """Abort any run and start a fresh session; returns ``{"cancelled": false}``.
 
         ``parent_session`` goes into the new session file's header (``parentSession``).
+
+        Args:
+            parent_session: the path recorded as the new file's ``parentSession``.
         """
         fields: JSONObject = {}
         if parent_session is not None:
@@ -265,6 +289,10 @@ class RpcClient:
     async def set_model(self, provider: str, model_id: str) -> JSONObject:
         """Switch to ``provider``/``model_id``; returns its Model object.
 
+        Args:
+            provider: the model's provider name.
+            model_id: the model's id.
+
         Raises:
             RpcCommandError: ``"Model not found: provider/id"``.
         """
@@ -279,7 +307,11 @@ class RpcClient:
         return data
 
     async def set_thinking_level(self, level: str) -> None:
-        """Set the thinking level (``"off"`` … ``"xhigh"``; clamped to the model)."""
+        """Set the thinking level (``"off"`` … ``"xhigh"``; clamped to the model).
+
+        Args:
+            level: one of ``THINKING_LEVELS``.
+        """
         await self.request("set_thinking_level", level=level)
 
     async def cycle_thinking_level(self) -> JSONObject | None:
@@ -299,7 +331,11 @@ class RpcClient:
 
     async def bash(self, command: str) -> JSONObject:
         """Run a shell command on the server; ``{output, exitCode?, cancelled, truncated,
-        fullOutputPath?}`` once it is over (``abort_bash`` from another task stops it)."""
+        fullOutputPath?}`` once it is over (``abort_bash`` from another task stops it).
+
+        Args:
+            command: the command line, run by the server's shell.
+        """
         data: JSONObject = (await self.request("bash", command=command))["data"]
         return data
 
@@ -308,7 +344,11 @@ class RpcClient:
         await self.request("abort_bash")
 
     async def export_html(self, output_path: str | None = None) -> str:
-        """Export the session as an HTML file; returns its path."""
+        """Export the session as an HTML file; returns its path.
+
+        Args:
+            output_path: where to write the file; the server picks a name if omitted.
+        """
         fields = {} if output_path is None else {"outputPath": output_path}
         path: str = (await self.request("export_html", **fields))["data"]["path"]
         return path
@@ -321,29 +361,51 @@ class RpcClient:
     # -- queues and compaction --
 
     async def steer(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
-        """Queue a steering message (delivered after the current turn)."""
+        """Queue a steering message (delivered after the current turn).
+
+        Args:
+            message: the message's text.
+            images: image objects sent after the text.
+        """
         fields: dict[str, Any] = {"message": message}
         if images:
             fields["images"] = [dict(image) for image in images]
         await self.request("steer", **fields)
 
     async def follow_up(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
-        """Queue a follow-up message (delivered when the run would stop)."""
+        """Queue a follow-up message (delivered when the run would stop).
+
+        Args:
+            message: the message's text.
+            images: image objects sent after the text.
+        """
         fields: dict[str, Any] = {"message": message}
         if images:
             fields["images"] = [dict(image) for image in images]
         await self.request("follow_up", **fields)
 
     async def set_steering_mode(self, mode: str) -> None:
-        """``"all"`` or ``"one-at-a-time"``."""
+        """``"all"`` or ``"one-at-a-time"``.
+
+        Args:
+            mode: ``"all"`` or ``"one-at-a-time"``.
+        """
         await self.request("set_steering_mode", mode=mode)
 
     async def set_follow_up_mode(self, mode: str) -> None:
-        """``"all"`` or ``"one-at-a-time"``."""
+        """``"all"`` or ``"one-at-a-time"``.
+
+        Args:
+            mode: ``"all"`` or ``"one-at-a-time"``.
+        """
         await self.request("set_follow_up_mode", mode=mode)
 
     async def compact(self, custom_instructions: str | None = None) -> JSONObject:
-        """Compact now; returns ``{summary, firstKeptEntryId?, tokensBefore, …}``."""
+        """Compact now; returns ``{summary, firstKeptEntryId?, tokensBefore, …}``.
+
+        Args:
+            custom_instructions: what the summary should focus on.
+        """
         fields: dict[str, Any] = {}
         if custom_instructions is not None:
             fields["customInstructions"] = custom_instructions
@@ -383,12 +445,14 @@ class RpcClient:
 
     @contextmanager
     def events(self) -> Iterator[RpcEventStream]:
-        """Receive every event from now on, as an async iterator::
+        """Receive every event from now on, as an async iterator:
 
-            with client.events() as events:
-                await client.prompt("Hi")
-                async for event in events:
-                    ...
+        ```python
+        with client.events() as events:
+            await client.prompt("Hi")
+            async for event in events:
+                ...
+        ```
 
         Open it *before* the command whose events you want. The buffer is
         unbounded: a stream that is not read holds its events in memory.

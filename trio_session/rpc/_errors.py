@@ -1,12 +1,14 @@
 """What an ``trio_session.rpc.RpcClient`` raises.
 
-The RPC errors hang under the package's base class (see ``trio_session._errors``)::
+The RPC errors hang under the package's base class (see ``trio_session._errors``):
 
-    TrioSessionError
-    └── RpcError                 anything that went wrong talking to an rpc server
-        ├── RpcCommandError      the server answered ``success: false``
-        └── RpcConnectionError   the server went away (the process died or exited,
-                                 the stream closed) or the client was closed
+```text
+TrioSessionError
+└── RpcError                 anything that went wrong talking to an rpc server
+    ├── RpcCommandError      the server answered success: false
+    └── RpcConnectionError   the server went away (the process died or exited,
+                             the stream closed) or the client was closed
+```
 
 A failed *model request* is not an exception here either: it arrives as events
 (``message_end`` with ``stopReason: "error"``, ``auto_retry_*``), as in the session.

@@ -1,13 +1,15 @@
 """The RPC wire format: JSON lines, spoken as the reference's ``--mode rpc`` speaks them.
 
 A client writes one JSON command per line; the server writes JSON lines back —
-a response to every command line, and every session event as it happens::
+a response to every command line, and every session event as it happens:
 
-    → {"id": "req_1", "type": "prompt", "message": "Hello"}
-    ← {"id":"req_1","type":"response","command":"prompt","success":true}
-    ← {"type":"agent_start"}
-    …
-    ← {"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 …"}
+```text
+→ {"id": "req_1", "type": "prompt", "message": "Hello"}
+← {"id":"req_1","type":"response","command":"prompt","success":true}
+← {"type":"agent_start"}
+…
+← {"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 …"}
+```
 
 Field names are the reference's (``isStreaming``, ``autoCompactionEnabled``,
 ``parentSession``); events are encoded by the one codec, ``trio_session.event_to_json``.
@@ -28,9 +30,9 @@ import attrs
 
 from .._messages import ImageContent
 
-#: Longest command line the server reads (bytes, without the newline). A longer line
-#: gets one error response and is skipped up to its newline, never buffered (R-42).
 MAX_LINE_BYTES: Final = 1024 * 1024
+"""Longest command line the server reads (bytes, without the newline). A longer line gets one
+error response and is skipped up to its newline, never buffered (R-42)."""
 
 #: The prefix of every ``command: "parse"`` error, as in the reference.
 PARSE_ERROR_PREFIX: Final = "Failed to parse command: "
@@ -356,6 +358,8 @@ Command: TypeAlias = (
     | GetForkMessages
     | SetSessionName
 )
+"""Every command the RPC server accepts, as ``parse_command`` returns it; each has the
+``type`` it is written with on the wire and an optional ``id`` echoed in its response."""
 
 
 @attrs.frozen

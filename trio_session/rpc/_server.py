@@ -1,14 +1,16 @@
 """The RPC server: commands in, responses and session events out, over any trio Stream.
 
 It is written against ``trio.abc.Stream``; the ``trio-session rpc`` command
-adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree::
+adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree:
 
-    RpcServer.serve()                 reads lines and answers them, in order
-    └── nursery
-        ├── writer task               the only writer: whole lines from the outbox
-        ├── session host task         ``async with factory() as session`` (one per
-        │                             new_session; the first is opened at start)
-        └── prompt task               ``await session.prompt(text)``, under a scope
+```text
+RpcServer.serve()                 reads lines and answers them, in order
+└── nursery
+    ├── writer task               the only writer: whole lines from the outbox
+    ├── session host task         async with factory() as session (one per
+    │                             new_session; the first is opened at start)
+    └── prompt task               await session.prompt(text), under a scope
+```
 
 - Every line gets exactly one response, in the order the lines came (R-42). Only
   ``prompt`` starts work that outlives its line: it is answered at once, and its
@@ -1005,10 +1007,12 @@ async def serve_rpc(
     ``trio_session.AgentSession``; ``first_session`` is what it is asked for first;
     ``lean_updates`` writes ``message_update`` events without the message so far
     (see ``RpcServer``). Started with ``await nursery.start(serve_rpc, …)`` it reports
-    the ``RpcServer``, whose ``RpcServer.shutdown`` ends it early::
+    the ``RpcServer``, whose ``RpcServer.shutdown`` ends it early:
 
-        async with trio.open_nursery() as nursery:
-            server = await nursery.start(serve_rpc, lambda: open_session(provider), stream)
+    ```python
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_rpc, lambda: open_session(provider), stream)
+    ```
     """
     server = RpcServer(
         sessions,

@@ -8,19 +8,21 @@ Format
 ------
 The shape is the reference's ("pi") session file, version 3, so either tool can
 read the other's files. The first line is a header; every other line is one entry
-whose ``parentId`` is the id of the entry before it::
+whose ``parentId`` is the id of the entry before it:
 
-    {"type":"session","version":3,"id":"5f0c…","timestamp":"2025-06-01T09:30:00.000Z",
-     "cwd":"/src/app"}
-    {"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2025-06-01T09:30:01.250Z",
-     "message":{"role":"user","content":"Hi","timestamp":1748770201250}}
-    {"type":"message","id":"e5f60718","parentId":"a1b2c3d4","timestamp":"…",
-     "message":{"role":"assistant","content":[],"stopReason":"error",
-                "errorMessage":"503 Service Unavailable",…}}
-    {"type":"compaction","id":"…","parentId":"e5f60718","timestamp":"…","summary":"…",
-     "tokensBefore":9000,"tokensAfter":3000,"messagesRemoved":6,"firstKeptEntryId":"…"}
-    {"type":"settings_change","id":"…","parentId":"…","timestamp":"…",
-     "key":"retry.enabled","value":false}
+```text
+{"type":"session","version":3,"id":"5f0c…","timestamp":"2025-06-01T09:30:00.000Z",
+ "cwd":"/src/app"}
+{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2025-06-01T09:30:01.250Z",
+ "message":{"role":"user","content":"Hi","timestamp":1748770201250}}
+{"type":"message","id":"e5f60718","parentId":"a1b2c3d4","timestamp":"…",
+ "message":{"role":"assistant","content":[],"stopReason":"error",
+            "errorMessage":"503 Service Unavailable",…}}
+{"type":"compaction","id":"…","parentId":"e5f60718","timestamp":"…","summary":"…",
+ "tokensBefore":9000,"tokensAfter":3000,"messagesRemoved":6,"firstKeptEntryId":"…"}
+{"type":"settings_change","id":"…","parentId":"…","timestamp":"…",
+ "key":"retry.enabled","value":false}
+```
 
 (Each record is one line in the file; they are wrapped here.)
 
@@ -481,6 +483,9 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
     Blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``
     (or use ``open_history``).
 
+    Args:
+        path: the session file.
+
     Raises:
         HistoryError: the file cannot be read, or has no valid session header.
     """
@@ -819,6 +824,10 @@ def session_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[M
     ``firstKeptEntryId`` up to the compaction, then those after it.
 
     Nothing is dropped for retries here: see ``runtime_context``.
+
+    Args:
+        loaded: what ``load_session`` read.
+        leaf_id: the last entry of the branch; the file's leaf if omitted.
     """
     path = loaded.branch(leaf_id)
     compaction: CompactionEntry | None = None
@@ -877,6 +886,10 @@ def runtime_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[M
     (R-30), and an overflow error whose compaction found nothing to drop. Live,
     the error had already left the runtime context; here it is the last message
     of its turn and stays. Either way it is never sent to the model (R-20a).
+
+    Args:
+        loaded: what ``load_session`` read.
+        leaf_id: the last entry of the branch; the file's leaf if omitted.
     """
     messages = session_context(loaded, leaf_id)
     return [
@@ -935,6 +948,9 @@ def latest_session(directory: str | os.PathLike[str]) -> Path | None:
     modification time wins (ties: the later name). ``None`` if there is none or
     the directory does not exist.
 
+    Args:
+        directory: the directory to look in (see ``default_sessions_dir``).
+
     Raises:
         HistoryError: ``directory`` exists but cannot be listed.
     """
@@ -983,6 +999,9 @@ def list_sessions(directory: str | os.PathLike[str]) -> list[SessionSummary]:
 
     Files that are not session files, cannot be read, or hold no user message are
     left out (a picker has nothing to show for them). A missing directory is empty.
+
+    Args:
+        directory: the directory to look in (see ``default_sessions_dir``).
 
     Raises:
         HistoryError: ``directory`` exists but cannot be listed.

@@ -724,11 +724,12 @@ async def open_history(
     Raises:
         HistoryError: as ``SessionFile.create`` and ``SessionFile.resume``.
 
-    Example::
-
+    Example:
+        ```python
         async with open_history(path) as history:
             context = runtime_context(history.loaded) if history.loaded else []
             await history.append_message(UserMessage("Hello"))
+        ```
     """
     if path is not None and await trio.to_thread.run_sync(Path(path).exists):
         file = await trio.to_thread.run_sync(partial(SessionFile.resume, path, clock=clock))

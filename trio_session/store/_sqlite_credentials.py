@@ -22,11 +22,13 @@ One SQLite database in WAL mode, ``<user data dir>/credentials.sqlite3`` by
 default (on Linux ``~/.local/share/trio-session/credentials.sqlite3``). It is
 created with ``os.open(..., 0o600)`` before SQLite opens it (SQLite then gives
 its ``-wal`` and ``-shm`` files the same mode), and an existing file that group
-or others can read is refused, as ``ssh`` refuses a loose key file. Tables::
+or others can read is refused, as ``ssh`` refuses a loose key file. Tables:
 
-    credentials(id, provider, label, key, position)   the stored keys
-    blocks(provider, credential, blocked_until)       usage-limit blocks, epoch seconds
-    sessions(provider, session_id, credential, ...)   which credential a session uses
+```text
+credentials(id, provider, label, key, position)   the stored keys
+blocks(provider, credential, blocked_until)       usage-limit blocks, epoch seconds
+sessions(provider, session_id, credential, ...)   which credential a session uses
+```
 
 A credential is identified by a fingerprint of its key (the first 16 hex
 digits of its SHA-256), the same for a stored key and an environment key, so a
@@ -599,11 +601,12 @@ async def open_sqlite_credentials(
 ) -> AsyncIterator[SqliteCredentialStore]:
     """Open the store for the length of a block, opening and closing in a worker thread.
 
-    Example::
-
+    Example:
+        ```python
         async with open_sqlite_credentials() as credentials:
             async with open_session(provider, model, credentials=credentials) as session:
                 ...
+        ```
     """
     opener = partial(
         SqliteCredentialStore.open, path, env_vars=env_vars, environ=environ, clock=clock

@@ -7,20 +7,22 @@ ambiguous — the Esc key, or the start of an arrow key whose other bytes are st
 on the way — so the reader waits ``ESC_TIMEOUT`` seconds while
 ``waiting_for_escape`` is true and then calls ``flush``.
 
-What the bytes mean (raw mode with ICRNL off, so Enter is CR)::
+What the bytes mean (raw mode with ICRNL off, so Enter is CR):
 
-    \\r                          enter
-    \\n (Ctrl+J), ESC \\r, ESC \\n  newline (and Shift/Alt/Ctrl+Enter as
-    CSI 13;<mod> u, CSI 27;<mod>;13 ~)
-    \\x7f, \\x08                  backspace        CSI 3 ~         delete
-    \\t                          tab              ESC ESC         esc, then go on
-    CSI/SS3 A B C D             up down right left
-    CSI 1;5 D, CSI 1;3 D, ESC b  word_left        (…C, ESC f: word_right)
-    CSI H, SS3 H, CSI 1~, 7~, ^A home             CSI F, SS3 F, 4~, 8~, ^E  end
-    CSI 5 ~, CSI 6 ~            page_up, page_down
-    ^C ^D ^U ^K ^W ^L           ctrl_c ctrl_d ctrl_u ctrl_k ctrl_w ctrl_l
-    ESC \\x7f (Alt+Backspace)    ctrl_w
-    CSI 200 ~ … CSI 201 ~       one "paste" key with the whole block
+```text
+\\r                          enter
+\\n (Ctrl+J), ESC \\r, ESC \\n  newline (and Shift/Alt/Ctrl+Enter as
+CSI 13;<mod> u, CSI 27;<mod>;13 ~)
+\\x7f, \\x08                  backspace        CSI 3 ~         delete
+\\t                          tab              ESC ESC         esc, then go on
+CSI/SS3 A B C D             up down right left
+CSI 1;5 D, CSI 1;3 D, ESC b  word_left        (…C, ESC f: word_right)
+CSI H, SS3 H, CSI 1~, 7~, ^A home             CSI F, SS3 F, 4~, 8~, ^E  end
+CSI 5 ~, CSI 6 ~            page_up, page_down
+^C ^D ^U ^K ^W ^L           ctrl_c ctrl_d ctrl_u ctrl_k ctrl_w ctrl_l
+ESC \\x7f (Alt+Backspace)    ctrl_w
+CSI 200 ~ … CSI 201 ~       one "paste" key with the whole block
+```
 
 Anything else — other C0 bytes, unknown sequences — is ``Key("other", raw)``.
 A run of printable text in one feed is one ``"char"`` key.

@@ -1,0 +1,287 @@
+"""Docstrings are written for the API reference: one style, and none missing.
+
+The reference (``docs/reference/``) is generated from docstrings by mkdocstrings with
+griffe's Google parser and rendered as Markdown. reStructuredText markup there shows up
+raw: a Sphinx role (``:class:`X` ``) as its colons and backticks, a ``::`` literal block
+as prose with the code run into it. So every docstring of the package, private modules
+included (their objects are re-exported), is checked for that markup; every public name
+needs a docstring; and every public name needs a place in the reference pages.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import trio_session
+
+PACKAGE = Path(trio_session.__file__).parent
+REFERENCE = Path(__file__).parent.parent / "docs" / "reference"
+
+#: The modules whose ``__all__`` is the public API.
+PUBLIC_MODULES = ("trio_session", "trio_session.rpc", "trio_session.testing")
+
+#: ``:class:`X` ``, ``:py:meth:`X` `` …, and the field lists ``:param x:``, ``:returns:``.
+SPHINX_ROLE = re.compile(r":(?:py:)?[a-z]+:`|^\s*:(?:param|type|returns?|rtype|raises?)\b", re.M)
+#: A line ending in ``::`` starts a reStructuredText literal block; ``.. x::`` a directive.
+LITERAL_BLOCK = re.compile(r"::\s*$|^\s*\.\. [a-z-]+::", re.M)
+#: A Google section header: a known name, then a colon, alone on its line.
+SECTION_NAMES = (
+    "Args|Arguments|Parameters|Params|Attributes|Returns|Return|Raises|Yields|Receives|"
+    "Warns|Example|Examples|Note|Notes|Warning|Warnings|See Also|Todo|Other Parameters"
+)
+SECTION_LIKE = re.compile(rf"^\s*(?:{SECTION_NAMES})\b[^:\n]*:\s*$", re.M)
+SECTION = re.compile(rf"^\s*(?:{SECTION_NAMES}):\s*$", re.M)
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _docstrings(path: Path) -> Iterator[tuple[str, int, str]]:
+    """Every docstring in a file: where it is (qualified name, line) and its text.
+
+    Besides modules, classes and functions, this includes attribute docstrings: a
+    string statement right after an assignment, which griffe shows as the
+    attribute's documentation.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+
+    def visit(node: ast.AST, prefix: str) -> Iterator[tuple[str, int, str]]:
+        body = getattr(node, "body", [])
+        for previous, child in zip([None, *body], body, strict=False):
+            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}.{child.name}"
+                doc = ast.get_docstring(child, clean=False)
+                if doc is not None:
+                    yield name, child.lineno, doc
+                yield from visit(child, name)
+            elif (
+                isinstance(child, ast.Expr)
+                and isinstance(child.value, ast.Constant)
+                and isinstance(child.value.value, str)
+                and isinstance(previous, ast.Assign | ast.AnnAssign)
+            ):
+                yield f"{prefix} (attribute)", child.lineno, child.value.value
+
+    doc = ast.get_docstring(tree, clean=False)
+    if doc is not None:
+        yield module, 1, doc
+    yield from visit(tree, module)
+
+
+def _all_docstrings() -> list[tuple[str, int, str, str]]:
+    return [
+        (str(path.relative_to(PACKAGE.parent)), line, name, doc)
+        for path in _modules()
+        for name, line, doc in _docstrings(path)
+    ]
+
+
+def test_docstrings_found() -> None:
+    """The walk sees the package's docstrings (a broken walk would pass every check)."""
+    found = {name for _, _, name, _ in _all_docstrings()}
+    assert "trio_session._session.AgentSession.prompt" in found
+    assert "trio_session.providers._openai.OpenAIProvider" in found
+    assert len(found) > 500
+
+
+def test_no_sphinx_markup() -> None:
+    """No docstring holds a Sphinx role, a field list, a ``::`` block or a directive."""
+    bad = [
+        f"{path}:{line} {name}: {match.group().strip()!r}"
+        for path, line, name, doc in _all_docstrings()
+        for pattern in (SPHINX_ROLE, LITERAL_BLOCK)
+        for match in pattern.finditer(doc)
+    ]
+    assert bad == []
+
+
+def test_google_sections_are_plain() -> None:
+    """A section header is its name and a colon (``Args:``), nothing between them.
+
+    griffe takes ``Args (besides …):`` for prose, and the parameters under it for text.
+    """
+    bad = [
+        f"{path}:{line} {name}: {match.group().strip()!r}"
+        for path, line, name, doc in _all_docstrings()
+        for match in SECTION_LIKE.finditer(doc)
+        if not SECTION.fullmatch(match.group())
+    ]
+    assert bad == []
+
+
+def test_examples_are_fenced() -> None:
+    """An ``Example:`` section holds a fenced code block, which Markdown renders as code."""
+    bad = []
+    for path, line, name, doc in _all_docstrings():
+        for match in re.finditer(r"^\s*Examples?:\s*$", doc, re.M):
+            # The block starts on the next line: griffe ends a section at a blank line.
+            if not re.match(r"\n[ \t]*```", doc[match.end() :]):
+                bad.append(f"{path}:{line} {name}")
+    assert bad == []
+
+
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        ("See :class:`AgentSession`.", True),
+        ("Call :py:meth:`x.y`.", True),
+        (":param x: the x", True),
+        ("Example::\n\n    x()", True),
+        ("The tree::", True),
+        (".. code-block:: python", True),
+        ("See ``AgentSession`` (R-15): a::b is fine.", False),
+        ("Example:\n    ```python\n    x()\n    ```", False),
+    ],
+)
+def test_markup_patterns(text: str, bad: bool) -> None:
+    """The patterns catch reStructuredText markup and leave Markdown alone."""
+    assert bool(SPHINX_ROLE.search(text) or LITERAL_BLOCK.search(text)) is bad
+
+
+# -- every public name has a docstring ------------------------------------------------
+
+
+def _public(module_name: str) -> list[tuple[str, Any]]:
+    module = importlib.import_module(module_name)
+    return [(f"{module_name}.{name}", getattr(module, name)) for name in module.__all__]
+
+
+def _defined_here(obj: Any) -> bool:
+    return getattr(obj, "__module__", "").partition(".")[0] == "trio_session"
+
+
+def _own_doc(obj: Any) -> str | None:
+    """The docstring ``obj`` has itself (a class's is not its base class's)."""
+    if inspect.isclass(obj):
+        doc = vars(obj).get("__doc__")
+        return doc if isinstance(doc, str) else None
+    return getattr(obj, "__doc__", None)
+
+
+def _attribute_docs(module: ModuleType) -> dict[str, str]:
+    """Module-level names documented by a string statement right after their assignment."""
+    tree = ast.parse(inspect.getsource(module))
+    docs: dict[str, str] = {}
+    for previous, node in zip(tree.body, tree.body[1:], strict=False):
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            continue
+        if not isinstance(node.value.value, str):
+            continue
+        targets = previous.targets if isinstance(previous, ast.Assign) else []
+        if isinstance(previous, ast.AnnAssign):
+            targets = [previous.target]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                docs[target.id] = node.value.value
+    return docs
+
+
+def _constant_doc(package: str, name: str) -> str | None:
+    """The attribute docstring of a public constant or type alias, where it is defined."""
+    module = importlib.import_module(package)
+    table: dict[str, str] = getattr(module, "_EXPORTS", {})
+    home = importlib.import_module(table[name], package) if name in table else module
+    return _attribute_docs(home).get(name)
+
+
+def _undocumented() -> list[str]:
+    missing = []
+    for module_name in PUBLIC_MODULES:
+        for path, obj in _public(module_name):
+            name = path.rpartition(".")[2]
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                if not (_own_doc(obj) or "").strip():
+                    missing.append(path)
+            elif not (_constant_doc(module_name, name) or "").strip():
+                missing.append(f"{path} (constant)")
+            if not (inspect.isclass(obj) and _defined_here(obj)):
+                continue
+            for member, value in vars(obj).items():
+                if member.startswith("_"):
+                    continue
+                function = value
+                if isinstance(value, staticmethod | classmethod):
+                    function = value.__func__
+                elif isinstance(value, property):
+                    function = value.fget
+                if not inspect.isfunction(function) or not _defined_here(function):
+                    continue  # an attrs field, a class variable, or attrs' own code
+                if not (function.__doc__ or "").strip():
+                    missing.append(f"{path}.{member}")
+    return sorted(set(missing))
+
+
+def test_public_names_have_docstrings() -> None:
+    """Every name in a public ``__all__``, and every public method and property of a
+    public class, has a docstring."""
+    assert _undocumented() == []
+
+
+# -- every public name is in the reference --------------------------------------------
+
+
+DIRECTIVE = re.compile(r"^::: *([\w.]+)[ \t]*\n((?:[ \t]+.*\n|[ \t]*\n(?=[ \t]+\S))*)", re.M)
+
+
+def _resolve(path: str) -> Any:
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        return getattr(importlib.import_module(module_name), attribute)
+
+
+def _documented() -> tuple[set[str], list[Any]]:
+    """The paths the reference pages render, and the objects they are."""
+    paths: set[str] = set()
+    for page in sorted(REFERENCE.glob("*.md")):
+        for match in DIRECTIVE.finditer(page.read_text(encoding="utf-8")):
+            path, options = match.group(1), match.group(2)
+            paths.add(path)
+            target = _resolve(path)
+            if inspect.ismodule(target):  # a module renders its public members
+                members = re.search(r"members:\s*\n((?:\s+- .*\n)+)", options)
+                names = (
+                    re.findall(r"- (\w+)", members.group(1))
+                    if members
+                    else list(getattr(target, "__all__", []))
+                )
+                paths.update(f"{path}.{name}" for name in names)
+    return paths, [_resolve(path) for path in paths]
+
+
+def test_reference_pages_exist() -> None:
+    """The reference is where the check looks for it."""
+    pages = sorted(p.name for p in REFERENCE.glob("*.md"))
+    assert "index.md" in pages
+    assert len(pages) > 5
+
+
+def test_every_public_name_is_in_the_reference() -> None:
+    """Each public name is rendered on a reference page, by its own path or as the same
+    object under another public path (``trio_session.RpcClient`` is
+    ``trio_session.rpc.RpcClient``); no private module is rendered."""
+    paths, objects = _documented()
+    missing = []
+    for module_name in PUBLIC_MODULES:
+        for path, obj in _public(module_name):
+            if path in paths:
+                continue
+            named = inspect.isclass(obj) or inspect.isfunction(obj)
+            if named and any(obj is other for other in objects):
+                continue
+            missing.append(path)
+    assert missing == []
+    private = sorted(p for p in paths if any(part.startswith("_") for part in p.split(".")))
+    assert private == []
