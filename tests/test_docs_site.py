@@ -1,0 +1,253 @@
+"""The built docs site: every internal link resolves, and the pages load in a browser.
+
+The site is built once per module with ``mkdocs build --strict``. The link check reads
+every HTML file of it: each ``href``/``src`` on the site must name a file of the site, and
+each ``#fragment`` an id in its target page. External links are listed, not fetched.
+
+The browser check serves the site on 127.0.0.1 and opens pages in headless Chromium over
+its DevTools pipe (``tests/cdp.py``): any uncaught exception, ``console.error``, error
+log entry or failed request fails it. Without Chromium these tests are skipped — except
+under ``CI=true``, where a missing browser is a failure (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from html.parser import HTMLParser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit
+
+import attrs
+import pytest
+
+from .cdp import Chromium, find_chromium
+
+ROOT = Path(__file__).parent.parent
+
+#: Attributes that point at another resource, by tag.
+LINK_ATTRIBUTES = {
+    "a": ("href",),
+    "link": ("href",),
+    "area": ("href",),
+    "img": ("src",),
+    "script": ("src",),
+    "iframe": ("src",),
+    "source": ("src",),
+    "video": ("src",),
+    "audio": ("src",),
+}
+#: Schemes that name no file of the site and nothing on the web to list.
+INERT_SCHEMES = {"data", "mailto", "javascript", "blob", "tel"}
+
+
+def in_ci() -> bool:
+    """True under CI (``CI=true``): missing tools fail instead of skipping."""
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+# --- the link check ------------------------------------------------------------------
+
+
+class _PageParser(HTMLParser):
+    """Collects the ids and the outgoing links of one HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if values.get("id"):
+            self.ids.add(str(values["id"]))
+        if tag == "a" and values.get("name"):
+            self.ids.add(str(values["name"]))
+        for attribute in LINK_ATTRIBUTES.get(tag, ()):
+            value = values.get(attribute)
+            if value is not None:
+                self.links.append((f"<{tag} {attribute}>", value))
+
+
+@attrs.frozen
+class LinkReport:
+    """What the link check found in a built site.
+
+    Attributes:
+        broken: One line per internal link that does not resolve: the page, the
+            link, and why.
+        external: Every link to another host, sorted, each once.
+    """
+
+    broken: list[str]
+    external: list[str]
+
+
+def check_links(site: Path) -> LinkReport:
+    """Check every internal link and fragment of the HTML files under ``site``."""
+    pages: dict[Path, _PageParser] = {}
+    for html in sorted(site.rglob("*.html")):
+        parser = _PageParser()
+        parser.feed(html.read_text(encoding="utf-8"))
+        parser.close()
+        pages[html.resolve()] = parser
+    broken: list[str] = []
+    external: set[str] = set()
+    for html, parser in pages.items():
+        # The page's own address, as a browser sees it, relative to the site's root.
+        here = "/" + html.relative_to(site.resolve()).as_posix()
+        where = html.relative_to(site.resolve()).as_posix()
+        for what, link in parser.links:
+            parts = urlsplit(link)
+            if parts.scheme in INERT_SCHEMES:
+                continue
+            if parts.scheme or parts.netloc:
+                external.add(link)
+                continue
+            resolved = urlsplit(urljoin(here, link))
+            target = _target_file(site, unquote(resolved.path))
+            if target is None:
+                broken.append(f"{where}: {what} {link!r}: no such file in the site")
+                continue
+            fragment = unquote(resolved.fragment)
+            if not fragment:
+                continue
+            anchors = pages.get(target)
+            if anchors is None:
+                broken.append(f"{where}: {what} {link!r}: a #fragment into a file that is not HTML")
+            elif fragment not in anchors.ids:
+                broken.append(f"{where}: {what} {link!r}: no id {fragment!r} in that page")
+    return LinkReport(broken=broken, external=sorted(external))
+
+
+def _target_file(site: Path, path: str) -> Path | None:
+    """The file of the site a URL path names (a directory means its index.html)."""
+    root = site.resolve()
+    candidate = (root / path.lstrip("/")).resolve()
+    if not candidate.is_relative_to(root):
+        return None
+    if candidate.is_dir():
+        candidate = candidate / "index.html"
+    return candidate if candidate.is_file() else None
+
+
+# --- serving and building --------------------------------------------------------------
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    """Serves a directory without logging every request to stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve(directory: Path) -> Iterator[str]:
+    """Serve ``directory`` over HTTP on 127.0.0.1 (a free port); yield its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="docs-site", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs site, built with ``mkdocs build --strict`` (once for this module)."""
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    """One headless Chromium for this module's browser tests."""
+    executable = find_chromium()
+    if executable is None:
+        if in_ci():
+            pytest.fail("chromium is not installed (.ci/run installs the chromium package)")
+        pytest.skip("chromium is not installed")
+    with Chromium(executable, tmp_path_factory.mktemp("chromium-profile")) as browser:
+        yield browser
+
+
+# --- link tests ------------------------------------------------------------------------
+
+
+def test_internal_links_resolve(site: Path) -> None:
+    """Every internal href/src of the built site names a file of it, every #fragment an id."""
+    report = check_links(site)
+    assert report.broken == []
+
+
+def test_external_links_are_listed(site: Path) -> None:
+    """External links are listed (not fetched); each names a host over http(s)."""
+    report = check_links(site)
+    print("external links:", *report.external, sep="\n  ")
+    assert report.external, "the site links nowhere outside: the parse found no links?"
+    for link in report.external:
+        parts = urlsplit(link)
+        assert parts.scheme in {"http", "https"}, link
+        assert parts.netloc, link
+
+
+def test_example_links_are_files_of_the_site(site: Path) -> None:
+    """The example programs the pages link to are published with the site."""
+    for page, example in [
+        ("extensions/index.html", "extension_notify.py"),
+        ("rpc/index.html", "rpc_client.py"),
+    ]:
+        assert f'href="../examples/{example}"' in (site / page).read_text(encoding="utf-8")
+        published = site / "examples" / example
+        assert published.read_bytes() == (ROOT / "docs" / "examples" / example).read_bytes()
+
+
+def test_link_check_finds_each_kind_of_break(tmp_path: Path) -> None:
+    """A missing file, a missing id, a fragment into a non-HTML file and a link out of
+    the site are reported; good links, same-page fragments and external ones are not."""
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "plot.png").write_bytes(b"png")
+    (tmp_path / "guide" / "index.html").write_text(
+        '<h2 id="setup">Setup</h2><a name="old"></a><p id="x">x</p>', encoding="utf-8"
+    )
+    (tmp_path / "index.html").write_text(
+        "<html><body><h1 id='top'>Home</h1>"
+        '<a href="guide/">ok</a> <a href="guide/#setup">ok</a> <a href="guide/index.html#old">'
+        'ok</a> <a href="#top">ok</a> <img src="img/plot.png"> <a href="mailto:a@b.c">ok</a>'
+        '<a href="https://example.org/x#y">out</a> <a href="//cdn.example.net/a.js">out</a>'
+        '<a href="examples/rpc_client.py">gone</a> <a href="guide/#nope">bad id</a>'
+        '<img src="img/plot.png#frag"> <a href="#missing">bad</a> <a href="../../etc/passwd">'
+        "out of the site</a></body></html>",
+        encoding="utf-8",
+    )
+    report = check_links(tmp_path)
+    assert report.broken == [
+        "index.html: <a href> 'examples/rpc_client.py': no such file in the site",
+        "index.html: <a href> 'guide/#nope': no id 'nope' in that page",
+        "index.html: <img src> 'img/plot.png#frag': a #fragment into a file that is not HTML",
+        "index.html: <a href> '#missing': no id 'missing' in that page",
+        "index.html: <a href> '../../etc/passwd': no such file in the site",
+    ]
+    assert report.external == ["//cdn.example.net/a.js", "https://example.org/x#y"]
