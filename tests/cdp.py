@@ -238,7 +238,7 @@ class Chromium:
             if "errorText" in navigated:
                 page.errors.append(f"navigation failed: {navigated['errorText']} ({url})")
             else:
-                self.wait_until(lambda: page.loaded and not page.in_flight, f"loading {url}")
+                self._settle(page, url)
                 if probe is not None:
                     evaluated = self.call(
                         "Runtime.evaluate", {"expression": probe, "returnByValue": True}, session
@@ -256,6 +256,21 @@ class Chromium:
             external=tuple(page.external),
             probe=value,
         )
+
+    def _settle(self, page: _Page, url: str) -> None:
+        """Wait for the load event and for every request to end; then make a round trip
+        to the page and each of its workers (each runs what it queued first) and wait
+        again, until a round trip turns up no new request."""
+        while True:
+            self.wait_until(lambda: page.loaded and not page.in_flight, f"loading {url}")
+            seen = len(page.urls) + len(page.external)
+            for session in list(page.sessions):
+                try:
+                    self.call("Runtime.evaluate", {"expression": "0"}, session)
+                except CdpError:
+                    page.sessions.discard(session)  # a worker that has ended
+            if len(page.urls) + len(page.external) == seen and not page.in_flight:
+                return
 
     def _instrument(self, session: str, *, page: bool) -> None:
         """Turn on the domains whose events make the report (commands not awaited)."""

@@ -251,3 +251,54 @@ def test_link_check_finds_each_kind_of_break(tmp_path: Path) -> None:
         "index.html: <a href> '../../etc/passwd': no such file in the site",
     ]
     assert report.external == ["//cdn.example.net/a.js", "https://example.org/x#y"]
+
+
+# --- browser tests ---------------------------------------------------------------------
+
+#: The pages the browser opens, by their address in the site.
+PAGES = {"home": "", "API reference": "reference/", "benchmarks": "benchmarks/"}
+
+
+@pytest.mark.parametrize("path", PAGES.values(), ids=PAGES.keys())
+def test_page_loads_without_errors(site: Path, chromium: Chromium, path: str) -> None:
+    """The page loads with no uncaught exception, console error or failed request,
+    its search worker included; nothing is fetched from another host."""
+    with serve(site) as base:
+        report = chromium.open_page(base + path)
+    assert report.errors == ()
+    assert base + path in report.requested
+    assert base + "search/search_index.json" in report.requested  # the worker was watched
+    assert all(urlsplit(url).hostname != "127.0.0.1" for url in report.external)
+
+
+def test_browser_check_catches_errors(tmp_path: Path, chromium: Chromium) -> None:
+    """A page that logs console.error, throws, loads a missing image and starts a worker
+    that throws and fetches a missing file: each is reported; console.log is not."""
+    (tmp_path / "index.html").write_text(
+        """<!doctype html><html><head><link rel="icon" href="data:,"></head><body>
+<img src="missing.png">
+<script>console.error("boom", 42); console.log("fine");</script>
+<script>throw new Error("uncaught here");</script>
+<script>new Worker("worker.js");</script>
+<link rel="stylesheet" href="https://fonts.example.org/a.css">
+</body></html>""",
+        encoding="utf-8",
+    )
+    (tmp_path / "worker.js").write_text(
+        'fetch("missing.json"); throw new Error("in the worker");', encoding="utf-8"
+    )
+    with serve(tmp_path) as base:
+        report = chromium.open_page(base)
+    assert sorted(report.errors) == sorted(
+        [
+            "console.error: boom 42",
+            f"exception: Error: uncaught here\n    at {base}:4:15 ({base})",
+            f"HTTP 404: {base}missing.png",
+            "log error: Failed to load resource: the server responded with a status of 404"
+            f" (File not found) ({base}missing.png)",
+            f"log error: Uncaught Error: in the worker ({base}worker.js)",
+            f"exception: Error: in the worker\n    at {base}worker.js:1:30 ({base}worker.js)",
+            f"HTTP 404: {base}missing.json",
+        ]
+    )
+    assert report.external == ("https://fonts.example.org/a.css",)
