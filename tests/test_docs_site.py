@@ -302,3 +302,44 @@ def test_browser_check_catches_errors(tmp_path: Path, chromium: Chromium) -> Non
         ]
     )
     assert report.external == ("https://fonts.example.org/a.css",)
+
+
+#: Measures the content column of a page: the tables wider than their box (scrolled
+#: sideways) and how wide each plot is drawn.
+LAYOUT_PROBE = """(() => {
+  const content = document.querySelector("article.md-content__inner");
+  const style = getComputedStyle(content);
+  const column = content.clientWidth - parseFloat(style.paddingLeft)
+    - parseFloat(style.paddingRight);
+  const wide = [...content.querySelectorAll("table")]
+    .filter((table) => {
+      const wrap = table.closest(".md-typeset__scrollwrap") || table;
+      return table.scrollWidth > table.clientWidth + 1 || wrap.scrollWidth > wrap.clientWidth + 1;
+    })
+    .map((table) => table.rows[0].innerText.replace(/\\s+/g, " ").slice(0, 60));
+  const plots = [...content.querySelectorAll("img")]
+    .filter((img) => img.getAttribute("src").includes("img/"))
+    .map((img) => [img.getAttribute("src"), img.getBoundingClientRect().width]);
+  return {column, wide, plots};
+})()"""
+
+
+def test_tables_fit_and_plots_span_the_column(site: Path, chromium: Chromium) -> None:
+    """In a 1440×900 window, no table of any page scrolls sideways, and every plot of the
+    benchmarks page is drawn the full width of the content column."""
+    pages = ["", *sorted(f"{p.parent.name}/" for p in site.glob("*/index.html"))]
+    wide: dict[str, list[str]] = {}
+    benchmarks: dict[str, Any] = {}
+    with serve(site) as base:
+        for path in pages:
+            report = chromium.open_page(base + path, probe=LAYOUT_PROBE, width=1440, height=900)
+            if report.probe["wide"]:
+                wide[path] = report.probe["wide"]
+            if path == "benchmarks/":
+                benchmarks = report.probe
+    assert "benchmarks/" in pages
+    assert wide == {}
+    assert len(benchmarks["plots"]) == 3
+    for src, width in benchmarks["plots"]:
+        assert width == pytest.approx(benchmarks["column"], abs=1), src
+    assert benchmarks["column"] > 800  # wider than Material's default column (688 px)
