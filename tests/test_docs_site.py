@@ -343,3 +343,15 @@ def test_tables_fit_and_plots_span_the_column(site: Path, chromium: Chromium) ->
     for src, width in benchmarks["plots"]:
         assert width == pytest.approx(benchmarks["column"], abs=1), src
     assert benchmarks["column"] > 800  # wider than Material's default column (688 px)
+
+
+def test_quickstart_prints_what_the_home_page_shows() -> None:
+    """docs/examples/quickstart.py prints the output docs/index.md shows under it."""
+    example = ROOT / "docs" / "examples" / "quickstart.py"
+    out = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    home = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    assert '--8<-- "docs/examples/quickstart.py"' in home
+    assert f"```text\n{out}```" in home
+    assert out == "retry 1 of 3 in 100 ms\nHi!\n"
