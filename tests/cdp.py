@@ -14,11 +14,13 @@ are reported apart, as ``external``, not as errors.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -68,7 +70,8 @@ class PageReport:
         url: The page's address.
         errors: One line per problem: ``exception: …``, ``console.error: …``,
             ``log error: …``, ``failed request: …``, ``HTTP 404: …``.
-        requested: Addresses on the page's own host it (or a worker of it) asked for.
+        requested: Addresses not on another host that the page or a worker of it asked
+            for (its own host's, ``data:``).
         external: Addresses on other hosts the page asked for, which were not loaded.
         probe: The value of the ``probe`` expression, evaluated once the page loaded
             (None without one).
@@ -334,8 +337,16 @@ class Chromium:
                 self._send("Browser.close", None, None)
                 self.process.wait(timeout=self.timeout)
             except (OSError, subprocess.TimeoutExpired):
-                os.killpg(self.process.pid, 9)
+                self._kill_group()
                 self.process.wait()
         os.close(self._to_child)
-        self._reader.join()
+        self._reader.join(timeout=self.timeout)
+        if self._reader.is_alive():  # a helper process of the browser holds its pipe
+            self._kill_group()
+            self._reader.join()
         os.close(self._from_child)
+
+    def _kill_group(self) -> None:
+        """SIGKILL the process group the browser leads (it was started in its own)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
