@@ -261,14 +261,14 @@ PAGES = {"home": "", "API reference": "reference/", "benchmarks": "benchmarks/"}
 
 @pytest.mark.parametrize("path", PAGES.values(), ids=PAGES.keys())
 def test_page_loads_without_errors(site: Path, chromium: Chromium, path: str) -> None:
-    """The page loads with no uncaught exception, console error or failed request,
-    its search worker included; nothing is fetched from another host."""
+    """The page loads with no uncaught exception, console error or failed request, its
+    search worker included (what it asks of other hosts is listed, and not loaded)."""
     with serve(site) as base:
         report = chromium.open_page(base + path)
+    print("asked of other hosts:", *report.external, sep="\n  ")
     assert report.errors == ()
     assert base + path in report.requested
     assert base + "search/search_index.json" in report.requested  # the worker was watched
-    assert all(urlsplit(url).hostname != "127.0.0.1" for url in report.external)
 
 
 def test_browser_check_catches_errors(tmp_path: Path, chromium: Chromium) -> None:
