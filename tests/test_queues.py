@@ -467,6 +467,7 @@ async def test_join_retry_fixes_the_first_turns_steering_when_it_joins(
             assert session.join_retry("x") is True
             assert not session.is_waiting_to_retry  # the wait is over, whatever runs next
             assert session.join_retry("again") is False
+            assert session.retry_now() is False  # nothing left to skip
             if woken:
                 await trio.testing.wait_all_tasks_blocked()  # the re-attempt waits for "first"
                 assert len(provider.requests) == 2  # its request is out

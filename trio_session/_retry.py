@@ -109,8 +109,9 @@ class RetryChain:
             self._scope.cancel(reason="retry aborted")
 
     def skip_wait(self) -> bool:
-        """``retry_now()``: end the current backoff sleep early (R-34a)."""
-        if self._sleep is None:
+        """``retry_now()``: end the current backoff sleep early (R-34a); whether it did
+        (not if the wait was already over: ``waiting`` is false)."""
+        if self._sleep is None or not self.waiting:
             return False
         self._sleep.cancel(reason="retry now")
         return True
