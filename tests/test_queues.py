@@ -24,6 +24,7 @@ from trio_session import (
     open_session,
 )
 from trio_session._messages import ImageContent
+from trio_session.rpc._protocol import encode_line
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, err, ok
@@ -349,6 +350,142 @@ async def test_a_prompt_that_joined_a_cancelled_retry_stays_queued(
         assert session.steering_messages == ("x",)
         assert QueueUpdate(steering=("x",), follow_up=()) in recorded.events
         assert len(provider.requests) == 1
+
+
+# -- after a prompt joined the retry: its run has begun, however soon the chain wakes ---------
+
+
+def _without_queue_updates(lines: list[Any]) -> list[str]:
+    """The event types of ``lines`` in order, user messages by text, queue updates left out."""
+    out = []
+    for line in lines:
+        kind = line["type"]
+        if kind == "message_start" and line["message"]["role"] == "user":
+            out.append(f"user {line['message']['content'][0]['text']}")
+        elif kind not in ("queue_update", "message_update", "message_end", "response"):
+            out.append(kind)
+    return out
+
+
+@pytest.mark.parametrize("woken", [False, True], ids=["in-one-read", "after-the-chain-woke"])
+async def test_rpc_steer_after_a_joined_prompt_is_queued_whenever_it_comes(
+    autojump_clock: trio.testing.MockClock, woken: bool
+) -> None:
+    """R-36, R-36a: a plain prompt joins the retry in its backoff; a ``steer`` prompt after
+    it is queued and delivered after the re-attempt's first turn, as pi does (its joined
+    run has started). The same lines, events and requests whether the steer is read in
+    the same chunk as the plain prompt — before the chain's task has woken — or after the
+    chain woke and its re-attempt streams."""
+    script: list[Any] = [{"error": ERR_503}, {"text": "ok", "delay": 1}, {"text": "steered"}]
+    plain = {"id": 2, "type": "prompt", "message": "x"}
+    steer = {"id": 3, "type": "prompt", "message": "y", "streamingBehavior": "steer"}
+    async with in_memory(script) as s:
+        await s.raw.send({"id": 1, "type": "prompt", "message": "p"})
+        while (await s.raw.read())["type"] != "auto_retry_start":
+            pass
+        await trio.sleep(0.5)  # half a second into the 2 s backoff
+        if woken:
+            await s.raw.send(plain)
+            answer, lines = await _until_response(s.raw, 2)
+            assert answer["success"] is True
+            await trio.testing.wait_all_tasks_blocked()  # the re-attempt waits for its reply
+            assert s.server.session.is_retrying
+            assert not s.server.session.is_waiting_to_retry
+            await s.raw.send(steer)
+        else:  # one chunk: the server reads both before any other task runs
+            await s.raw.send(encode_line(plain) + encode_line(steer))
+            answer, lines = await _until_response(s.raw, 2)
+            assert answer["success"] is True
+        answer, more = await _until_response(s.raw, 3)
+        assert answer == {"id": 3, "type": "response", "command": "prompt", "success": True}
+        lines += more
+        while (obj := await s.raw.read()).get("willRetry") is not False:
+            lines.append(obj)
+        lines.append(obj)
+        assert trio.current_time() == 0.5 + 1  # the sleep was cut short; the reply's 1 s
+    assert sent_users(s.provider, 1) == ["p", "x"]
+    assert sent_users(s.provider, 2) == ["p", "x", "y"]
+    assert [line for line in lines if line["type"] == "queue_update"] == [
+        {"type": "queue_update", "steering": ["y"], "followUp": []},
+        {"type": "queue_update", "steering": [], "followUp": []},
+    ]
+    assert _without_queue_updates(lines) == [
+        "agent_start",
+        "turn_start",
+        "user x",
+        "message_start",
+        "auto_retry_end",
+        "turn_end",
+        "turn_start",
+        "user y",
+        "message_start",
+        "turn_end",
+        "agent_end",
+    ]
+
+
+async def test_rpc_plain_prompt_after_a_joined_one_is_refused_in_the_same_read(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-36: only one prompt joins a backoff; a second plain one read in the same chunk —
+    before the chain's task has woken — is refused as busy, as it is once the chain
+    runs (and as pi refuses it: the joined run has started)."""
+    script: list[Any] = [{"error": ERR_503}, {"text": "ok"}]
+    async with in_memory(script) as s:
+        await s.raw.send({"id": 1, "type": "prompt", "message": "p"})
+        while (await s.raw.read())["type"] != "auto_retry_start":
+            pass
+        await s.raw.send(
+            encode_line({"id": 2, "type": "prompt", "message": "x"})
+            + encode_line({"id": 3, "type": "prompt", "message": "again"})
+        )
+        joined, _ = await _until_response(s.raw, 2)
+        assert joined["success"] is True
+        refused, _ = await _until_response(s.raw, 3)
+        assert refused["success"] is False
+        assert refused["error"].startswith("Agent is already processing.")
+        while (await s.raw.read()).get("willRetry") is not False:
+            pass
+    assert len(s.provider.requests) == 2
+    assert sent_users(s.provider, 1) == ["p", "x"]
+
+
+@pytest.mark.parametrize("woken", [False, True], ids=["before-the-chain-woke", "after"])
+async def test_join_retry_fixes_the_first_turns_steering_when_it_joins(
+    autojump_clock: trio.testing.MockClock, woken: bool
+) -> None:
+    """R-36a: a steer queued before ``join_retry`` goes with the joined message in the
+    re-attempt's first turn; one queued after it waits for the next turn, and a second
+    ``join_retry`` is refused — whether or not the chain's task has woken meanwhile."""
+    provider = FauxProvider([err(ERR_503), ok("first", delay=1), ok("second")])
+    async with open_session(provider) as session:
+        rec = EventRecorder.attach(session)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "p")
+            await trio.testing.wait_all_tasks_blocked()  # the chain sleeps now
+            session.steer("early")
+            assert session.join_retry("x") is True
+            assert not session.is_waiting_to_retry  # the wait is over, whatever runs next
+            assert session.join_retry("again") is False
+            assert session.retry_now() is False  # nothing left to skip
+            if woken:
+                await trio.testing.wait_all_tasks_blocked()  # the re-attempt waits for "first"
+                assert len(provider.requests) == 2  # its request is out
+            session.steer("late")
+        assert trio.current_time() == 1.0
+    assert sent_users(provider, 1) == ["p", "x", "early"]
+    assert sent_users(provider, 2) == ["p", "x", "early", "late"]
+    # What the queue held each time it changed: only when "late" came differs.
+    late = [QueueUpdate((), ()), QueueUpdate(("late",), ())]  # delivered "early", queued "late"
+    if not woken:
+        late = [QueueUpdate(("early", "late"), ()), QueueUpdate(("late",), ())]  # the reverse
+    assert rec.of(QueueUpdate) == [QueueUpdate(("early",), ()), *late, QueueUpdate((), ())]
+    second_turn = rec.types.index("turn_start", rec.types.index("auto_retry_end"))
+    assert rec.types[second_turn : second_turn + 3] == [
+        "turn_start",
+        "queue_update",
+        "message_start",
+    ]
 
 
 async def test_rpc_queue_commands(autojump_clock: trio.testing.MockClock) -> None:

@@ -350,6 +350,18 @@ class MessageQueue:
             return taken
         return [self.messages.pop(0)] if self.messages else []
 
+    def peek(self) -> tuple[UserMessage, ...]:
+        """What ``drain()`` would take now, left in the queue."""
+        return tuple(self.messages if self.mode == "all" else self.messages[:1])
+
+    def take(self, messages: Sequence[UserMessage]) -> list[UserMessage]:
+        """Take ``messages`` out of the queue: those still in it, in queue order."""
+        wanted = set(map(id, messages))
+        taken = [m for m in self.messages if id(m) in wanted]
+        if taken:
+            self.messages = [m for m in self.messages if id(m) not in wanted]
+        return taken
+
     @property
     def texts(self) -> tuple[str, ...]:
         """The queued messages' texts, oldest first."""
@@ -408,12 +420,19 @@ class Agent:
         *,
         will_continue: Callable[[AssistantMessage], bool] | None = None,
         messages: Sequence[UserMessage] = (),
+        steering: Sequence[UserMessage] | None = None,
     ) -> AssistantMessage:
         """Run again on the context as it is (R-22) — with ``messages`` added first, if
         given (prompts that came during a retry's backoff). Unlike a prompt's, they are
-        not on disk yet: the checkpoint runs after they are added, before the request."""
+        not on disk yet: the checkpoint runs after they are added, before the request.
+
+        ``steering``, if given, is what the run's first look at the steering queue
+        takes — those of them still queued — instead of what the queue holds when the
+        first turn starts: a prompt that joined a retry started its run when it joined
+        (pi starts it at once), so what was steered after it waits for the next turn.
+        """
         self._unsaved = bool(messages)
-        return await self._run(list(messages), will_continue)
+        return await self._run(list(messages), will_continue, steering)
 
     async def complete(
         self, messages: Sequence[Message], *, system_prompt: str | None = None
@@ -453,13 +472,19 @@ class Agent:
         """The ``queue_update`` event for the queues as they are now."""
         return QueueUpdate(steering=self.steering.texts, follow_up=self.follow_ups.texts)
 
-    def _deliver(self, queue: MessageQueue, produced: list[Message]) -> bool:
-        """Take what ``queue`` gives and add it to the turn; whether it gave anything.
+    def _deliver(
+        self,
+        queue: MessageQueue,
+        produced: list[Message],
+        only: Sequence[UserMessage] | None = None,
+    ) -> bool:
+        """Take what ``queue`` gives (or just ``only``, those of them still in it) and
+        add it to the turn; whether it gave anything.
 
         Taking and adding happen with no checkpoint between, so a queued message is
         either still queued or in the conversation: a cancellation never loses one.
         """
-        taken = queue.drain()
+        taken = queue.drain() if only is None else queue.take(only)
         for message in taken:
             self.emit(self.queue_update())  # it left the queue: just before its message_start
             self._add(message, produced)
@@ -469,6 +494,7 @@ class Agent:
         self,
         new: Sequence[Message],
         will_continue: Callable[[AssistantMessage], bool] | None,
+        first_steering: Sequence[UserMessage] | None = None,
     ) -> AssistantMessage:
         if self._running:
             msg = "the agent is already running"  # the session prevents this (R-36)
@@ -504,7 +530,8 @@ class Agent:
                 for message in new:  # the prompt's messages open the first turn
                     self._add(message, produced)
                 new, unsaved, self._unsaved = (), self._unsaved, False
-                delivered = self._deliver(source, produced)
+                delivered = self._deliver(source, produced, first_steering)
+                first_steering = None
                 if (delivered or unsaved) and self.checkpoint is not None:
                     await self.checkpoint()  # added messages are on disk before the request
                 last = await self._stream_turn(produced)

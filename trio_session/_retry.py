@@ -93,8 +93,17 @@ class RetryChain:
 
     @property
     def sleeping(self) -> bool:
-        """True while the chain waits out a backoff delay."""
+        """True while the chain's task is in its backoff sleep (it may be woken already)."""
         return self._sleep is not None
+
+    @property
+    def waiting(self) -> bool:
+        """True while the backoff delay still runs: the chain is neither cancelled nor
+        past its sleep. Once the sleep was cut short (``skip_wait``) or its deadline
+        passed, the re-attempt has begun — whether or not the chain's task has run
+        since (it wakes on a later scheduler pass), so nothing depends on when it does."""
+        sleep = self._sleep
+        return sleep is not None and not sleep.cancel_called and not self._scope.cancel_called
 
     def cancel(self) -> None:
         """``abort_retry()``: cancel the sleep or the in-flight re-attempt (R-29, R-31)."""
@@ -102,8 +111,9 @@ class RetryChain:
             self._scope.cancel(reason="retry aborted")
 
     def skip_wait(self) -> bool:
-        """``retry_now()``: end the current backoff sleep early (R-34a)."""
-        if self._sleep is None:
+        """``retry_now()``: end the current backoff sleep early (R-34a); whether it did
+        (not if the wait was already over: ``waiting`` is false)."""
+        if self._sleep is None or not self.waiting:
             return False
         self._sleep.cancel(reason="retry now")
         return True

@@ -229,6 +229,8 @@ class AgentSession:
     _write_failed: bool = attrs.field(default=False, init=False)
     # Prompts that joined a retry in its backoff; a list only once there is one.
     _joined: list[UserMessage] | None = attrs.field(default=None, init=False)
+    # The steering messages the joined re-attempt's first turn takes (fixed at the join).
+    _join_steering: tuple[UserMessage, ...] | None = attrs.field(default=None, init=False)
     _compacting: bool = attrs.field(default=False, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _session_name: str | None = attrs.field(default=None, init=False)
@@ -309,8 +311,11 @@ class AgentSession:
 
     @property
     def is_waiting_to_retry(self) -> bool:
-        """Whether a retry chain is in its backoff sleep (nothing streams meanwhile)."""
-        return self._chain is not None and self._chain.alive and self._chain.sleeping
+        """Whether a retry chain waits out its backoff (nothing streams meanwhile).
+
+        False from the moment the wait is over — its delay passed, ``retry_now``,
+        ``join_retry`` or ``abort_retry`` — even before the chain's task has woken."""
+        return self._chain is not None and self._chain.alive and self._chain.waiting
 
     def join_retry(self, text: str, images: Sequence[ImageContent] = ()) -> bool:
         """Send a new user message with the retry that is waiting out its backoff.
@@ -322,6 +327,12 @@ class AgentSession:
         (``abort_retry``, ``abort``), the message is queued as a steering message for
         the next prompt, with a ``queue_update`` — never dropped.
 
+        As in the reference, the joined run has started here: the re-attempt's first
+        turn also takes what the steering queue gives now, and from now on the retry
+        is no longer waiting (``is_waiting_to_retry`` is false), so a later prompt is
+        one that arrives while the session runs — ``steer`` delivers it after that
+        first turn — however soon the chain's task gets to build its request.
+
         Args:
             text: the user message's text.
             images: images sent after the text.
@@ -330,7 +341,7 @@ class AgentSession:
             False (and nothing happens) when no retry is waiting.
         """
         chain = self._chain
-        if chain is None or not chain.alive or not chain.sleeping:
+        if chain is None or not chain.alive or not chain.waiting:
             return False
         text, replaced = valid_text(text)
         if replaced:
@@ -338,6 +349,7 @@ class AgentSession:
         if self._joined is None:
             self._joined = []
         self._joined.append(UserMessage.of(text, tuple(images)))
+        self._join_steering = self._agent.steering.peek()  # the run's first look, now
         chain.skip_wait()
         return True
 
@@ -672,6 +684,7 @@ class AgentSession:
         it), and the session is idle again: leaving the scope is the reset."""
         try:
             self._flush_pending_bash()  # -- bash --: what ran meanwhile joins the context now
+            self._join_steering = None  # what it named is still queued
             if self._joined:  # joined a retry that was cancelled first: keep them queued
                 self._agent.steering.messages[:0] = self._joined
                 self._joined = None
@@ -912,9 +925,15 @@ class AgentSession:
 
     async def _reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22), with any prompts that
-        joined the retry during its backoff (``join_retry``)."""
+        joined the retry during its backoff (``join_retry``) and the steering messages
+        their run took when they joined."""
         joined, self._joined = self._joined, None
-        return await self._agent.continue_(will_continue=self._decide, messages=joined or ())
+        steering, self._join_steering = self._join_steering, None
+        return await self._agent.continue_(
+            will_continue=self._decide,
+            messages=joined or (),
+            steering=steering if joined else None,
+        )
 
     # -- internals ------------------------------------------------------------------
 

@@ -164,7 +164,13 @@ async function main() {
 	await step("abortBash", "abortBash", [], () => client.abortBash());
 
 	// A prompt whose first attempt fails with a 503; during the backoff, a plain prompt,
-	// then one with streamingBehavior "steer".
+	// then one with streamingBehavior "steer". The plain prompt's reply is held at the
+	// server until the steer has been answered: the run it starts is still on when the
+	// steer comes, as a user's would be. (Unheld, the reply could be over first — pi then
+	// runs the steer as a new prompt — and which comes first is the two processes'
+	// timing, not a behaviour to compare.)
+	const plainStreaming = nextEvent((e) => e.type === "message_update", "message_update");
+	plainStreaming.catch(() => undefined);
 	const retryEnded = nextEvent((e) => e.type === "auto_retry_end", "auto_retry_end");
 	retryEnded.catch(() => undefined);
 	await step("prompt.retry", "prompt", [tag("retry", "Try again.")], async () => {
@@ -172,13 +178,15 @@ async function main() {
 		await client.prompt(tag("retry", "Try again."));
 		return await retrying;
 	});
-	await step("prompt.duringBackoff", "prompt", [tag("backoff-plain", "And this?")], () =>
-		client.prompt(tag("backoff-plain", "And this?")),
+	await step("prompt.duringBackoff", "prompt", [tag("gate-backoff-plain", "And this?")], () =>
+		client.prompt(tag("gate-backoff-plain", "And this?")),
 	);
 	await step("send.promptDuringBackoff.steer", "send", [{ type: "prompt", streamingBehavior: "steer" }], () =>
 		client.send({ type: "prompt", message: tag("backoff-steer", "Also this."), streamingBehavior: "steer" }),
 	);
 	await step("waitForIdle.afterRetry", "waitForIdle", [], async () => {
+		await plainStreaming; // the held reply has begun
+		await release();
 		await retryEnded;
 		await settle(client);
 	});

@@ -7,7 +7,9 @@ reply from pi and from trio-session however many other requests each made before
 
 - ``retry*``: the first request with that tag gets a 503, every later one a reply.
 - ``gate*``: the reply's head and first text chunk, then nothing more until the
-  driver calls ``POST /control/release`` or the client hangs up (an abort).
+  driver calls ``POST /control/release`` or the client hangs up (an abort). The gate
+  is set before the head goes out, so a release that follows the first chunk (the
+  driver waits for its ``message_update``) is never lost.
 - any other tag, or none (a compaction summary request): a streamed text reply.
 
 Replies are SSE ``chat.completion.chunk`` events with a final usage chunk, as OpenAI
@@ -144,10 +146,13 @@ class InteropServer:
     async def _stream(self, exchange: Exchange, tag: str | None) -> None:
         text = reply_text(tag)
         first, rest = text[:6], text[6:]
+        gated = tag is not None and tag.startswith("gate")
+        if gated:
+            self._release = trio.Event()  # before the first chunk can bring a release
+        release = self._release
         await exchange.head(200)
         await exchange.chunk(_chunk({"role": "assistant", "content": first}))
-        if tag is not None and tag.startswith("gate"):
-            self._release = trio.Event()
+        if gated:
             hung_up = trio.Event()
             async with trio.open_nursery() as nursery:
 
@@ -157,7 +162,7 @@ class InteropServer:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch)
-                await self._release.wait()
+                await release.wait()
                 nursery.cancel_scope.cancel()
             if hung_up.is_set():
                 return

@@ -327,8 +327,13 @@ def test_pi_handles_a_prompt_during_backoff(transcripts: dict[Agent, dict[str, A
         for e in events
         if e["type"] == "message_start" and e["message"]["role"] == "user"
     ]
-    assert users == ["[interop:backoff-plain] And this?", "[interop:backoff-steer] Also this."]
+    assert users == [
+        "[interop:gate-backoff-plain] And this?",
+        "[interop:backoff-steer] Also this.",
+    ]
     assert {"type": "auto_retry_end", "success": True, "attempt": 1} in events
+    queued = [e["steering"] for e in events if e["type"] == "queue_update"]
+    assert queued == [["[interop:backoff-steer] Also this."], []]  # queued, then delivered
 
 
 @pytest.mark.parametrize("step", _params("result"))
