@@ -336,6 +336,13 @@ class AgentSession:
         return True
 
     @property
+    def credential_store_status(self) -> str | None:
+        """The credential store's ``status`` when it reports one: a Redis store says
+        ``"redis"``, or ``"local-fallback"`` while Redis cannot be reached."""
+        status = getattr(self._credentials, "status", None)
+        return status if isinstance(status, str) else None
+
+    @property
     def retry_attempt(self) -> int:
         """The current retry attempt, 1-based; 0 when no chain is alive (R-9)."""
         return self._chain.attempt if self._chain is not None and self._chain.alive else 0

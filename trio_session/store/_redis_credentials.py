@@ -509,8 +509,9 @@ async def open_redis_credentials(
         url,
         decode_responses=True,
         verify_version=False,
-        connect_timeout=call_timeout,
-        stream_timeout=call_timeout,
+        # our own bound (``call_timeout``) governs; coredis's only backs it up
+        connect_timeout=call_timeout + 1,
+        stream_timeout=call_timeout + 1,
         retry_policy=coredis.retry.NoRetryPolicy(),
     )
     try:
