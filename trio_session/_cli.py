@@ -24,9 +24,9 @@ from ._commands import (
     auth_add,
     auth_list,
     auth_remove,
-    credential_store,
     history_path,
     load_settings,
+    open_credentials,
     open_provider,
     preflight,
     read_api_key_file,
@@ -311,8 +311,12 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
         save=not args.no_save,
         directory=directory,
     )
-    async with _provider(args) as (provider, model):
-        credentials = credential_store(provider.name, args.api_key)
+    async with (
+        _provider(args) as (provider, model),
+        open_credentials(
+            provider.name, args.api_key, _credentials_url(args, settings)
+        ) as credentials,
+    ):
 
         def opener(file: Path | None) -> AbstractAsyncContextManager[AgentSession]:
             """Open ``file``, or a new session (``/new``) when it is None."""
@@ -379,9 +383,12 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
             else sessions_dir(settings, _agent_dir_path(args))
         )
     first = SessionRequest(history=Path(args.session) if args.session else None)
-    async with _provider(args) as (provider, model):
-        credentials = credential_store(provider.name, args.api_key)
-
+    async with (
+        _provider(args) as (provider, model),
+        open_credentials(
+            provider.name, args.api_key, _credentials_url(args, settings)
+        ) as credentials,
+    ):
         # One settings store for every session: set_auto_retry outlives new_session,
         # as the reference's settings do.
         @contextlib.asynccontextmanager
@@ -508,6 +515,13 @@ def _provider_options(command: argparse.ArgumentParser, *, default: str | None) 
         "--api-key-file",
         metavar="PATH",
         help="use the key on the first line of PATH ('-': one line of stdin)",
+    )
+    command.add_argument(
+        "--credentials",
+        metavar="URL",
+        help="share usage-limit blocks with a fleet through Redis: redis://HOST:PORT/DB, "
+        "rediss://… (TLS) or unix:///PATH (default: the settings' credentials.url, else "
+        "the local key store)",
     )
     command.add_argument(
         "--timeout",
@@ -668,6 +682,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
         status = 0
     return status
+
+
+def _credentials_url(args: argparse.Namespace, settings: SettingsStore) -> str | None:
+    """``--credentials``, else the settings' ``credentials.url``."""
+    url: str | None = args.credentials or settings.current.credentials.url
+    return url
 
 
 def _agent_dir_path(args: argparse.Namespace) -> Path | None:

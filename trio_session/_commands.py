@@ -536,6 +536,52 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
         return InMemoryCredentialStore(keys={provider: [found[1]] if found else []})
 
 
+@asynccontextmanager
+async def open_credentials(
+    provider: str, api_key: str | None, url: str | None
+) -> AsyncIterator[CredentialStore | None]:
+    """The command's credential store for the length of a block, closed on the way out.
+
+    Without ``url`` (``--credentials`` / ``credentials.url``), ``credential_store``.
+    With a Redis URL, a ``RedisCredentialStore`` whose keys are ``--api-key``'s, or
+    else the SQLite store's keys and the provider's environment variable; Redis holds
+    only their block state.
+
+    Raises:
+        TrioSessionError: ``url`` is not a Redis URL, or coredis is not installed.
+    """
+    from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
+
+    if url is None:
+        store = credential_store(provider, api_key)
+        try:
+            yield store
+        finally:
+            if isinstance(store, SqliteCredentialStore):
+                store.close()
+        return
+    from .store._redis_credentials import check_url, open_redis_credentials
+
+    check_url(url)
+    env_vars: dict[str, str] = {}
+    keys: list[str] = []
+    if api_key:
+        keys = [api_key]
+    else:
+        found = env_api_key(provider)
+        env_vars = dict(DEFAULT_ENV_VARS)
+        if found is not None:
+            env_vars[provider] = found[0]
+        local = credential_store(provider, None) if provider != "faux" else None
+        if isinstance(local, SqliteCredentialStore):
+            keys = list(local.keys(provider))
+            local.close()
+        elif isinstance(local, InMemoryCredentialStore):  # the file was unusable
+            keys = [key for key in [await local.api_key(provider, "")] if key]
+    async with open_redis_credentials(url, keys={provider: keys}, env_vars=env_vars) as store:
+        yield store
+
+
 # -- history ---------------------------------------------------------------------------------
 
 

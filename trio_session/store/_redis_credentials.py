@@ -58,7 +58,7 @@ import attrs
 import trio
 
 from .._errors import TrioSessionError
-from ._credentials import DEFAULT_BLOCK_MS
+from ._credentials import DEFAULT_BLOCK_MS, with_jitter
 from ._sqlite_credentials import DEFAULT_ENV_VARS, fingerprint
 
 if TYPE_CHECKING:
@@ -453,13 +453,6 @@ class RedisCredentialStore:
     def close(self) -> None:
         """Stop using Redis (the client itself is closed by ``open_redis_credentials``)."""
         self._closed = True
-
-
-def with_jitter(wait_ms: int, rng: random.Random) -> int:
-    """``wait_ms`` plus up to a fifth of it, at most 2 s more; 0 stays 0."""
-    if wait_ms <= 0:
-        return 0
-    return wait_ms + round(rng.uniform(0, min(wait_ms / 5, 2000)))
 
 
 def _ints(value: Any) -> list[int]:
