@@ -33,6 +33,9 @@ KEY_B = "sk-test-bbbbbbbbbbbbbbbb-2222"
 KEY_C = "sk-test-cccccccccccccccc-3333"
 ENV_KEY = "sk-env-eeeeeeeeeeeeeeeeeee-9999"
 NO_ENV: Mapping[str, str] = {}
+#: Seconds a Redis call may take in these tests: on a loaded machine a call that timed
+#: out would fall back to local state, and two workers would not see each other.
+SLOW_OK = 10.0
 
 Store = InMemoryCredentialStore | SqliteCredentialStore | RedisCredentialStore
 
@@ -68,7 +71,9 @@ class Backend:
                 store.close()
         else:
             assert self.redis is not None
-            async with open_redis_credentials(self.redis.url, keys=keys, environ=environ) as r:
+            async with open_redis_credentials(
+                self.redis.url, keys=keys, environ=environ, call_timeout=SLOW_OK
+            ) as r:
                 yield r
 
 
@@ -208,7 +213,10 @@ async def test_the_secret_never_reaches_redis() -> None:
     with running_redis() as server:
         environ = {"OPENAI_API_KEY": ENV_KEY}
         async with open_redis_credentials(
-            server.url, keys={"openai": [KEY_A, KEY_B, KEY_C]}, environ=environ
+            server.url,
+            keys={"openai": [KEY_A, KEY_B, KEY_C]},
+            environ=environ,
+            call_timeout=SLOW_OK,
         ) as store:
             for n in range(4):
                 await store.api_key("openai", f"s{n}")
@@ -233,7 +241,9 @@ async def test_the_secret_never_reaches_redis() -> None:
 
 async def test_block_ttl_is_the_wait() -> None:
     with running_redis() as server:
-        async with open_redis_credentials(server.url, keys={"openai": [KEY_A, KEY_B]}) as store:
+        async with open_redis_credentials(
+            server.url, keys={"openai": [KEY_A, KEY_B]}, call_timeout=SLOW_OK
+        ) as store:
             await store.api_key("openai", "s1")
             await store.mark_usage_limit_reached("openai", "s1", retry_after_ms=45_000)
         (name,) = (server.command("KEYS", "*") or "").splitlines()
@@ -245,7 +255,9 @@ async def test_a_url_with_a_password_is_never_shown() -> None:
     with running_redis() as server:
         assert server.command("CONFIG", "SET", "requirepass", "hunter2-secret") == "OK"
         url = f"unix://:hunter2-secret@{server.socket_path}"
-        async with open_redis_credentials(url, keys={"openai": [KEY_A]}) as store:
+        async with open_redis_credentials(
+            url, keys={"openai": [KEY_A]}, call_timeout=SLOW_OK
+        ) as store:
             assert await store.api_key("openai", "s1") == KEY_A
             assert store.status == "redis"
             assert "hunter2" not in repr(store)

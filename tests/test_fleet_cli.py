@@ -8,11 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.redis_support import running_redis
 from tests.rpc_helpers import JSON, write_json
 from tests.test_rpc_process import raw_process, rpc_args
+from trio_session._commands import open_credentials
+from trio_session.store._redis_credentials import RedisCredentialStore
+from trio_session.store._sqlite_credentials import SqliteCredentialStore
+
+KEY_ONE = "sk-test-1111111111111111-aaaa"
+KEY_TWO = "sk-test-2222222222222222-bbbb"
+ENV_KEY = "sk-env-eeeeeeeeeeeeeeeeeee-9999"
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -79,3 +87,28 @@ def test_a_bad_url_is_a_clear_error(tmp_path: Path) -> None:
     assert done.stderr.startswith("trio-session: not a Redis URL: 'http://:…@cache:6379'")
     assert "Traceback" not in done.stderr
     assert "pw-secret" not in done.stderr
+
+
+async def test_the_redis_store_gets_the_local_store_s_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --api-key: the keys of ``trio-session auth add`` (the SQLite file), then
+    the environment's; Redis keeps only their blocks."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    with SqliteCredentialStore.open() as local:
+        local.add("openai", KEY_ONE)
+        local.add("openai", KEY_TWO)
+    with running_redis() as server:
+        async with open_credentials("openai", None, server.url) as store:
+            assert isinstance(store, RedisCredentialStore)
+            assert await store.api_key("openai", "s1") == KEY_ONE
+            assert await store.mark_usage_limit_reached("openai", "s1", retry_after_ms=9000)
+            assert await store.api_key("openai", "s1") == KEY_TWO
+            assert await store.mark_usage_limit_reached("openai", "s1", retry_after_ms=9000)
+            assert await store.api_key("openai", "s1") == ENV_KEY
+        # --api-key: that key alone
+        async with open_credentials("openai", KEY_TWO, server.url) as store:
+            assert isinstance(store, RedisCredentialStore)
+            assert await store.api_key("openai", "s2") == KEY_TWO
+            assert not await store.mark_usage_limit_reached("openai", "s2")

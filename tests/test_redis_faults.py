@@ -46,7 +46,7 @@ async def test_killed_mid_run_then_restarted(caplog: pytest.LogCaptureFixture) -
     caplog.set_level(logging.INFO, logger="trio_session.credentials")
     with running_redis() as server:
         async with open_redis_credentials(
-            server.url, keys=KEYS, call_timeout=2, reconnect_interval=0.05
+            server.url, keys=KEYS, call_timeout=10, reconnect_interval=0.05
         ) as store:
             assert await store.api_key("faux", "s1") == KEY_A
             assert store.status == "redis"
@@ -81,7 +81,7 @@ async def test_killed_mid_run_then_restarted(caplog: pytest.LogCaptureFixture) -
             assert len(names) == 1
             assert 500_000 < int(server.command("PTTL", names[0]) or "0") <= 600_000
             # … so another worker, which never saw it happen, avoids A
-            async with open_redis_credentials(server.url, keys=KEYS) as other:
+            async with open_redis_credentials(server.url, keys=KEYS, call_timeout=10) as other:
                 assert await other.api_key("faux", "w2-s1") == KEY_B
 
 
@@ -176,7 +176,7 @@ async def test_get_state_reports_the_credential_store() -> None:
 async def test_tcp_url() -> None:
     with running_redis(tcp=True) as server:
         assert server.url.startswith("redis://127.0.0.1:")
-        async with open_redis_credentials(server.url, keys=KEYS) as store:
+        async with open_redis_credentials(server.url, keys=KEYS, call_timeout=10) as store:
             assert await store.api_key("faux", "s1") == KEY_A
             assert await store.mark_usage_limit_reached("faux", "s1", retry_after_ms=5000)
             assert store.status == "redis"

@@ -143,8 +143,8 @@ async def test_redis_shares_the_cooldown_between_workers() -> None:
     with running_redis() as server:
         keys = {"openai": ["sk-test-aaaaaaaaaaaaaaaa-1111"]}
         async with (
-            open_redis_credentials(server.url, keys=keys) as one,
-            open_redis_credentials(server.url, keys=keys) as two,
+            open_redis_credentials(server.url, keys=keys, call_timeout=10) as one,
+            open_redis_credentials(server.url, keys=keys, call_timeout=10) as two,
         ):
             url = "https://api.example/v1"
             assert await two.cooldown_ms("openai", "w2", base_url=url) == 0

@@ -480,8 +480,9 @@ async def open_redis_credentials(
     """A ``RedisCredentialStore`` on ``url`` for the length of a block.
 
     ``call_timeout`` bounds every Redis call (seconds); ``reconnect_interval`` is how
-    often Redis is tried again while it is away. Redis need not be up: the store then
-    starts in ``"local-fallback"`` and connects when it can. Example::
+    often Redis is tried again while it is away. Redis need not be up: the first call
+    that cannot reach it falls back to local state, and the store connects when it can.
+    Example::
 
         async with open_redis_credentials("redis://cache:6379/0",
                                           keys={"openai": ["sk-a", "sk-b"]}) as store:
