@@ -550,17 +550,17 @@ async def open_credentials(
     Raises:
         TrioSessionError: ``url`` is not a Redis URL, or coredis is not installed.
     """
-    from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
-
     if url is None:
         store = credential_store(provider, api_key)
         try:
             yield store
         finally:
-            if isinstance(store, SqliteCredentialStore):
-                store.close()
+            close = getattr(store, "close", None)  # the SQLite store's (not imported here)
+            if callable(close):
+                close()
         return
     from .store._redis_credentials import check_url, open_redis_credentials
+    from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
 
     check_url(url)
     env_vars: dict[str, str] = {}
