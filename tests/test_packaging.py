@@ -85,7 +85,7 @@ def test_wheel_metadata_has_one_version_and_says_what_the_package_is(dist: Path)
     ):
         assert wanted in classifiers
     extras = set(meta.get_all("Provides-Extra") or [])
-    assert {"test", "docs", "lint", "otel"} <= extras
+    assert {"test", "docs", "lint", "otel", "redis"} <= extras
     urls = {entry.split(",", 1)[0] for entry in meta.get_all("Project-URL") or []}
     assert {"Homepage", "Documentation", "Changelog", "Source", "Issues"} <= urls
     requires = meta.get_all("Requires-Dist") or []

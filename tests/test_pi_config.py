@@ -381,12 +381,13 @@ def test_unknown_keys_anywhere_are_warnings_not_errors(tmp_path: Path) -> None:
     assert layer.values == {"retry.enabled": False}
     assert layer.warnings == (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
-        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
+        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, sharedCooldown, "
         "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
         f"provider.maxRetries) (in {path}); ignored",
         "compaction.x is not a known setting (known compaction keys: enabled, "
         f"keepRecentTurns, reserveTokens, keepRecentTokens) (in {path}); ignored",
-        f"myTool is not a known setting (known groups: retry.*, compaction.*) (in {path}); ignored",
+        "myTool is not a known setting (known groups: retry.*, compaction.*, credentials.*) "
+        f"(in {path}); ignored",
     )
 
 
@@ -441,7 +442,7 @@ def test_set_and_persist_writes_the_global_file_keeping_everything(tmp_path: Pat
     assert store.global_path == global_file
     assert warnings == [
         "trio-session: warning: someoneElses is not a known setting (known groups: "
-        f"retry.*, compaction.*) (in {global_file}); ignored"
+        f"retry.*, compaction.*, credentials.*) (in {global_file}); ignored"
     ]
     assert store.set_and_persist("retry.enabled", False) == global_file
     written = json.loads(global_file.read_text())
@@ -569,8 +570,8 @@ async def test_unknown_keys_warn_and_the_command_runs(tmp_path: Path) -> None:
     assert err.splitlines() == [
         "trio-session: warning: retry.maxRetry is not a known setting (known retry keys: "
         "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+        "sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
         f"provider.maxRetries) (in {settings}); ignored",
         "trio-session: warning: myTool is not a known setting (known groups: retry.*, "
-        f"compaction.*) (in {settings}); ignored",
+        f"compaction.*, credentials.*) (in {settings}); ignored",
     ]

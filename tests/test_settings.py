@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.wording import json_error
 from trio_session import (
     CompactionSettings,
+    CredentialsSettings,
     ProviderRetrySettings,
     RetrySettings,
     Settings,
@@ -28,7 +29,8 @@ from trio_session._codec import camel
 
 RETRY_KEYS = (
     "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-    "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, provider.maxRetries"
+    "sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+    "provider.maxRetries"
 )
 
 
@@ -274,6 +276,18 @@ def test_unknown_top_level_groups_are_ignored(tmp_path: Path) -> None:
             id="bad-classifier",
         ),
         pytest.param(
+            {"retry": {"sharedCooldown": "yes"}},
+            "retry.sharedCooldown",
+            r"retry\.sharedCooldown must be true or false, not 'yes'",
+            id="bad-shared-cooldown",
+        ),
+        pytest.param(
+            {"credentials": {"url": ""}},
+            "credentials.url",
+            r"credentials\.url must be a non-empty string, or null, not ''",
+            id="empty-credentials-url",
+        ),
+        pytest.param(
             {"retry": {"maxDelayMs": 0}},
             "retry.maxDelayMs",
             r"retry\.maxDelayMs must be an integer from 1 to 86400000, or null, not 0",
@@ -474,13 +488,14 @@ def test_set_writes_top_layer() -> None:
             "network.timeout",
             3,
             r"network\.timeout is not a known setting "
-            r"\(known groups: retry\.\*, compaction\.\*\)",
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*\)",
             id="unknown-group",
         ),
         pytest.param(
             "retry",
             {"enabled": False},
-            r"retry is not a known setting \(known groups: retry\.\*, compaction\.\*\)",
+            r"retry is not a known setting "
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*\)",
             id="group-without-key",
         ),
     ],
@@ -509,6 +524,7 @@ KEYS: dict[str, tuple[str, str, st.SearchStrategy[Any]]] = {
     "retry.jitter": ("retry", "jitter", st.sampled_from(["none", "full", "equal"])),
     "retry.respectRetryAfter": ("retry", "respect_retry_after", st.booleans()),
     "retry.classifier": ("retry", "classifier", st.sampled_from(["reference", "strict"])),
+    "retry.sharedCooldown": ("retry", "shared_cooldown", st.booleans()),
     "retry.provider.maxRetryDelayMs": (
         "retry.provider",
         "max_retry_delay_ms",
@@ -522,6 +538,7 @@ KEYS: dict[str, tuple[str, str, st.SearchStrategy[Any]]] = {
     ),
     "compaction.enabled": ("compaction", "enabled", st.booleans()),
     "compaction.keepRecentTurns": ("compaction", "keep_recent_turns", st.integers(1, 1000)),
+    "credentials.url": ("credentials", "url", st.none() | st.just("redis://cache:6379/0")),
 }
 
 
@@ -547,7 +564,12 @@ def nested(values: dict[str, Any]) -> dict[str, Any]:
 def expected_settings(layers: list[dict[str, Any]]) -> Settings:
     """The oracle: for each key, the last layer that sets it, else the default."""
     defaults = Settings()
-    result: dict[str, dict[str, Any]] = {"retry": {}, "retry.provider": {}, "compaction": {}}
+    result: dict[str, dict[str, Any]] = {
+        "retry": {},
+        "retry.provider": {},
+        "compaction": {},
+        "credentials": {},
+    }
     for key, (group, field, _) in KEYS.items():
         value = getattr(attrgetter(group)(defaults), field)
         for layer in layers:
@@ -559,6 +581,7 @@ def expected_settings(layers: list[dict[str, Any]]) -> Settings:
             **result["retry"], provider=ProviderRetrySettings(**result["retry.provider"])
         ),
         compaction=CompactionSettings(**result["compaction"]),
+        credentials=CredentialsSettings(**result["credentials"]),
     )
 
 

@@ -230,7 +230,7 @@ def test_persist_rejects_an_unknown_key(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     expected = (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
-        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
+        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, sharedCooldown, "
         "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
         "provider.maxRetries) "
         f"(in {path})"

@@ -65,6 +65,7 @@ def test_the_rule_list_is_read_from_the_spec() -> None:
         "R-20a",
         "R-23a",
         "R-28a",
+        "R-28b",
         "R-34a",
         "R-36a",
         "R-45a",

@@ -94,6 +94,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._session import EventStream as EventStream
     from ._session import open_session as open_session
     from ._settings import CompactionSettings as CompactionSettings
+    from ._settings import CredentialsSettings as CredentialsSettings
     from ._settings import ProviderRetrySettings as ProviderRetrySettings
     from ._settings import RetrySettings as RetrySettings
     from ._settings import Settings as Settings
@@ -144,6 +145,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .store._history import load_session as load_session
     from .store._history import runtime_context as runtime_context
     from .store._history import session_context as session_context
+    from .store._redis_credentials import RedisCredentialStore as RedisCredentialStore
+    from .store._redis_credentials import open_redis_credentials as open_redis_credentials
     from .store._session_file import SessionFile as SessionFile
     from .store._session_file import fork_session as fork_session
     from .store._session_file import open_history as open_history
@@ -236,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "EventStream": "._session",
     "open_session": "._session",
     "CompactionSettings": "._settings",
+    "CredentialsSettings": "._settings",
     "ProviderRetrySettings": "._settings",
     "RetrySettings": "._settings",
     "Settings": "._settings",
@@ -292,6 +296,8 @@ _EXPORTS: dict[str, str] = {
     "CredentialStoreError": ".store._sqlite_credentials",
     "SqliteCredentialStore": ".store._sqlite_credentials",
     "open_sqlite_credentials": ".store._sqlite_credentials",
+    "RedisCredentialStore": ".store._redis_credentials",
+    "open_redis_credentials": ".store._redis_credentials",
 }
 
 
@@ -351,6 +357,7 @@ __all__ = [
     "ContextUsage",
     "CredentialStore",
     "CredentialStoreError",
+    "CredentialsSettings",
     "DelayPlan",
     "DropOldestCompactor",
     "EventStream",
@@ -384,6 +391,7 @@ __all__ = [
     "ProviderRetrySettings",
     "QueueUpdate",
     "RateLimitError",
+    "RedisCredentialStore",
     "ReplyStream",
     "RetrySettings",
     "RpcClient",
@@ -445,6 +453,7 @@ __all__ = [
     "message_to_json",
     "model_to_json",
     "open_history",
+    "open_redis_credentials",
     "open_rpc_client",
     "open_session",
     "open_sqlite_credentials",

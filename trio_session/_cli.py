@@ -26,8 +26,8 @@ from ._commands import (
     auth_remove,
     history_path,
     load_settings,
+    open_credentials,
     open_provider,
-    opened_credential_store,
     preflight,
     read_api_key_file,
     select_model,
@@ -313,7 +313,9 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
     )
     async with (
         _provider(args) as (provider, model),
-        opened_credential_store(provider.name, args.api_key) as credentials,
+        open_credentials(
+            provider.name, args.api_key, _credentials_url(args, settings)
+        ) as credentials,
     ):
 
         def opener(file: Path | None) -> AbstractAsyncContextManager[AgentSession]:
@@ -383,7 +385,9 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
     first = SessionRequest(history=Path(args.session) if args.session else None)
     async with (
         _provider(args) as (provider, model),
-        opened_credential_store(provider.name, args.api_key) as credentials,
+        open_credentials(
+            provider.name, args.api_key, _credentials_url(args, settings)
+        ) as credentials,
     ):
         # One settings store for every session: set_auto_retry outlives new_session,
         # as the reference's settings do.
@@ -511,6 +515,13 @@ def _provider_options(command: argparse.ArgumentParser, *, default: str | None) 
         "--api-key-file",
         metavar="PATH",
         help="use the key on the first line of PATH ('-': one line of stdin)",
+    )
+    command.add_argument(
+        "--credentials",
+        metavar="URL",
+        help="share usage-limit blocks with a fleet through Redis: redis://HOST:PORT/DB, "
+        "rediss://… (TLS) or unix:///PATH (default: the settings' credentials.url, else "
+        "the local key store)",
     )
     command.add_argument(
         "--timeout",
@@ -671,6 +682,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
         status = 0
     return status
+
+
+def _credentials_url(args: argparse.Namespace, settings: SettingsStore) -> str | None:
+    """``--credentials``, else the settings' ``credentials.url``."""
+    url: str | None = args.credentials or settings.current.credentials.url
+    return url
 
 
 def _agent_dir_path(args: argparse.Namespace) -> Path | None:

@@ -537,22 +537,49 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
 
 
 @asynccontextmanager
-async def opened_credential_store(
-    provider: str, api_key: str | None
+async def open_credentials(
+    provider: str, api_key: str | None, url: str | None
 ) -> AsyncIterator[CredentialStore | None]:
-    """``credential_store(provider, api_key)``, closed when the block ends.
+    """The command's credential store for the length of a block, closed on the way out.
 
-    The SQLite store holds a database connection: a command that opened one closes it on
-    every way out, so nothing is left for the garbage collector (Python 3.13 reports an
-    unclosed database as a ``ResourceWarning``).
+    Without ``url`` (``--credentials`` / ``credentials.url``), ``credential_store``.
+    With a Redis URL, a ``RedisCredentialStore`` whose keys are ``--api-key``'s, or
+    else the SQLite store's keys and the provider's environment variable; Redis holds
+    only their block state.
+
+    Raises:
+        TrioSessionError: ``url`` is not a Redis URL, or coredis is not installed.
     """
-    store = credential_store(provider, api_key)
-    try:
+    if url is None:
+        store = credential_store(provider, api_key)
+        try:
+            yield store
+        finally:
+            close = getattr(store, "close", None)  # the SQLite store's (not imported here)
+            if callable(close):
+                close()
+        return
+    from .store._redis_credentials import check_url, open_redis_credentials
+    from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
+
+    check_url(url)
+    env_vars: dict[str, str] = {}
+    keys: list[str] = []
+    if api_key:
+        keys = [api_key]
+    else:
+        found = env_api_key(provider)
+        env_vars = dict(DEFAULT_ENV_VARS)
+        if found is not None:
+            env_vars[provider] = found[0]
+        local = credential_store(provider, None) if provider != "faux" else None
+        if isinstance(local, SqliteCredentialStore):
+            keys = list(local.keys(provider))
+            local.close()
+        elif isinstance(local, InMemoryCredentialStore):  # the file was unusable
+            keys = [key for key in [await local.api_key(provider, "")] if key]
+    async with open_redis_credentials(url, keys={provider: keys}, env_vars=env_vars) as store:
         yield store
-    finally:
-        close: Callable[[], object] | None = getattr(store, "close", None)
-        if close is not None:
-            close()
 
 
 # -- history ---------------------------------------------------------------------------------

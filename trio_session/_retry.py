@@ -13,9 +13,11 @@ prompt() nursery
 ```
 
 The loop is SPEC §3 in order: read settings (R-11), count the attempt before the
-max check (R-13, R-15), compute the delay (R-16, R-28), rotate the credential on
-a usage limit (R-17), emit ``auto_retry_start`` (R-19), drop the error from the
-runtime context (R-20), sleep (R-21), continue (R-22), look at the result.
+max check (R-13, R-15), compute the delay (R-16, R-28), share a server's wait
+hint and wait at least what is left of the key's shared cooldown
+(``retry.sharedCooldown``), rotate the credential on a usage limit (R-17), emit
+``auto_retry_start`` (R-19), drop the error from the runtime context (R-20), sleep
+(R-21), continue (R-22), look at the result.
 Whatever way the scope is left — success, over the maximum, a non-retryable
 result, cancellation from anywhere — one ``auto_retry_end`` is emitted on the
 way out. Emission is synchronous, so it cannot be skipped by cancellation (R-34).
@@ -67,6 +69,10 @@ class RetryHost(Protocol):
     def drop_from_context(self, message: AssistantMessage) -> None: ...
 
     async def rotate_credential(self, hint_ms: int | None) -> bool: ...
+
+    async def share_cooldown(self, hint_ms: int) -> None: ...
+
+    async def cooldown_delay(self, delay_ms: int) -> int: ...
 
     async def reattempt(self) -> AssistantMessage: ...
 
@@ -168,11 +174,14 @@ class RetryChain:
         hint = parse_retry_after_ms(text)
         plan = plan_delay(self.attempt, settings, hint_ms=hint)
         delay = plan.delay_ms
+        if hint is not None:
+            await host.share_cooldown(hint)  # retry.sharedCooldown: the fleet holds the key
         if is_usage_limit_error(text) and await host.rotate_credential(hint):
             delay = 0
         if delay is None:
             self._end(host, AutoRetryEnd(False, self.attempt, plan.refusal))
             return False
+        delay = await host.cooldown_delay(delay)  # at least the key's shared cooldown
         host.emit(AutoRetryStart(self.attempt, settings.max_retries, delay, text))
         host.drop_from_context(message)
         self._pending_delay_ms = delay

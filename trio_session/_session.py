@@ -82,7 +82,7 @@ from .providers._base import (
     clamp_thinking_level,
     supported_thinking_levels,
 )
-from .store._credentials import CredentialStore
+from .store._credentials import CooldownStore, CredentialStore
 from .store._history import (
     HistoryError,
     LoadedSession,
@@ -352,6 +352,13 @@ class AgentSession:
         self._join_steering = self._agent.steering.peek()  # the run's first look, now
         chain.skip_wait()
         return True
+
+    @property
+    def credential_store_status(self) -> str | None:
+        """The credential store's ``status`` when it reports one: a Redis store says
+        ``"redis"``, or ``"local-fallback"`` while Redis cannot be reached."""
+        status = getattr(self._credentials, "status", None)
+        return status if isinstance(status, str) else None
 
     @property
     def retry_attempt(self) -> int:
@@ -923,6 +930,39 @@ class AgentSession:
         self._observer.credential_rotated(rotated=rotated, retry_after_ms=hint_ms)  # -- observe --
         return rotated
 
+    def _cooldowns(self) -> CooldownStore | None:
+        """The store sharing wait hints, when ``retry.sharedCooldown`` is on and it can."""
+        if not self._settings.current.retry.shared_cooldown:
+            return None
+        store = self._credentials
+        return store if isinstance(store, CooldownStore) else None
+
+    async def _share_cooldown(self, hint_ms: int) -> None:
+        """``retry.sharedCooldown``: every session on this key waits out the server's hint."""
+        store = self._cooldowns()
+        if store is not None:
+            await store.share_cooldown(
+                self._provider.name,
+                self.session_id,
+                base_url=self._model.base_url,
+                wait_ms=hint_ms,
+            )
+
+    async def _cooldown_ms(self) -> int:
+        """What is left of the shared cooldown on this session's key (with jitter), at most
+        ``retry.maxDelayMs`` (else ``retry.provider.maxRetryDelayMs`` when not 0)."""
+        store = self._cooldowns()
+        if store is None:
+            return 0
+        wait_ms = await store.cooldown_ms(
+            self._provider.name, self.session_id, base_url=self._model.base_url
+        )
+        retry = self._settings.current.retry
+        cap = retry.max_delay_ms
+        if cap is None and retry.provider.max_retry_delay_ms > 0:
+            cap = retry.provider.max_retry_delay_ms
+        return wait_ms if cap is None else min(wait_ms, cap)
+
     async def _reattempt(self) -> AssistantMessage:
         """Continue the agent on the context as it is (R-22), with any prompts that
         joined the retry during its backoff (``join_retry``) and the steering messages
@@ -941,6 +981,12 @@ class AgentSession:
         assert self._credentials is not None
         key = await self._credentials.api_key(self._provider.name, self.session_id)
         self._observer.saw_key(key)  # -- observe --: no log record or span shows it
+        if key is not None and not (self._chain is not None and self._chain.alive):
+            # A fresh request on a key in a shared cooldown waits it out (a re-attempt
+            # has already waited: its chain's delay includes the cooldown).
+            wait_ms = await self._cooldown_ms()
+            if wait_ms > 0:
+                await trio.sleep(wait_ms / 1000)
         return key
 
     def _last_assistant(self) -> AssistantMessage:
@@ -1513,6 +1559,12 @@ class _ChainHost:
 
     async def rotate_credential(self, hint_ms: int | None) -> bool:
         return await self.session._rotate_credential(hint_ms)
+
+    async def share_cooldown(self, hint_ms: int) -> None:
+        await self.session._share_cooldown(hint_ms)
+
+    async def cooldown_delay(self, delay_ms: int) -> int:
+        return max(delay_ms, await self.session._cooldown_ms())
 
     async def reattempt(self) -> AssistantMessage:
         return await self.session._reattempt()

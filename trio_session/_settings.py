@@ -93,6 +93,9 @@ class RetrySettings:
         respect_retry_after: ``retry.respectRetryAfter`` — wait at least what the
             server asked for, on every retryable error (R-28).
         classifier: ``retry.classifier`` — ``"reference"`` or ``"strict"`` (R-8).
+        shared_cooldown: ``retry.sharedCooldown`` — a server's wait hint on a key holds
+            every session using that key (every worker, with a Redis credential
+            store) until it has passed, plus jitter (R-28, docs/fleet.md).
         provider: the ``retry.provider`` group.
     """
 
@@ -103,6 +106,7 @@ class RetrySettings:
     jitter: Jitter = "none"
     respect_retry_after: bool = False
     classifier: ClassifierName = "reference"
+    shared_cooldown: bool = False
     provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
 
 
@@ -127,6 +131,20 @@ class CompactionSettings:
 
 
 @attrs.frozen
+class CredentialsSettings:
+    """The ``credentials`` group.
+
+    Attributes:
+        url: ``credentials.url`` — where ``trio-session chat`` and ``rpc`` keep
+            usage-limit blocks: a Redis URL (``redis://``, ``rediss://``, ``unix://``)
+            shared by a fleet of workers; ``None``: the local SQLite store.
+            ``--credentials URL`` wins over it.
+    """
+
+    url: str | None = None
+
+
+@attrs.frozen
 class Settings:
     """Effective settings: every group, every key resolved.
 
@@ -148,6 +166,7 @@ class Settings:
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    credentials: CredentialsSettings = attrs.field(factory=CredentialsSettings)
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"
     default_thinking_level: ThinkingLevel | None = None
@@ -225,6 +244,7 @@ _SCHEMA: dict[str, _Rule] = {
     "retry.jitter": _one_of("none", "full", "equal"),
     "retry.respectRetryAfter": _BOOL,
     "retry.classifier": _one_of("reference", "strict"),
+    "retry.sharedCooldown": _BOOL,
     "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
     "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),
     "retry.provider.idleTimeoutMs": _ranged("retry.provider.idleTimeoutMs"),
@@ -233,6 +253,7 @@ _SCHEMA: dict[str, _Rule] = {
     "compaction.keepRecentTurns": _ranged("compaction.keepRecentTurns"),
     "compaction.reserveTokens": _ranged("compaction.reserveTokens"),
     "compaction.keepRecentTokens": _ranged("compaction.keepRecentTokens"),
+    "credentials.url": _text(null=True),
     # pi's top-level keys that trio_session uses
     "steeringMode": _one_of("all", "one-at-a-time"),
     "followUpMode": _one_of("all", "one-at-a-time"),
@@ -241,7 +262,7 @@ _SCHEMA: dict[str, _Rule] = {
     "defaultModel": _text(null=True),
     "sessionDir": _text(null=True),
 }
-_GROUPS = ("retry", "compaction")
+_GROUPS = ("retry", "compaction", "credentials")
 #: Groups inside a group: their keys are nested one level deeper in a file.
 _SUBGROUPS = frozenset({"retry.provider"})
 
@@ -488,6 +509,7 @@ def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     settings = Settings(
         retry=RetrySettings(**merged["retry"], provider=provider),
         compaction=CompactionSettings(**merged["compaction"]),
+        credentials=CredentialsSettings(**merged["credentials"]),
         **merged[""],
     )
     if key:

@@ -703,7 +703,8 @@ class RpcServer:
         ``isStreaming`` is true from a ``prompt`` until its run is completely over —
         backoff sleeps and compaction included — unlike the reference, where it
         drops between attempts. ``pendingMessageCount``, ``steeringMode`` and
-        ``followUpMode`` are the session's queues.
+        ``followUpMode`` are the session's queues. ``credentialStore`` is there when
+        the credential store reports a status (a Redis store).
         """
         session = self.session
         return {
@@ -721,7 +722,14 @@ class RpcServer:
             "autoRetryEnabled": session.auto_retry_enabled,
             "isRetrying": session.is_retrying,
             "retryAttempt": session.retry_attempt,
+            **self._credential_store_state(),
         }
+
+    def _credential_store_state(self) -> dict[str, Any]:
+        """``credentialStore`` for ``get_state`` (``"redis"`` / ``"local-fallback"``), when
+        the session's credential store reports a status."""
+        status = self.session.credential_store_status
+        return {} if status is None else {"credentialStore": status}
 
     def _prompt(self, command: Prompt) -> Response:
         if self._run is not None or self.session.is_running:

@@ -12,9 +12,10 @@ credential of the same provider is free, switches the session to it and returns
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -51,6 +52,33 @@ class CredentialStore(Protocol):
         ...
 
 
+@runtime_checkable
+class CooldownStore(Protocol):
+    """A credential store that also shares server wait hints (``retry.sharedCooldown``).
+
+    A cooldown belongs to a provider, a base URL and a key (the session's current one):
+    every session using that key there waits until it has passed.
+    """
+
+    async def share_cooldown(
+        self, provider: str, session_id: str, *, base_url: str | None, wait_ms: int
+    ) -> None:
+        """Hold the session's key on ``base_url`` for at least ``wait_ms`` from now."""
+        ...
+
+    async def cooldown_ms(self, provider: str, session_id: str, *, base_url: str | None) -> int:
+        """What is left of the cooldown on the session's key, plus jitter; 0 if none."""
+        ...
+
+
+def with_jitter(wait_ms: int, rng: random.Random) -> int:
+    """``wait_ms`` plus up to a fifth of it, at most 2 s more, so that sessions waiting
+    for the same cooldown do not all wake together; 0 stays 0."""
+    if wait_ms <= 0:
+        return 0
+    return wait_ms + round(rng.uniform(0, min(wait_ms / 5, 2000)))
+
+
 @attrs.define(eq=False)
 class InMemoryCredentialStore:
     """Several API keys per provider, held in memory.
@@ -59,12 +87,17 @@ class InMemoryCredentialStore:
         keys: provider name → keys, in order of preference.
         clock: seconds, for blocking; ``time.time`` unless given (pass
             ``trio.current_time`` to follow a test's virtual clock).
+        rng: jitter's source for ``cooldown_ms``.
+
+    Its cooldowns (``CooldownStore``) are shared by the sessions of this process.
     """
 
     _keys: dict[str, list[str]] = attrs.field(converter=_key_lists, alias="keys", repr=False)
     _clock: Callable[[], float] = attrs.field(default=time.time, alias="clock")
     _sticky: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False)
     _blocked_until: dict[tuple[str, int], float] = attrs.field(factory=dict, init=False)
+    _rng: random.Random = attrs.field(factory=random.Random, alias="rng", repr=False)
+    _cooldowns: dict[tuple[str, str, int], float] = attrs.field(factory=dict, init=False)
 
     @classmethod
     def from_keys(cls, keys: Mapping[str, Iterable[str]]) -> InMemoryCredentialStore:
@@ -121,3 +154,23 @@ class InMemoryCredentialStore:
             if t <= now:
                 return i
         return min(range(len(keys)), key=until.__getitem__)
+
+    async def share_cooldown(
+        self, provider: str, session_id: str, *, base_url: str | None, wait_ms: int
+    ) -> None:
+        """Hold the session's key on ``base_url`` for at least ``wait_ms`` from now."""
+        index = self._current(provider, session_id)
+        if index is None or wait_ms <= 0:
+            return
+        item = (provider, base_url or "", index)
+        now = self._clock()
+        self._cooldowns[item] = max(self._cooldowns.get(item, now), now + wait_ms / 1000)
+
+    async def cooldown_ms(self, provider: str, session_id: str, *, base_url: str | None) -> int:
+        """What is left of the cooldown on the session's key, plus jitter; 0 if none."""
+        index = self._current(provider, session_id)
+        if index is None:
+            return 0
+        until = self._cooldowns.get((provider, base_url or "", index))
+        left = 0 if until is None else max(0, round((until - self._clock()) * 1000))
+        return with_jitter(left, self._rng)

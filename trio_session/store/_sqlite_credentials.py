@@ -568,6 +568,12 @@ class SqliteCredentialStore:
             provider=provider, label=label, index=index, redacted=redact(key), source="store"
         )
 
+    def keys(self, provider: str) -> tuple[str, ...]:
+        """``provider``'s keys in order of use — stored, then the environment's — for
+        another store that keeps only block state (``RedisCredentialStore``)."""
+        with self._guard() as db:
+            return tuple(key for _, key in self._candidates(db, provider))
+
     def blocked_until(self, provider: str, key: str) -> float | None:
         """When ``key`` of ``provider`` unblocks (epoch seconds), if it is blocked now."""
         now = self._clock()
