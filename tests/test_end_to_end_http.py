@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,12 @@ async def server(nursery: trio.Nursery) -> ScriptedServer:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteCredentialStore:
+def store(tmp_path: Path) -> Iterator[SqliteCredentialStore]:
     """A SQLite credential store with two OpenAI keys and no environment keys."""
-    store = SqliteCredentialStore.open(tmp_path / "credentials.sqlite3", environ={})
-    store.add("openai", SECRET_ONE, label="first")
-    store.add("openai", SECRET_TWO, label="second")
-    return store
+    with SqliteCredentialStore.open(tmp_path / "credentials.sqlite3", environ={}) as store:
+        store.add("openai", SECRET_ONE, label="first")
+        store.add("openai", SECRET_TWO, label="second")
+        yield store
 
 
 async def test_r17_usage_limit_rotates_to_the_second_key(
@@ -81,10 +82,14 @@ async def test_r17_usage_limit_rotates_to_the_second_key(
 
 
 async def test_r17_one_key_keeps_the_exponential_delay(
-    server: ScriptedServer, tmp_path: Path, autojump_clock: trio.testing.MockClock
+    server: ScriptedServer,
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    request: pytest.FixtureRequest,
 ) -> None:
     """R-17: with a single key the usage limit is retried after the normal 2 s."""
     single = SqliteCredentialStore.open(tmp_path / "one.sqlite3", environ={})
+    request.addfinalizer(single.close)
     single.add("openai", SECRET_ONE)
     server.script(respond(429, USAGE_LIMIT, headers=[("retry-after", "600")]), answer("Hi!"))
     async with (
