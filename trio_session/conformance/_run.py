@@ -1,0 +1,112 @@
+"""Running scenarios against an agent command, and printing the table."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import trio
+
+from ._agent import AgentError, start_agent
+from ._scenarios import SCENARIOS, Check, Result, Run, Scenario
+from ._server import LoopbackLLM
+
+#: How long one scenario may take at all, seconds (its runs have their own timeouts).
+SCENARIO_TIMEOUT = 120.0
+
+
+def select(only: Sequence[str] | None) -> tuple[Scenario, ...]:
+    """The scenarios named in ``only`` (all if empty); ``ValueError`` naming an unknown one."""
+    if not only:
+        return SCENARIOS
+    known = {s.name: s for s in SCENARIOS}
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown scenario {', '.join(unknown)}; the scenarios are: {', '.join(known)}"
+        )
+    return tuple(known[name] for name in only)
+
+
+async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -> Result:
+    """Run one scenario against a fresh agent started from ``command``."""
+    checks: list[Check] = []
+    error = None
+    fallback = scenario.fallback
+    server = LoopbackLLM(list(scenario.script))
+    if fallback is not None:
+        server.fallback = fallback
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            with trio.move_on_after(SCENARIO_TIMEOUT) as scope:
+                async with start_agent(command, work, server.base_url, scenario.retry) as agent:
+                    run = Run(agent, server, scenario.base_delay_ms)
+                    try:
+                        await scenario.drive(run)
+                    finally:
+                        checks = run.checks
+            if scope.cancelled_caught:
+                error = f"timed out after {SCENARIO_TIMEOUT:g} s"
+            nursery.cancel_scope.cancel()
+    except AgentError as exc:
+        error = str(exc)
+    observed = "; ".join(c.observed for c in checks[:4]) if checks else ""
+    retries = next(
+        (c.observed for c in checks if c.observed.startswith(("start(", "end(", "no retry"))), None
+    )
+    if retries is not None:
+        observed = f"{retries}; {len(server.requests)} requests"
+    return Result(
+        scenario.name,
+        scenario.rules,
+        scenario.beyond_rules,
+        scenario.expected,
+        observed,
+        tuple(checks),
+        error,
+    )
+
+
+async def run_all(
+    command: Sequence[str], scenarios: Sequence[Scenario], work: Path | None = None
+) -> list[Result]:
+    """Run ``scenarios`` one after another, each against a fresh agent."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="trio-session-conformance-") as temporary:
+        root = work or Path(temporary)
+        for scenario in scenarios:
+            results.append(await run_scenario(scenario, command, root / scenario.name))
+    return results
+
+
+def passed(results: Sequence[Result]) -> bool:
+    """Whether every non-[beyond] rule held in every scenario."""
+    return all(r.verdict in ("pass", "beyond-differs") for r in results)
+
+
+def print_table(results: Sequence[Result], out: TextIO) -> None:
+    """One row per scenario, then the failed checks under it."""
+    out.write("scenario | rules | expected | observed | verdict\n")
+    for r in results:
+        rules = ", ".join(
+            f"{rule} [beyond]" if rule in r.beyond_rules else rule for rule in r.rules
+        )
+        out.write(f"{r.name} | {rules} | {r.expected} | {r.error or r.observed} | {r.verdict}\n")
+        for c in r.checks:
+            if not c.ok:
+                mark = "beyond the reference" if c.beyond else "FAIL"
+                out.write(f"    {mark}: {c.rules}: expected {c.expected}; observed {c.observed}\n")
+    total = len(results)
+    good = sum(r.verdict == "pass" for r in results)
+    beyond = sum(r.verdict == "beyond-differs" for r in results)
+    out.write(f"{good} of {total} scenarios pass, {beyond} differ only beyond the reference\n")
+
+
+def print_json(results: Sequence[Result], out: TextIO) -> None:
+    """The results as one JSON document."""
+    document = {"passed": passed(results), "scenarios": [r.to_json() for r in results]}
+    out.write(json.dumps(document, indent=2) + "\n")
