@@ -11,7 +11,7 @@ Not imported by ``import trio_session``.
 from __future__ import annotations
 
 from ._agent import AgentError
-from ._run import passed, print_json, print_table, run_all, run_scenario, select
+from ._run import passed, print_json, print_table, run_all, run_command, run_scenario, select
 from ._scenarios import SCENARIOS, Check, Result, Scenario
 from ._server import Hang, HttpError, LoopbackLLM, Stream
 
@@ -29,6 +29,7 @@ __all__ = [
     "print_json",
     "print_table",
     "run_all",
+    "run_command",
     "run_scenario",
     "select",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,8 +53,8 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -
             if scope.cancelled_caught:
                 error = f"timed out after {SCENARIO_TIMEOUT:g} s"
             nursery.cancel_scope.cancel()
-    except AgentError as exc:
-        error = str(exc)
+    except* AgentError as group:
+        error = "; ".join(str(exc) for exc in _leaves(group))
     observed = "; ".join(c.observed for c in checks[:4]) if checks else ""
     retries = next(
         (c.observed for c in checks if c.observed.startswith(("start(", "end(", "no retry"))), None
@@ -69,6 +70,13 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -
         tuple(checks),
         error,
     )
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 async def run_all(
@@ -110,3 +118,26 @@ def print_json(results: Sequence[Result], out: TextIO) -> None:
     """The results as one JSON document."""
     document = {"passed": passed(results), "scenarios": [r.to_json() for r in results]}
     out.write(json.dumps(document, indent=2) + "\n")
+
+
+def run_command(
+    command: Sequence[str], only: Sequence[str] | None, as_json: bool, out: TextIO
+) -> int:
+    """``trio-session conformance``: run, print, and exit 0 only if every seed rule held.
+
+    Raises ``ValueError`` for an unknown scenario name or a missing command.
+    """
+    if not command:
+        raise ValueError(
+            "conformance needs the agent's command after '--', for example: "
+            "trio-session conformance -- trio-session rpc --no-session"
+        )
+    if shutil.which(command[0]) is None:
+        raise ValueError(f"cannot find the agent command {command[0]!r}")
+    scenarios = select(only)
+    results = trio.run(run_all, command, scenarios)
+    if as_json:
+        print_json(results, out)
+    else:
+        print_table(results, out)
+    return 0 if passed(results) else 1
