@@ -190,14 +190,16 @@ class Agent:
     async def settle(self, start: int, quiet: float, within: float) -> bool:
         """Wait until the run begun at event ``start`` is over; whether it ended in time.
 
-        Over means: an ``agent_end`` arrived, no retry is announced after it (or its
-        announced delay has passed), and then nothing new came for ``quiet`` seconds.
+        Over means: an ``agent_end`` arrived after the last ``agent_start``, no retry is
+        announced after it (or its announced delay has passed), and then nothing new came
+        for ``quiet`` seconds.
         """
         with trio.move_on_after(within):
             while True:
                 events = self.events[start:]
                 ends = [i for i, e in enumerate(events) if e.type == "agent_end"]
-                if ends:
+                runs = [i for i, e in enumerate(events) if e.type == "agent_start"]
+                if ends and (not runs or runs[-1] < ends[-1]):
                     after = events[ends[-1] :]
                     starts = [i for i, e in enumerate(after) if e.type == "auto_retry_start"]
                     wait = quiet

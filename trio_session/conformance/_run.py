@@ -11,8 +11,8 @@ from typing import TextIO
 
 import trio
 
-from ._agent import AgentError, start_agent
-from ._scenarios import SCENARIOS, Check, Result, Run, Scenario
+from ._agent import AgentError, Observed, start_agent
+from ._scenarios import SCENARIOS, Check, Result, Run, Scenario, requests, retry_summary
 from ._server import LoopbackLLM
 
 #: How long one scenario may take at all, seconds (its runs have their own timeouts).
@@ -35,6 +35,7 @@ def select(only: Sequence[str] | None) -> tuple[Scenario, ...]:
 async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -> Result:
     """Run one scenario against a fresh agent started from ``command``."""
     checks: list[Check] = []
+    retry_events: list[Observed] = []
     error = None
     fallback = scenario.fallback
     server = LoopbackLLM(list(scenario.script))
@@ -50,17 +51,13 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -
                         await scenario.drive(run)
                     finally:
                         checks = run.checks
+                        retry_events = run.events(0, "auto_retry_start", "auto_retry_end")
             if scope.cancelled_caught:
                 error = f"timed out after {SCENARIO_TIMEOUT:g} s"
             nursery.cancel_scope.cancel()
     except* AgentError as group:
         error = "; ".join(str(exc) for exc in _leaves(group))
-    observed = "; ".join(c.observed for c in checks[:4]) if checks else ""
-    retries = next(
-        (c.observed for c in checks if c.observed.startswith(("start(", "end(", "no retry"))), None
-    )
-    if retries is not None:
-        observed = f"{retries}; {len(server.requests)} requests"
+    observed = f"{retry_summary(retry_events)}; {requests(len(server.requests))}"
     return Result(
         scenario.name,
         scenario.rules,

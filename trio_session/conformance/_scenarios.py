@@ -141,7 +141,7 @@ class Run:
     def expect_requests(self, count: int, rules: str = "R-15") -> None:
         """The server saw exactly ``count`` chat requests."""
         seen = len(self.server.requests)
-        self.check(rules, f"{count} requests", f"{seen} requests", seen == count)
+        self.check(rules, requests(count), requests(seen), seen == count)
 
     def expect_spacing(self, delays_ms: Sequence[int], rules: str = "R-16, R-21") -> None:
         """Request ``i + 1`` came ``delays_ms[i]`` after request ``i`` (tolerances above)."""
@@ -165,6 +165,11 @@ class Run:
         response = await self.agent.send({"type": "get_state"})
         data = response.get("data")
         return data if isinstance(data, dict) else {}
+
+
+def requests(count: int) -> str:
+    """``1 request``, ``3 requests``."""
+    return f"{count} request{'' if count == 1 else 's'}"
 
 
 def retry_summary(events: Sequence[Observed]) -> str:

@@ -111,6 +111,7 @@ class LoopbackLLM:
     port: int = attrs.field(default=0, init=False)
     arrived: trio.Event = attrs.field(factory=trio.Event, init=False)
     hung_up: list[float] = attrs.field(factory=list, init=False)
+    _hang_up: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     @property
     def base_url(self) -> str:
@@ -121,6 +122,10 @@ class LoopbackLLM:
         """Return once ``count`` requests have arrived."""
         while len(self.requests) < count:
             await self.arrived.wait()
+
+    async def wait_for_hang_up(self) -> None:
+        """Return once a client has hung up on a ``Hang`` step."""
+        await self._hang_up.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[LoopbackLLM]) -> None:
         """Serve until cancelled; report ready with ``task_status.started(self)``."""
@@ -173,6 +178,7 @@ class LoopbackLLM:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             self.hung_up.append(trio.current_time())
+            self._hang_up.set()
             return False
         await trio.sleep(step.first_delay)
         words = step.text.split(" ")
