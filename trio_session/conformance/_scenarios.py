@@ -334,12 +334,10 @@ async def _disabled(run: Run) -> None:
 async def _not_retried(run: Run) -> None:
     start = await run.prompt("First question.")
     await run.settle(start)
-    middle = len(run.agent.events)
     second = await run.prompt("Second question.")
     await run.settle(second)
     run.expect_retries(start, "R-4", [])
     run.expect_requests(2, "R-4")
-    _ = middle
 
 
 def _retried_once(rules: str) -> Driver:
@@ -487,6 +485,17 @@ async def _abort_reattempt(run: Run) -> None:
         response.get("success") is True,
     )
     ended = await run.agent.settle(start, QUIET, 3.0)
+    hung_up = False
+    with trio.move_on_after(SLACK):
+        await run.server.wait_for_hang_up()
+        hung_up = True
+    run.check(
+        "R-31",
+        "the server sees the re-attempt's request hung up",
+        "hung up" if hung_up else f"still open after {SLACK:g} s",
+        hung_up,
+        beyond=True,
+    )
     if not ended:
         await run.agent.send({"type": "abort"})  # the reference streams on: stop it here
         await run.agent.settle(start, QUIET, RUN_TIMEOUT)
