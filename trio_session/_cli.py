@@ -653,6 +653,21 @@ def _parser() -> argparse.ArgumentParser:
         "(not the reference's shape; see docs/rpc.md)",
     )
 
+    conformance = commands.add_parser(
+        "conformance",
+        help="check an RPC agent's retry policy against docs/spec.md (see docs/conformance.md)",
+        description="Start a scripted loopback LLM server, run the retry scenarios against "
+        "the agent command given after '--' (it must speak pi's RPC protocol), and print "
+        "one row per scenario. Exit status 0 only when every non-[beyond] rule holds.",
+    )
+    conformance.add_argument("--json", action="store_true", help="print the results as JSON")
+    conformance.add_argument(
+        "--only", metavar="NAME,…", help="run only these scenarios (comma-separated)"
+    )
+    conformance.add_argument(
+        "agent_command", nargs="*", metavar="-- COMMAND", help="the agent, in RPC mode"
+    )
+
     auth = commands.add_parser("auth", help="manage API keys in the credential store")
     actions = auth.add_subparsers(dest="auth", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="store a key (typed hidden, or one line of stdin)")
@@ -714,9 +729,24 @@ def _agent_dir(flag: str | None) -> AgentDirConfig | None:
     return config
 
 
+def _conformance(args: argparse.Namespace) -> int:
+    from .conformance import run_command  # the kit loads only for this command
+
+    command = list(args.agent_command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
+    try:
+        return run_command(command, only, args.json, sys.stdout)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "auth":
         return run_auth(args)
+    if args.command == "conformance":
+        return _conformance(args)
     # pi's agent directory is for chat and rpc only; the demo reads nothing of the user's.
     args.agent_dir_config = _agent_dir(args.agent_dir) if args.command != "demo" else None
     # The demo is the same everywhere: only --settings files, never the user's own.

@@ -1,0 +1,137 @@
+"""The conformance kit (issue 18): ``trio-session conformance -- <agent>``, run for real.
+
+Our own ``trio-session rpc`` must pass every scenario; an agent that drops
+``auto_retry_end`` must fail with rows naming the rules it breaks. The kit starts real
+subprocesses against a real loopback server; nothing is faked but the LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from trio_session.conformance import SCENARIOS, Hang, HttpError, LoopbackLLM, Stream
+
+HERE = Path(__file__).resolve().parent
+BROKEN_AGENT = HERE / "conformance_broken_agent.py"
+OUR_AGENT = [sys.executable, "-m", "trio_session", "rpc", "--no-session"]
+
+
+def conformance(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m trio_session conformance ARGS``."""
+    return subprocess.run(
+        [sys.executable, "-m", "trio_session", "conformance", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_our_rpc_passes_every_scenario() -> None:
+    result = conformance("--json", "--", *OUR_AGENT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    assert document["passed"] is True
+    verdicts = {s["name"]: s["verdict"] for s in document["scenarios"]}
+    assert verdicts == {s.name: "pass" for s in SCENARIOS}
+    for scenario in document["scenarios"]:
+        assert scenario["checks"], scenario["name"]
+        assert all(check["ok"] for check in scenario["checks"]), scenario
+
+
+def test_an_agent_that_drops_auto_retry_end_fails_naming_the_rules() -> None:
+    only = "two-503-then-success,abort-retry-in-backoff,429-then-success"
+    result = conformance("--only", only, "--", sys.executable, str(BROKEN_AGENT), "--no-session")
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = {line.split(" | ")[0]: line for line in result.stdout.splitlines() if " | " in line}
+    for name in only.split(","):
+        assert rows[name].endswith("| FAIL"), rows[name]
+    failures = [line.strip() for line in result.stdout.splitlines() if "FAIL:" in line]
+    # Each failed check names its rules; the success end and the cancelled end are gone.
+    assert any(f.startswith("FAIL: R-16, R-19, R-23:") and "end(ok,2)" in f for f in failures)
+    assert any(f.startswith("FAIL: R-29, R-30:") and "Retry cancelled" in f for f in failures)
+    assert any(f.startswith("FAIL: R-5, R-19, R-23:") for f in failures)
+    assert "0 of 3 scenarios pass" in result.stdout
+
+
+def test_a_user_mistake_is_a_clear_error() -> None:
+    missing = conformance()
+    assert missing.returncode == 2
+    assert "needs the agent's command after '--'" in missing.stderr
+    unknown = conformance("--only", "no-such", "--", *OUR_AGENT)
+    assert unknown.returncode == 2
+    assert "unknown scenario no-such; the scenarios are: two-503-then-success" in unknown.stderr
+    absent = conformance("--", "/nonexistent/agent")
+    assert absent.returncode == 2
+    assert "cannot find the agent command '/nonexistent/agent'" in absent.stderr
+    for result in (missing, unknown, absent):
+        assert "Traceback" not in result.stderr
+
+
+def test_an_agent_that_is_not_an_rpc_agent_is_an_error_row() -> None:
+    result = conformance("--only", "retry-disabled", "--", sys.executable, "-c", "pass")
+    assert result.returncode == 1
+    assert "| error" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_the_kit_is_not_imported_by_the_package() -> None:
+    code = "import sys, trio_session; print('trio_session.conformance' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+async def test_the_loopback_server_steps() -> None:
+    server = LoopbackLLM(
+        [
+            HttpError(503, '{"error": {"message": "down"}}', (("retry-after", "7"),)),
+            Stream("one two three"),
+            Stream("cut here", drop="close"),
+            Hang(),
+        ]
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        url = f"{server.base_url}/chat/completions"
+        async with httpx.AsyncClient() as client:
+            error = await client.post(url, json={"n": 1})
+            assert (error.status_code, error.headers["retry-after"]) == (503, "7")
+            assert error.json() == {"error": {"message": "down"}}
+            streamed = await client.post(url, json={"n": 2})
+            data = [
+                json.loads(line[6:])
+                for line in streamed.text.splitlines()
+                if line.startswith("data: {")
+            ]
+            text = "".join(
+                c["choices"][0]["delta"].get("content", "") for c in data if c["choices"]
+            )
+            assert text == "one two three"
+            assert data[-1]["usage"]["completion_tokens"] == 10
+            assert streamed.text.rstrip().endswith("data: [DONE]")
+            with pytest.raises(httpx.RemoteProtocolError):
+                await client.post(url, json={"n": 3})
+            # The hang, over a raw socket: the head and one chunk, then nothing.
+            raw = await trio.open_tcp_stream("127.0.0.1", server.port)
+            body = b'{"n": 4}'
+            head = f"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len(body)}\r\n\r\n"
+            await raw.send_all(head.encode() + body)
+            seen = b""
+            while b'"content": "Thinking"' not in seen:
+                seen += await raw.receive_some(65536)
+            assert not server.hung_up
+            await raw.aclose()
+            with trio.fail_after(10):  # the server notices the hang-up
+                await server.wait_for_hang_up()
+            refused = await client.post(url, json={"n": 5})
+            assert refused.status_code == 418
+        assert [r.body for r in server.requests] == [{"n": i} for i in range(1, 6)]
+        nursery.cancel_scope.cancel()

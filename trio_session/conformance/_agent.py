@@ -1,0 +1,294 @@
+"""The agent under test: a subprocess speaking pi's RPC protocol (JSON lines).
+
+``start_agent`` writes a pi-style agent directory (``models.json`` with one
+OpenAI-compatible provider at the loopback server, ``settings.json`` with the
+scenario's settings), starts the command with ``PI_CODING_AGENT_DIR`` pointing at it
+and a private ``HOME``, and reads its stdout: every JSON line that is not a
+``response`` is an event, kept with its arrival time on Trio's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+#: The provider and model the agent directory declares.
+PROVIDER = "conformance"
+MODEL = "conformance-model"
+#: A key the agent sends to the loopback server; it never leaves this machine.
+API_KEY = "conformance-key"
+#: The model's context window, as declared in models.json.
+CONTEXT_WINDOW = 32_000
+
+#: How long a command may wait for its response.
+RESPONSE_TIMEOUT = 30.0
+
+
+class AgentError(Exception):
+    """The agent did not behave as an RPC agent at all (exited, no response, bad JSON)."""
+
+
+@attrs.frozen
+class Observed:
+    """One event the agent wrote, and when it arrived (Trio clock, seconds)."""
+
+    time: float
+    event: Mapping[str, Any]
+
+    @property
+    def type(self) -> str:
+        """The event's ``type``."""
+        return str(self.event.get("type", ""))
+
+
+def models_json(base_url: str) -> dict[str, Any]:
+    """pi's ``models.json``: one OpenAI-compatible provider on the loopback server."""
+    model = {
+        "id": MODEL,
+        "name": "Conformance",
+        "reasoning": False,
+        "input": ["text"],
+        "contextWindow": CONTEXT_WINDOW,
+        "maxTokens": 4096,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+    }
+    provider = {
+        "baseUrl": base_url,
+        "api": "openai-completions",
+        "apiKey": API_KEY,
+        "models": [model],
+    }
+    return {"providers": {PROVIDER: provider}}
+
+
+def settings_json(retry: Mapping[str, Any]) -> dict[str, Any]:
+    """pi's ``settings.json``: the model, the scenario's ``retry`` group, no SDK retries."""
+    return {
+        "defaultProvider": PROVIDER,
+        "defaultModel": MODEL,
+        "retry": {**retry, "provider": {"maxRetries": 0}},
+        "compaction": {"enabled": True, "keepRecentTokens": 1},
+    }
+
+
+def agent_environment(agent_dir: Path, home: Path) -> dict[str, str]:
+    """This process's environment with a private home and the agent directory set."""
+    env = dict(os.environ)
+    for name in list(env):
+        if name.endswith("_API_KEY"):
+            env[name] = ""  # the agent must use the loopback provider's key
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "PI_CODING_AGENT_DIR": str(agent_dir),
+            "PI_OFFLINE": "1",
+            "PI_SKIP_VERSION_CHECK": "1",
+        }
+    )
+    return env
+
+
+@attrs.define(eq=False)
+class Agent:
+    """A running agent: send commands, read events."""
+
+    process: trio.Process
+    events: list[Observed] = attrs.field(factory=list)
+    responses: list[Mapping[str, Any]] = attrs.field(factory=list)
+    stderr: bytearray = attrs.field(factory=bytearray)
+    changed: trio.Event = attrs.field(factory=trio.Event)
+    closed: bool = False
+    _next_id: int = 0
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def read_stdout(self) -> None:
+        """Read JSON lines until the agent closes its stdout."""
+        assert self.process.stdout is not None
+        buffer = b""
+        try:
+            while data := await self.process.stdout.receive_some(65536):
+                buffer += data
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    self._line(line)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        self.closed = True
+        self._notify()
+
+    def _line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return  # a stray line is not an event
+        if not isinstance(data, dict):
+            return
+        if data.get("type") == "response":
+            self.responses.append(data)
+        else:
+            self.events.append(Observed(trio.current_time(), data))
+        self._notify()
+
+    async def read_stderr(self) -> None:
+        """Keep the last 8 KiB of stderr, for a message when the agent misbehaves."""
+        assert self.process.stderr is not None
+        try:
+            while data := await self.process.stderr.receive_some(65536):
+                self.stderr += data
+                del self.stderr[:-8192]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    async def send(self, command: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Send one command; its response (``AgentError`` if none comes)."""
+        self._next_id += 1
+        ident = f"conf_{self._next_id}"
+        assert self.process.stdin is not None
+        line = json.dumps({"id": ident, **command}) + "\n"
+        try:
+            await self.process.stdin.send_all(line.encode())
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise AgentError(f"the agent closed its stdin: {self.stderr_tail()}") from exc
+        with trio.move_on_after(RESPONSE_TIMEOUT):
+            while True:
+                for response in self.responses:
+                    if response.get("id") == ident:
+                        return response
+                if self.closed:
+                    raise AgentError(f"the agent exited: {self.stderr_tail()}")
+                await self.changed.wait()
+        raise AgentError(f"no response to {command.get('type')} in {RESPONSE_TIMEOUT:g} s")
+
+    async def wait_for(self, test: Callable[[Observed], bool], within: float) -> Observed | None:
+        """The first event (so far or to come) passing ``test``; ``None`` after ``within`` s."""
+        with trio.move_on_after(within):
+            while True:
+                for observed in self.events:
+                    if test(observed):
+                        return observed
+                if self.closed:
+                    return None
+                await self.changed.wait()
+        return None
+
+    async def settle(self, start: int, quiet: float, within: float) -> bool:
+        """Wait until the run begun at event ``start`` is over; whether it ended in time.
+
+        Over means: an ``agent_end`` arrived after the last ``agent_start``, no retry is
+        announced after it (or its announced delay has passed), and then nothing new came
+        for ``quiet`` seconds.
+        """
+        with trio.move_on_after(within):
+            while True:
+                events = self.events[start:]
+                ends = [i for i, e in enumerate(events) if e.type == "agent_end"]
+                runs = [i for i, e in enumerate(events) if e.type == "agent_start"]
+                if ends and (not runs or runs[-1] < ends[-1]):
+                    after = events[ends[-1] :]
+                    starts = [i for i, e in enumerate(after) if e.type == "auto_retry_start"]
+                    wait = quiet
+                    if starts and not any(
+                        e.type in ("agent_start", "auto_retry_end") for e in after[starts[-1] :]
+                    ):
+                        announced = after[starts[-1]]
+                        delay = float(announced.event.get("delayMs") or 0) / 1000
+                        wait = max(quiet, announced.time + delay + quiet - trio.current_time())
+                    count = len(self.events)
+                    with trio.move_on_after(wait):
+                        while len(self.events) == count and not self.closed:
+                            await self.changed.wait()
+                    if len(self.events) == count:
+                        return True
+                    continue
+                if self.closed:
+                    return False
+                await self.changed.wait()
+        return False
+
+    def stderr_tail(self) -> str:
+        """The end of what the agent wrote to stderr, for an error message."""
+        text = self.stderr.decode(errors="replace").strip()
+        return text[-500:] if text else "(nothing on stderr)"
+
+
+@asynccontextmanager
+async def start_agent(
+    command: Sequence[str],
+    work: Path,
+    base_url: str,
+    retry: Mapping[str, Any],
+) -> AsyncIterator[Agent]:
+    """Start ``command`` pointed at ``base_url``; stop it when the block ends."""
+    agent_dir, home, project = work / "agent", work / "home", work / "project"
+    for directory in (agent_dir, home, project):
+        directory.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "models.json").write_text(json.dumps(models_json(base_url), indent=2))
+    (agent_dir / "settings.json").write_text(json.dumps(settings_json(retry), indent=2))
+    try:
+        process = await trio.lowlevel.open_process(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=project,
+            env=agent_environment(agent_dir, home),
+        )
+    except OSError as exc:
+        raise AgentError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from exc
+    agent = Agent(process)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.read_stdout)
+            nursery.start_soon(agent.read_stderr)
+            try:
+                yield agent
+            finally:
+                with trio.CancelScope(shield=True):
+                    await _stop(process)
+                nursery.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+
+
+async def _stop(process: trio.Process) -> None:
+    """Close stdin (an RPC agent exits on EOF); terminate, then kill, if it lingers."""
+    if process.stdin is not None:
+        with trio.move_on_after(1):
+            await process.stdin.aclose()
+    for signal_it in (None, process.terminate, process.kill):
+        if signal_it is not None:
+            signal_it()
+        with trio.move_on_after(3):
+            await process.wait()
+            return
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    """The text parts of a message, joined."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
