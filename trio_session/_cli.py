@@ -314,7 +314,10 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
     async with (
         _provider(args) as (provider, model),
         open_credentials(
-            provider.name, args.api_key, _credentials_url(args, settings)
+            provider.name,
+            None if args.agent_dir_key else args.api_key,
+            _credentials_url(args, settings),
+            agent_dir_key=args.agent_dir_key,
         ) as credentials,
     ):
 
@@ -386,7 +389,10 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
     async with (
         _provider(args) as (provider, model),
         open_credentials(
-            provider.name, args.api_key, _credentials_url(args, settings)
+            provider.name,
+            None if args.agent_dir_key else args.api_key,
+            _credentials_url(args, settings),
+            agent_dir_key=args.agent_dir_key,
         ) as credentials,
     ):
         # One settings store for every session: set_auto_retry outlives new_session,
@@ -571,6 +577,7 @@ def _provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
     any session opens.
     """
     args.model_choice = None
+    args.agent_dir_key = None
     if args.faux is not None or args.provider == "faux":
         provider = "faux"
     else:
@@ -587,6 +594,7 @@ def _provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
         args.api_key = read_api_key_file(args.api_key_file)
     elif args.agent_dir_config is not None and provider != "faux":
         args.api_key = args.agent_dir_config.api_key(provider)
+        args.agent_dir_key = args.api_key  # one key more than the stored ones (R-17)
     if args.model_choice is not None:
         preflight(
             args.model_choice,

@@ -510,14 +510,23 @@ def _read_key_file(path: str, flag: str, warn: Callable[[str], None]) -> bytes:
     return first
 
 
-def credential_store(provider: str, api_key: str | None) -> CredentialStore | None:
+#: The name the SQLite store counts a key from pi's agent directory under (``auth list``
+#: never shows it: the store is opened with it only for the length of a command).
+AGENT_DIR_KEY = "pi agent directory"
+
+
+def credential_store(
+    provider: str, api_key: str | None, *, agent_dir_key: str | None = None
+) -> CredentialStore | None:
     """Where keys come from: ``--api-key``/``--api-key-file``, else the credential file
-    and the env variable.
+    and the env variable (or pi's agent directory).
 
     The SQLite store (in the user data directory) holds ``trio-session auth add`` keys and
     counts the provider's environment variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
-    ``GEMINI_API_KEY`` else ``GOOGLE_API_KEY``) as one more. If that file cannot be
-    used, the environment variable alone is used.
+    ``GEMINI_API_KEY`` else ``GOOGLE_API_KEY``) as one more. With ``agent_dir_key`` (the
+    key pi's auth.json, environment variable or models.json gives, ``--agent-dir``), that
+    key is the one more instead, so a usage limit can still move to a stored key (R-17).
+    If that file cannot be used, the one more key alone is used.
     """
     if provider == "faux":
         return None
@@ -525,12 +534,16 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
         return InMemoryCredentialStore(keys={provider: [api_key]})
     from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
 
+    environ: Mapping[str, str] = os.environ
     found = env_api_key(provider)
+    if agent_dir_key:
+        found = (AGENT_DIR_KEY, agent_dir_key)
+        environ = {**os.environ, AGENT_DIR_KEY: agent_dir_key}
     env_vars = dict(DEFAULT_ENV_VARS)
     if found is not None:
         env_vars[provider] = found[0]
     try:
-        return SqliteCredentialStore.open(env_vars=env_vars)
+        return SqliteCredentialStore.open(env_vars=env_vars, environ=environ)
     except TrioSessionError as exc:
         print(f"trio-session: warning: credential store unusable ({exc})", file=sys.stderr)
         return InMemoryCredentialStore(keys={provider: [found[1]] if found else []})
@@ -538,20 +551,20 @@ def credential_store(provider: str, api_key: str | None) -> CredentialStore | No
 
 @asynccontextmanager
 async def open_credentials(
-    provider: str, api_key: str | None, url: str | None
+    provider: str, api_key: str | None, url: str | None, *, agent_dir_key: str | None = None
 ) -> AsyncIterator[CredentialStore | None]:
     """The command's credential store for the length of a block, closed on the way out.
 
     Without ``url`` (``--credentials`` / ``credentials.url``), ``credential_store``.
     With a Redis URL, a ``RedisCredentialStore`` whose keys are ``--api-key``'s, or
-    else the SQLite store's keys and the provider's environment variable; Redis holds
-    only their block state.
+    else the SQLite store's keys and the provider's environment variable (or
+    ``agent_dir_key``, as in ``credential_store``); Redis holds only their block state.
 
     Raises:
         TrioSessionError: ``url`` is not a Redis URL, or coredis is not installed.
     """
     if url is None:
-        store = credential_store(provider, api_key)
+        store = credential_store(provider, api_key, agent_dir_key=agent_dir_key)
         try:
             yield store
         finally:
@@ -572,7 +585,11 @@ async def open_credentials(
         env_vars = dict(DEFAULT_ENV_VARS)
         if found is not None:
             env_vars[provider] = found[0]
-        local = credential_store(provider, None) if provider != "faux" else None
+        local = (
+            credential_store(provider, None, agent_dir_key=agent_dir_key)
+            if provider != "faux"
+            else None
+        )
         if isinstance(local, SqliteCredentialStore):
             keys = list(local.keys(provider))
             local.close()
