@@ -49,7 +49,7 @@ class Observed:
         return str(self.event.get("type", ""))
 
 
-def models_json(base_url: str) -> dict[str, Any]:
+def models_json(base_url: str, api_key: str = API_KEY) -> dict[str, Any]:
     """pi's ``models.json``: one OpenAI-compatible provider on the loopback server."""
     model = {
         "id": MODEL,
@@ -63,7 +63,7 @@ def models_json(base_url: str) -> dict[str, Any]:
     provider = {
         "baseUrl": base_url,
         "api": "openai-completions",
-        "apiKey": API_KEY,
+        "apiKey": api_key,
         "models": [model],
     }
     return {"providers": {PROVIDER: provider}}
@@ -227,19 +227,47 @@ class Agent:
         return text[-500:] if text else "(nothing on stderr)"
 
 
+def store_keys(home: Path, environ: Mapping[str, str], keys: Sequence[str]) -> None:
+    """Put ``keys``, in order, in trio-session's credential store under the private home.
+
+    pi's agent directory holds one key per provider (models.json's ``apiKey``); the
+    SQLite store of ``trio-session auth add`` is where trio-session keeps more.
+    """
+    from .._dirs import user_data_dir
+    from ..store._sqlite_credentials import SqliteCredentialStore, default_credentials_path
+
+    data_dir = user_data_dir(environ=environ, home=home)
+    store = SqliteCredentialStore.open(default_credentials_path(data_dir=data_dir), env_vars={})
+    try:
+        for number, key in enumerate(keys, 1):
+            store.add(PROVIDER, key, label=f"conformance{number}")
+    finally:
+        store.close()
+
+
 @asynccontextmanager
 async def start_agent(
     command: Sequence[str],
     work: Path,
     base_url: str,
     retry: Mapping[str, Any],
+    keys: Sequence[str] = (),
 ) -> AsyncIterator[Agent]:
-    """Start ``command`` pointed at ``base_url``; stop it when the block ends."""
+    """Start ``command`` pointed at ``base_url``; stop it when the block ends.
+
+    With ``keys``, the first is models.json's ``apiKey`` and all of them, in order, are
+    in trio-session's credential store (``store_keys``): every place the kit knows
+    where an agent can hold keys.
+    """
     agent_dir, home, project = work / "agent", work / "home", work / "project"
     for directory in (agent_dir, home, project):
         directory.mkdir(parents=True, exist_ok=True)
-    (agent_dir / "models.json").write_text(json.dumps(models_json(base_url), indent=2))
+    env = agent_environment(agent_dir, home)
+    models = models_json(base_url, keys[0] if keys else API_KEY)
+    (agent_dir / "models.json").write_text(json.dumps(models, indent=2))
     (agent_dir / "settings.json").write_text(json.dumps(settings_json(retry), indent=2))
+    if keys:
+        store_keys(home, env, keys)
     try:
         process = await trio.lowlevel.open_process(
             list(command),
@@ -247,7 +275,7 @@ async def start_agent(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=project,
-            env=agent_environment(agent_dir, home),
+            env=env,
         )
     except OSError as exc:
         raise AgentError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from exc

@@ -38,14 +38,16 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -
     retry_events: list[Observed] = []
     error = None
     fallback = scenario.fallback
-    server = LoopbackLLM(list(scenario.script))
+    server = LoopbackLLM(list(scenario.script), keyed=dict(scenario.keyed))
     if fallback is not None:
         server.fallback = fallback
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
             with trio.move_on_after(SCENARIO_TIMEOUT) as scope:
-                async with start_agent(command, work, server.base_url, scenario.retry) as agent:
+                async with start_agent(
+                    command, work, server.base_url, scenario.retry, scenario.keys
+                ) as agent:
                     run = Run(agent, server, scenario.base_delay_ms)
                     try:
                         await scenario.drive(run)

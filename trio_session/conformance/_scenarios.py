@@ -217,6 +217,10 @@ class Scenario:
     drive: Driver
     retry: Mapping[str, Any] = attrs.field(factory=dict)
     fallback: Step | None = None
+    #: The agent's keys (``start_agent``); none: the kit's one key.
+    keys: tuple[str, ...] = ()
+    #: The server's answer to a request carrying a key, whatever the script says.
+    keyed: Mapping[str, Step] = attrs.field(factory=dict)
 
     @property
     def base_delay_ms(self) -> int:
@@ -516,6 +520,42 @@ async def _abort_reattempt(run: Run) -> None:
     )
 
 
+#: The two keys of ``usage-limit-second-key``: they never leave the machine, and the
+#: kit shows them only as ``key A`` / ``key B``.
+KEY_A = "conformance-key-a"
+KEY_B = "conformance-key-b"
+USAGE_LIMIT = HttpError(
+    429,
+    error_body(
+        "You have hit your usage limit (usage_limit_reached). retry-after: 600",
+        "usage_limit_reached",
+        "usage_limit_reached",
+    ),
+    (("retry-after", "600"),),
+)
+
+
+def key_label(key: str | None) -> str:
+    """``key A``, ``key B``, ``another key`` or ``no key``: a request's key, never shown."""
+    if key is None:
+        return "no key"
+    return {KEY_A: "key A", KEY_B: "key B"}.get(key, "another key")
+
+
+async def _second_key(run: Run) -> None:
+    start = await run.prompt("Say hello.")
+    await run.settle(start)
+    keys = [key_label(r.key) for r in run.server.requests]
+    run.expect_retries(start, "R-17", ["start(1/3,0ms)", "end(ok,1)"])
+    run.check(
+        "R-17",
+        "2 requests: key A (usage limit), then key B (the answer)",
+        f"{requests(len(keys))}: {', '.join(keys) or 'none'}",
+        keys == ["key A", "key B"],
+    )
+    run.expect_spacing([0], "R-17, R-21")
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "two-503-then-success",
@@ -663,5 +703,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         (UNAVAILABLE, Hang()),
         _abort_reattempt,
         {"maxRetries": 3, "baseDelayMs": 100},
+    ),
+    Scenario(
+        "usage-limit-second-key",
+        ("R-17", "R-21"),
+        (),
+        "key A's usage limit moves the session to key B at once: start(1/3,0ms) end(ok,1)",
+        (),
+        _second_key,
+        {"maxRetries": 3, "baseDelayMs": 100},
+        keys=(KEY_A, KEY_B),
+        keyed={KEY_A: USAGE_LIMIT, KEY_B: Stream()},
     ),
 )

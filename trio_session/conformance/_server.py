@@ -14,7 +14,9 @@ Steps are plain data, so a scenario can print what it scripted:
   the first chunk instead.
 - ``Hang()``: the head and one chunk, then nothing until the client hangs up.
 
-Every request is recorded with its arrival time on Trio's clock (``requests``).
+Every request is recorded with its arrival time on Trio's clock (``requests``) and
+the key of its ``Authorization: Bearer`` header. A request carrying a key of ``keyed``
+is answered with that key's step instead, every time, without using up the script.
 """
 
 from __future__ import annotations
@@ -94,11 +96,13 @@ def error_body(message: str, kind: str = "server_error", code: str | None = None
 
 @attrs.frozen
 class Request:
-    """A request as the server saw it: its path, body and arrival time (Trio clock)."""
+    """A request as the server saw it: its path, body, arrival time (Trio clock) and the
+    key of its ``Authorization: Bearer`` header (never shown: ``repr=False``)."""
 
     path: str
     body: Any
     time: float
+    key: str | None = attrs.field(default=None, repr=False)
 
 
 @attrs.define(eq=False)
@@ -107,6 +111,7 @@ class LoopbackLLM:
 
     script: list[Step] = attrs.field(factory=list)
     fallback: Step = HttpError(418, error_body("conformance script exhausted", "invalid"))
+    keyed: dict[str, Step] = attrs.field(factory=dict, repr=False)
     requests: list[Request] = attrs.field(factory=list, init=False)
     port: int = attrs.field(default=0, init=False)
     arrived: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -149,14 +154,17 @@ class LoopbackLLM:
                 head = await _read_request(stream, buffer)
                 if head is None:
                     return
-                path, body = head
+                path, body, key = head
                 if not path.endswith("/chat/completions"):
                     keep = await _respond(stream, 404, error_body("not found", "invalid"))
                 else:
-                    self.requests.append(Request(path, body, trio.current_time()))
+                    self.requests.append(Request(path, body, trio.current_time(), key))
                     self.arrived.set()
                     self.arrived = trio.Event()
-                    step = self.script.pop(0) if self.script else self.fallback
+                    if key is not None and key in self.keyed:
+                        step = self.keyed[key]
+                    else:
+                        step = self.script.pop(0) if self.script else self.fallback
                     keep = await self._answer(stream, step)
                 if not keep:
                     return
@@ -260,8 +268,10 @@ async def _respond(
     return True
 
 
-async def _read_request(stream: trio.SocketStream, buffer: bytearray) -> tuple[str, Any] | None:
-    """The next request's path and JSON body; ``None`` when the client closed."""
+async def _read_request(
+    stream: trio.SocketStream, buffer: bytearray
+) -> tuple[str, Any, str | None] | None:
+    """The next request's path, JSON body and bearer key; ``None`` when the client closed."""
     while b"\r\n\r\n" not in buffer:
         data = await stream.receive_some(65536)
         if not data or len(buffer) > _MAX_HEAD:
@@ -272,10 +282,14 @@ async def _read_request(stream: trio.SocketStream, buffer: bytearray) -> tuple[s
     parts = request_line.split(" ")
     path = parts[1] if len(parts) > 1 else "/"
     length = 0
+    key = None
     for line in header_lines:
         name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length" and value.strip().isdigit():
-            length = int(value.strip())
+        name, value = name.strip().lower(), value.strip()
+        if name == "content-length" and value.isdigit():
+            length = int(value)
+        elif name == "authorization" and value[:7].lower() == "bearer ":
+            key = value[7:].strip()
     body = bytearray(rest)
     while len(body) < length:
         data = await stream.receive_some(65536)
@@ -287,4 +301,4 @@ async def _read_request(stream: trio.SocketStream, buffer: bytearray) -> tuple[s
         parsed: Any = json.loads(bytes(body[:length]) or b"null")
     except ValueError:
         parsed = None
-    return path, parsed
+    return path, parsed, key
