@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from trio_session.conformance import SCENARIOS, Hang, HttpError, LoopbackLLM, Stream
+from trio_session.conformance._scenarios import KEY_A, KEY_B
 
 HERE = Path(__file__).resolve().parent
 BROKEN_AGENT = HERE / "conformance_broken_agent.py"
@@ -45,6 +46,9 @@ def test_our_rpc_passes_every_scenario() -> None:
     for scenario in document["scenarios"]:
         assert scenario["checks"], scenario["name"]
         assert all(check["ok"] for check in scenario["checks"]), scenario
+    # usage-limit-second-key: the keys are shown as labels, never themselves.
+    for key in (KEY_A, KEY_B):
+        assert key not in result.stdout + result.stderr
 
 
 def test_an_agent_that_drops_auto_retry_end_fails_naming_the_rules() -> None:
@@ -134,4 +138,26 @@ async def test_the_loopback_server_steps() -> None:
             refused = await client.post(url, json={"n": 5})
             assert refused.status_code == 418
         assert [r.body for r in server.requests] == [{"n": i} for i in range(1, 6)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_loopback_server_answers_by_key() -> None:
+    """R-17's scenario: a key of ``keyed`` gets its own step every time; the others the script."""
+    server = LoopbackLLM(
+        [Stream("scripted")], keyed={"key-a": HttpError(429, '{"error": {"message": "limit"}}')}
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        url = f"{server.base_url}/chat/completions"
+        async with httpx.AsyncClient() as client:
+            for _ in range(2):
+                limited = await client.post(url, json={}, headers={"Authorization": "Bearer key-a"})
+                assert limited.status_code == 429
+            other = await client.post(url, json={}, headers={"Authorization": "Bearer key-b"})
+            assert other.status_code == 200
+            assert "scripted" in other.text
+            bare = await client.post(url, json={})
+            assert bare.status_code == 418  # the script is used up
+        assert [r.key for r in server.requests] == ["key-a", "key-a", "key-b", None]
+        assert "key-a" not in repr(server.requests[0])
         nursery.cancel_scope.cancel()
