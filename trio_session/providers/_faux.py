@@ -74,6 +74,9 @@ class FauxReply:
 
         Raises:
             FauxScriptError: naming the bad key and value.
+
+        Args:
+            data: the decoded JSON object.
         """
         try:
             return _reply_from_json(data, "reply")
@@ -104,6 +107,10 @@ class FauxProvider:
             FauxReply(text="Hello!"),
         ])
         ```
+
+    Args:
+        script: the steps, in order: FauxReply values or functions of the ProviderRequest.
+        name: the provider name.
     """
 
     _script: list[ScriptStep] = attrs.field(converter=_steps, alias="script")
@@ -117,6 +124,11 @@ class FauxProvider:
 
         Raises:
             FauxScriptError: naming ``source``, the reply's index and the bad key.
+
+        Args:
+            data: the decoded JSON: a list of reply objects.
+            source: where the data came from, for error messages.
+            name: the provider name.
         """
         return cls(faux_script_from_json(data, source=source), name=name)
 
@@ -131,11 +143,20 @@ class FauxProvider:
         return len(self._script)
 
     def extend(self, steps: Iterable[ScriptStep]) -> None:
-        """Add steps to the end of the script."""
+        """Add steps to the end of the script.
+
+        Args:
+            steps: the steps to add.
+        """
         self._script.extend(steps)
 
     async def stream(self, request: ProviderRequest, sink: StreamSink) -> StreamEnd:
-        """Play the next step of the script into ``sink``."""
+        """Play the next step of the script into ``sink``.
+
+        Args:
+            request: the request; recorded in requests.
+            sink: where the reply is streamed.
+        """
         self.requests.append(request)
         self.request_times.append(trio.current_time())
         if not self._script:
@@ -165,6 +186,9 @@ def faux_script(steps: Sequence[str]) -> list[FauxReply]:
     """A quick script from strings: ``"!text"`` is an error, anything else an answer.
 
     ``faux_script(["!503 Service Unavailable", "Hello"])``
+
+    Args:
+        steps: the replies, in order.
     """
     return [FauxReply(error=s[1:]) if s.startswith("!") else FauxReply(text=s) for s in steps]
 
