@@ -241,12 +241,12 @@ class AssistantMessage:
         ``ProviderConnectionError``, ``ServerError`` or ``ProviderError``. An aborted
         reply is not an error here. ``context_window`` lets a silent overflow count.
 
-        Raises:
-            ProviderError: ``stop_reason`` is ``"error"``.
-
         Args:
             context_window: the model's context window, if known; with it, a reply whose usage
                 overflowed it counts as a context overflow.
+
+        Raises:
+            ProviderError: ``stop_reason`` is ``"error"``.
         """
         if self.stop_reason != "error":
             return self

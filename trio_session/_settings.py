@@ -433,14 +433,14 @@ class SettingsLayer:
 
         ``pi``: the file is one of pi's (see ``from_mapping``).
 
+        Args:
+            path: the settings file.
+            pi: whether the file is one of pi's.
+
         Raises:
             SettingsError: the file is not a regular file, is larger than
                 ``MAX_SETTINGS_FILE_BYTES``, cannot be read or parsed, or holds a
                 bad value of a key trio_session uses.
-
-        Args:
-            path: the settings file.
-            pi: whether the file is one of pi's.
         """
         path = Path(path)
         source = str(path)

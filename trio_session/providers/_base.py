@@ -195,7 +195,7 @@ class StreamEnd:
     """How a provider's stream ended.
 
     Attributes:
-        stop_reason: why the answer ended (as AssistantMessage.stop_reason).
+        stop_reason: why the answer ended (as ``AssistantMessage.stop_reason``).
         error_message: what went wrong, when it failed.
     """
 

@@ -72,11 +72,11 @@ class FauxReply:
     def from_json(cls, data: Any) -> FauxReply:
         """Decode one reply object of a JSON faux script (``{"error": "503 …"}``).
 
-        Raises:
-            FauxScriptError: naming the bad key and value.
-
         Args:
             data: the decoded JSON object.
+
+        Raises:
+            FauxScriptError: naming the bad key and value.
         """
         try:
             return _reply_from_json(data, "reply")
@@ -100,6 +100,11 @@ class FauxProvider:
     ``trio.current_time()``, so virtual under ``MockClock``) in ``request_times``.
     When the script runs out, the request ends as a non-retryable error.
 
+    Args:
+        script: the steps, in order: ``FauxReply`` values or functions of the
+            ``ProviderRequest``.
+        name: the provider name.
+
     Example:
         ```python
         provider = FauxProvider([
@@ -107,10 +112,6 @@ class FauxProvider:
             FauxReply(text="Hello!"),
         ])
         ```
-
-    Args:
-        script: the steps, in order: FauxReply values or functions of the ProviderRequest.
-        name: the provider name.
     """
 
     _script: list[ScriptStep] = attrs.field(converter=_steps, alias="script")
@@ -122,13 +123,13 @@ class FauxProvider:
     def from_json(cls, data: Any, *, source: str = "<data>", name: str = "faux") -> FauxProvider:
         """A provider playing a JSON faux script (see ``faux_script_from_json``).
 
-        Raises:
-            FauxScriptError: naming ``source``, the reply's index and the bad key.
-
         Args:
             data: the decoded JSON: a list of reply objects.
             source: where the data came from, for error messages.
             name: the provider name.
+
+        Raises:
+            FauxScriptError: naming ``source``, the reply's index and the bad key.
         """
         return cls(faux_script_from_json(data, source=source), name=name)
 
@@ -154,7 +155,7 @@ class FauxProvider:
         """Play the next step of the script into ``sink``.
 
         Args:
-            request: the request; recorded in requests.
+            request: the request; recorded in ``requests``.
             sink: where the reply is streamed.
         """
         self.requests.append(request)

@@ -382,14 +382,14 @@ class RedisCredentialStore:
         ``base_url`` is accepted for the protocol and not used: blocks are per
         provider and key, as in the SQLite store.
 
-        Returns:
-            Whether the session now uses another credential that is not blocked (R-17).
-
         Args:
             provider: the provider's name (``"openai"``).
             session_id: the session asking.
             retry_after_ms: how long to block it, in milliseconds; 60 s if ``None``.
             base_url: the base URL the request went to; not used.
+
+        Returns:
+            Whether the session now uses another credential that is not blocked (R-17).
         """
         candidates = self._candidates(provider)
         if not candidates:
@@ -514,6 +514,17 @@ async def open_redis_credentials(
     ``call_timeout`` bounds every Redis call (seconds); ``reconnect_interval`` is how
     often Redis is tried again while it is away. Redis need not be up: the first call
     that cannot reach it falls back to local state, and the store connects when it can.
+
+    Args:
+        url: the Redis URL: ``redis://``, ``rediss://`` or ``unix://`` (see ``check_url``).
+        keys: provider name → this worker's keys, in order of preference.
+        env_vars: provider → environment variable holding one more key.
+        environ: where environment variables are read, at each call.
+        clock: epoch seconds, for block and cooldown times.
+        call_timeout: seconds one Redis call may take.
+        reconnect_interval: seconds between attempts to reach Redis again.
+        prefix: the start of every Redis key, so stores can share a database.
+        rng: jitter's source for ``cooldown_ms``; a fresh ``random.Random`` if omitted.
 
     Example:
         ```python

@@ -216,13 +216,13 @@ class SessionFile:
         incomplete last line is cut off first, and a last line without its
         newline gets one, so new entries start on a line of their own.
 
-        Raises:
-            HistoryError: the file does not exist, has no valid header, or is
-                already open for writing.
-
         Args:
             path: the session file.
             clock: epoch seconds, for entry timestamps.
+
+        Raises:
+            HistoryError: the file does not exist, has no valid header, or is
+                already open for writing.
         """
         path = Path(path)
         try:
@@ -302,11 +302,11 @@ class SessionFile:
     def append_message_nowait(self, message: Message) -> str:
         """Stage a message entry without blocking; it is written by the next flush.
 
-        Returns:
-            The entry id.
-
         Args:
             message: the message.
+
+        Returns:
+            The entry id.
         """
         entry_id = self._stage(MessageEntry, message=message)
         self._known[id(message)] = (message, entry_id)
@@ -477,11 +477,11 @@ class SessionFile:
     async def append_message(self, message: Message) -> str:
         """Append a message entry; return its id once it is on disk.
 
-        Raises:
-            HistoryError: the file is closed or the write failed.
-
         Args:
             message: the message.
+
+        Raises:
+            HistoryError: the file is closed or the write failed.
         """
         entry_id = self.append_message_nowait(message)
         await self.flush()
@@ -518,11 +518,11 @@ class SessionFile:
         For an append whose purpose failed before anything depended on it (a
         prompt whose entry could not be written is not sent, so it is not kept).
 
-        Returns:
-            Whether the entry was taken back.
-
         Args:
             entry_id: the entry to take back.
+
+        Returns:
+            Whether the entry was taken back.
         """
         if not self._pending or self._pending[-1].entry_id != entry_id:
             return False
@@ -797,6 +797,14 @@ async def open_history(
     a resumed one keeps its header (use ``history.header.id`` as the session id).
     Opening and closing run in worker threads; on exit, staged entries are flushed
     and the file is closed, even if the block was cancelled.
+
+    Args:
+        path: the file to resume or create; a new file in ``directory`` if omitted.
+        directory: where a new file goes; ``default_sessions_dir`` of ``cwd`` if omitted.
+        cwd: the working directory a new file's header records; the current one if omitted.
+        session_id: a new file's header id; a random UUID if omitted.
+        parent_session: a new file's ``parentSession``.
+        clock: epoch seconds, for timestamps.
 
     Raises:
         HistoryError: as ``SessionFile.create`` and ``SessionFile.resume``.

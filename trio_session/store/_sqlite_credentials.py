@@ -430,14 +430,14 @@ class SqliteCredentialStore:
         ``base_url`` is accepted for the protocol and not used: blocks are per
         provider and key, as in ``._credentials.InMemoryCredentialStore``.
 
-        Returns:
-            Whether the session now uses another credential that is not blocked (R-17).
-
         Args:
             provider: the provider's name (``"openai"``).
             session_id: the session asking.
             retry_after_ms: how long to block it, in milliseconds; 60 s if ``None``.
             base_url: the base URL the request went to; not used.
+
+        Returns:
+            Whether the session now uses another credential that is not blocked (R-17).
         """
         now = self._clock()
         wait_ms = DEFAULT_BLOCK_MS if retry_after_ms is None else retry_after_ms
@@ -554,12 +554,12 @@ class SqliteCredentialStore:
         Sessions that used it choose again on their next request. The
         environment variable's key cannot be removed here.
 
-        Raises:
-            CredentialStoreError: no such label or index for ``provider``.
-
         Args:
             provider: the provider's name (``"openai"``).
             label_or_index: the key's label, or its 0-based index among the stored keys.
+
+        Raises:
+            CredentialStoreError: no such label or index for ``provider``.
         """
         with self._transaction() as db:
             rows = db.execute(
@@ -637,6 +637,12 @@ async def open_sqlite_credentials(
     clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[SqliteCredentialStore]:
     """Open the store for the length of a block, opening and closing in a worker thread.
+
+    Args:
+        path: the database file; ``default_credentials_path`` if omitted.
+        env_vars: provider → environment variable holding one more key.
+        environ: where environment variables are read, at each call.
+        clock: epoch seconds; ``time.time`` unless given.
 
     Example:
         ```python
