@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import attrs
 import pytest
 
 import trio_session
@@ -285,3 +286,127 @@ def test_every_public_name_is_in_the_reference() -> None:
     assert missing == []
     private = sorted(p for p in paths if any(part.startswith("_") for part in p.split(".")))
     assert private == []
+
+
+# -- every parameter is described -----------------------------------------------------
+
+#: A Google ``Args:`` or ``Attributes:`` section: its header, then its indented block.
+PARAMETER_SECTION = re.compile(
+    r"^([ \t]*)(?:Args|Attributes):[ \t]*\n((?:\1[ \t]+\S.*\n|[ \t]*\n(?=\1[ \t]+\S))*)", re.M
+)
+#: One entry of such a section: ``name:`` or ``name (type):``, at the block's indent.
+PARAMETER_ENTRY = re.compile(r"\**(\w+)(?:[ \t]*\([^)\n]*\))?:")
+
+
+def _described(doc: str | None) -> set[str]:
+    """The names the ``Args:`` and ``Attributes:`` sections of ``doc`` describe."""
+    names: set[str] = set()
+    for match in PARAMETER_SECTION.finditer(inspect.cleandoc(doc or "") + "\n"):
+        lines = [line for line in match.group(2).splitlines() if line.strip()]
+        indent = min(len(line) - len(line.lstrip()) for line in lines)
+        for line in lines:
+            if len(line) - len(line.lstrip()) == indent:
+                entry = PARAMETER_ENTRY.match(line.lstrip())
+                if entry:
+                    names.add(entry.group(1))
+    return names
+
+
+def _parameters(function: Any) -> list[str]:
+    """The named parameters of ``function``: not ``self``/``cls``, ``*args``, ``**kwargs``."""
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return [
+        p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.name not in ("self", "cls") and p.kind not in variadic
+    ]
+
+
+def _constructor(cls: type) -> tuple[list[str], set[str]]:
+    """A class's constructor parameters, and the names its docstrings describe.
+
+    An attrs class's parameters are its fields' public aliases (``api_key`` for
+    ``_api_key``), as ``docs/griffe_attrs.py`` renders them; that extension copies a
+    base class's ``Args:`` entries into a subclass's table, so base classes count.
+    Another class's ``__init__`` docstring is merged into the class's
+    (``merge_init_into_class``). Field docstrings do not count: the reference shows
+    them as separate attributes, not in the parameter table.
+    """
+    if attrs.has(cls):
+        names = [field.alias for field in attrs.fields(cls) if field.init]
+        bases = [base for base in cls.__mro__ if _defined_here(base)]
+        return names, set().union(*(_described(_own_doc(base)) for base in bases))
+    if "__init__" not in vars(cls):
+        return [], set()
+    init = vars(cls)["__init__"]
+    return _parameters(init), _described(_own_doc(cls)) | _described(init.__doc__)
+
+
+def _callables() -> Iterator[tuple[str, list[str], set[str]]]:
+    """Each public function, method and constructor: its path, parameters, described names."""
+    seen: set[int] = set()
+    for module_name in PUBLIC_MODULES:
+        for path, obj in _public(module_name):
+            if id(obj) in seen or not _defined_here(obj):
+                continue
+            seen.add(id(obj))
+            if inspect.isfunction(obj):
+                yield path, _parameters(obj), _described(obj.__doc__)
+            if not inspect.isclass(obj):
+                continue
+            yield path, *_constructor(obj)
+            for member, value in vars(obj).items():
+                function = value
+                if isinstance(value, staticmethod | classmethod):
+                    function = value.__func__
+                if member.startswith("_") or not inspect.isfunction(function):
+                    continue  # properties take no parameters
+                if _defined_here(function):
+                    yield f"{path}.{member}", _parameters(function), _described(function.__doc__)
+
+
+def _undescribed() -> dict[str, list[str]]:
+    missing: dict[str, list[str]] = {}
+    for path, parameters, described in _callables():
+        absent = [name for name in parameters if name not in described]
+        if absent:
+            missing[path] = absent
+    return missing
+
+
+@pytest.mark.parametrize(
+    ("doc", "names"),
+    [
+        (
+            "Do it.\n\nArgs:\n    path: where.\n    clock (Callable): when;\n        long.\n",
+            {"path", "clock"},
+        ),
+        (
+            "X.\n\n    Attributes:\n        type: the wire name.\n\n    Returns:\n        y: no.\n",
+            {"type"},
+        ),
+        ("Nothing described: path: here.", set()),
+        ("X.\n\nArgs:\n    a: one.\n\n    b: after a blank line.\nNot: this.\n", {"a", "b"}),
+    ],
+)
+def test_described_parses_google_sections(doc: str, names: set[str]) -> None:
+    """The section parser finds the entries of ``Args:``/``Attributes:`` and only those."""
+    assert _described(doc) == names
+
+
+def test_audit_sees_the_api() -> None:
+    """The walk covers functions, methods, classmethods and attrs constructors."""
+    found = {path: parameters for path, parameters, _ in _callables()}
+    assert found["trio_session.open_history"][:2] == ["path", "directory"]
+    assert "type" in found["trio_session.AutoRetryStart"]
+    assert "api_key" in found["trio_session.OpenAIProvider"]  # ``_api_key``'s alias
+    assert "path" in found["trio_session.SessionFile.resume"]  # a classmethod
+    assert len(found) > 300
+
+
+def test_every_parameter_is_described() -> None:
+    """Every parameter of a public function, method or constructor has an entry in its
+    docstring's ``Args:`` (or, for a class, ``Attributes:``) section, so the reference's
+    parameter table lists it. A literal discriminator (``type``, ``role``) counts too:
+    it is a constructor parameter like any other."""
+    assert _undescribed() == {}

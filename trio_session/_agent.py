@@ -411,7 +411,13 @@ class Agent:
         *,
         will_continue: Callable[[AssistantMessage], bool] | None = None,
     ) -> AssistantMessage:
-        """Add a user message (or its text) and run until the model stops asking for tools."""
+        """Add a user message (or its text) and run until the model stops asking for tools.
+
+        Args:
+            message: the user message, or its text.
+            will_continue: decides from the run's last message whether its ``agent_end`` says
+                ``will_retry``; false if ``None``.
+        """
         user = UserMessage(message) if isinstance(message, str) else message
         return await self._run([user], will_continue)
 
@@ -430,6 +436,11 @@ class Agent:
         takes — those of them still queued — instead of what the queue holds when the
         first turn starts: a prompt that joined a retry started its run when it joined
         (pi starts it at once), so what was steered after it waits for the next turn.
+
+        Args:
+            will_continue: as in ``prompt``.
+            messages: user messages to add before the request.
+            steering: the steering messages the run's first turn takes, as above.
         """
         self._unsaved = bool(messages)
         return await self._run(list(messages), will_continue, steering)
@@ -440,6 +451,10 @@ class Agent:
         """Ask the model once, outside the conversation: no events, no context change.
 
         Used by compactors to summarise. Failures come back as error messages.
+
+        Args:
+            messages: the messages to send.
+            system_prompt: the system prompt to send with them.
         """
         builder = _Builder(lambda event: None, self.provider.name, self.model)
         api_key = await self.key_source() if self.key_source is not None else None
@@ -456,7 +471,11 @@ class Agent:
         return builder.finish(end)
 
     def request(self, api_key: str | None) -> ProviderRequest:
-        """The request the next turn would send."""
+        """The request the next turn would send.
+
+        Args:
+            api_key: the key to send it with.
+        """
         if self._requests is None:
             self._requests = _RequestCache()
         return ProviderRequest(

@@ -155,7 +155,13 @@ class PatternClassifier:
     def is_context_overflow(
         self, message: AssistantMessage, context_window: int | None = None
     ) -> bool:
-        """R-7: an overflow error by wording, or a silent one by reported usage."""
+        """R-7: an overflow error by wording, or a silent one by reported usage.
+
+        Args:
+            message: the assistant message.
+            context_window: the model's context window in tokens; without it, a silent overflow is
+                not seen.
+        """
         text = message.error_message
         if message.stop_reason == "error" and text:
             if NO_BODY_OVERFLOW_PATTERN.search(text):
@@ -176,7 +182,12 @@ class PatternClassifier:
         return any(p.search(text) for p in self.overflow)
 
     def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
-        """R-4: an error, with a message, not an overflow, matching the pattern."""
+        """R-4: an error, with a message, not an overflow, matching the pattern.
+
+        Args:
+            message: the assistant message.
+            context_window: the model's context window in tokens, for the overflow check.
+        """
         text = message.error_message
         if message.stop_reason != "error" or not text:
             return False

@@ -36,7 +36,12 @@ CHARS_PER_TOKEN = 4
 
 @attrs.frozen
 class Compaction:
-    """A compactor's answer: the new runtime context and what changed."""
+    """A compactor's answer: the new runtime context and what changed.
+
+    Attributes:
+        messages: the new runtime context.
+        result: what changed.
+    """
 
     messages: tuple[Message, ...]
     result: CompactionResult
@@ -105,6 +110,9 @@ class DropOldestCompactor:
     drops turns until the estimate is at most half of what it was *and* under
     ``target_ratio`` of the model's context window — but always keeps the last
     ``compaction.keepRecentTurns`` turns verbatim.
+
+    Attributes:
+        target_ratio: the share of the model's context window the kept turns must fit in.
     """
 
     target_ratio: float = 0.75
@@ -117,7 +125,14 @@ class DropOldestCompactor:
         settings: CompactionSettings,
         ask: Ask | None = None,
     ) -> Compaction | None:
-        """Drop the oldest turns; ``None`` when only the kept turns are left."""
+        """Drop the oldest turns; ``None`` when only the kept turns are left.
+
+        Args:
+            messages: the runtime context.
+            model: the model, for its context window.
+            settings: the ``compaction`` settings (``keepRecentTurns``).
+            ask: not used: this compactor asks no model.
+        """
         turns = split_turns(messages)
         keep = settings.keep_recent_turns
         if len(turns) <= keep:
@@ -222,6 +237,9 @@ class SummarizingCompactor:
     ``compaction.keepRecentTurns`` turns are kept, so the context shrinks (R-50). If
     the summary request fails — an error, an overflow of its own, an empty answer — the
     ``fallback`` (``DropOldestCompactor``) decides instead.
+
+    Attributes:
+        fallback: what compacts when the summary request fails.
     """
 
     fallback: DropOldestCompactor = attrs.field(factory=DropOldestCompactor)
@@ -244,6 +262,14 @@ class SummarizingCompactor:
         last ``compaction.keepRecentTurns`` turns are kept instead; a ``"manual"``
         compaction keeps what the reference keeps (possibly everything, behind the
         summary).
+
+        Args:
+            messages: the runtime context.
+            model: the model, for its context window.
+            settings: the ``compaction`` settings.
+            ask: asks the model for the summary (``Agent.complete``).
+            custom_instructions: added to the summary request.
+            reason: why compaction runs: ``"overflow"``, ``"threshold"`` or ``"manual"``.
         """
         cut = cut_point(messages, settings.keep_recent_tokens)
         if cut is None:

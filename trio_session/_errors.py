@@ -53,6 +53,9 @@ class SettingsError(TrioSessionError, ValueError):
     Attributes:
         key: the dotted settings key (``"retry.maxRetries"``), if one is at fault.
         source: the file the value came from, or ``"<programmatic>"``.
+
+    Args:
+        message: what is wrong, naming the key and where it came from.
     """
 
     def __init__(self, message: str, *, key: str | None = None, source: str | None = None):
@@ -91,6 +94,9 @@ class ProviderError(TrioSessionError):
         retry_after_ms: the wait the server asked for (R-18), if it said.
         retryable: whether the retry policy retries it (the reference's rules, R-5).
         reply: the failed ``AssistantMessage`` itself.
+
+    Args:
+        message: the error text.
     """
 
     def __init__(

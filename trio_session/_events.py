@@ -25,21 +25,34 @@ from ._messages import (
 
 @attrs.frozen
 class AgentStart:
-    """An agent run began (a prompt, a retry re-attempt, or a continuation)."""
+    """An agent run began (a prompt, a retry re-attempt, or a continuation).
+
+    Attributes:
+        type: always ``"agent_start"``; the event's name on the wire.
+    """
 
     type: Literal["agent_start"] = "agent_start"
 
 
 @attrs.frozen
 class TurnStart:
-    """One model request and its tool calls began."""
+    """One model request and its tool calls began.
+
+    Attributes:
+        type: always ``"turn_start"``; the event's name on the wire.
+    """
 
     type: Literal["turn_start"] = "turn_start"
 
 
 @attrs.frozen
 class MessageStart:
-    """A message entered the conversation (user, assistant or tool result)."""
+    """A message entered the conversation (user, assistant or tool result).
+
+    Attributes:
+        message: the message, as it entered the conversation.
+        type: always ``"message_start"``; the event's name on the wire.
+    """
 
     message: Message
     type: Literal["message_start"] = "message_start"
@@ -175,6 +188,14 @@ class MessageUpdate:
     ``message`` (and ``"partial"``) is then made when first read — the same value
     it would have been, and later chunks never change it. A consumer that only
     appends ``delta`` never pays for it.
+
+    Attributes:
+        message: the assistant message so far: an ``AssistantMessage``, or the ``PartialMessage``
+            view the agent passes (read back as the message).
+        delta: the text a ``text_delta`` added; empty for the other kinds.
+        assistant_message_event: the reference's stream event, as above; by default a
+            ``text_delta`` at content index 0 carrying ``delta``.
+        type: always ``"message_update"``; the event's name on the wire.
     """
 
     _message: AssistantMessage | PartialMessage = attrs.field(alias="message", eq=_as_message)
@@ -198,7 +219,12 @@ class MessageUpdate:
 
 @attrs.frozen
 class MessageEnd:
-    """A message is complete; for the assistant, ``stop_reason`` is now final."""
+    """A message is complete; for the assistant, ``stop_reason`` is now final.
+
+    Attributes:
+        message: the complete message.
+        type: always ``"message_end"``; the event's name on the wire.
+    """
 
     message: Message
     type: Literal["message_end"] = "message_end"
@@ -206,7 +232,14 @@ class MessageEnd:
 
 @attrs.frozen
 class ToolExecutionStart:
-    """A tool call is about to run."""
+    """A tool call is about to run.
+
+    Attributes:
+        tool_call_id: the id of the tool call (the ``ToolCall.id`` the model gave).
+        tool_name: the tool's name.
+        args: the arguments the model passed.
+        type: always ``"tool_execution_start"``; the event's name on the wire.
+    """
 
     tool_call_id: str
     tool_name: str
@@ -216,7 +249,15 @@ class ToolExecutionStart:
 
 @attrs.frozen
 class ToolExecutionEnd:
-    """A tool call finished (``is_error`` when it raised or was aborted)."""
+    """A tool call finished (``is_error`` when it raised or was aborted).
+
+    Attributes:
+        tool_call_id: the id of the tool call.
+        tool_name: the tool's name.
+        result: the tool's output, or the error text.
+        is_error: whether the tool raised or was aborted.
+        type: always ``"tool_execution_end"``; the event's name on the wire.
+    """
 
     tool_call_id: str
     tool_name: str
@@ -227,7 +268,13 @@ class ToolExecutionEnd:
 
 @attrs.frozen
 class TurnEnd:
-    """A turn ended: the assistant message and the tool results it produced."""
+    """A turn ended: the assistant message and the tool results it produced.
+
+    Attributes:
+        message: the assistant message of the turn.
+        tool_results: the results of the tool calls it made, in order.
+        type: always ``"turn_end"``; the event's name on the wire.
+    """
 
     message: AssistantMessage
     tool_results: tuple[ToolResultMessage, ...] = ()
@@ -243,6 +290,11 @@ class AgentEnd:
     ``auto_retry_*`` or ``compaction_end`` event settles it. Consumers that
     show "idle" or notify the user should wait for an ``agent_end`` with
     ``will_retry`` false.
+
+    Attributes:
+        messages: the messages the run added to the conversation.
+        will_retry: whether the session continues this logical run, as above.
+        type: always ``"agent_end"``; the event's name on the wire.
     """
 
     messages: tuple[Message, ...] = ()
@@ -252,7 +304,15 @@ class AgentEnd:
 
 @attrs.frozen
 class AutoRetryStart:
-    """A retryable error ended the run; a re-attempt follows after ``delay_ms`` (R-19)."""
+    """A retryable error ended the run; a re-attempt follows after ``delay_ms`` (R-19).
+
+    Attributes:
+        attempt: which re-attempt this is, from 1.
+        max_attempts: the most re-attempts the policy makes (``retry.maxRetries``).
+        delay_ms: the wait before the re-attempt, in milliseconds.
+        error_message: the error that ended the run.
+        type: always ``"auto_retry_start"``; the event's name on the wire.
+    """
 
     attempt: int
     max_attempts: int
@@ -266,6 +326,12 @@ class AutoRetryEnd:
     """A retry chain ended: succeeded, gave up, or was cancelled (R-15, R-23, R-30).
 
     ``final_error`` is set only when ``success`` is false.
+
+    Attributes:
+        success: whether a re-attempt succeeded.
+        attempt: the number of the last re-attempt.
+        final_error: the error the chain ended with, when it failed.
+        type: always ``"auto_retry_end"``; the event's name on the wire.
     """
 
     success: bool
@@ -310,6 +376,10 @@ class CompactionStart:
     ``reason`` is ``"overflow"`` after a context-overflow error (R-50),
     ``"threshold"`` when the context grew past its limit, ``"manual"`` for
     ``AgentSession.compact``.
+
+    Attributes:
+        reason: why compaction began, as above.
+        type: always ``"compaction_start"``; the event's name on the wire.
     """
 
     reason: CompactionReason
@@ -323,6 +393,14 @@ class CompactionEnd:
     ``result`` is ``None`` when nothing was compacted; ``aborted`` when it was
     cancelled; ``will_retry`` says whether the run continues once more;
     ``error_message`` says why it failed, when it did.
+
+    Attributes:
+        reason: why compaction began (as in ``CompactionStart``).
+        result: what the compaction did, or ``None``.
+        aborted: whether it was cancelled.
+        will_retry: whether the run continues once more.
+        error_message: why it failed, when it did.
+        type: always ``"compaction_end"``; the event's name on the wire.
     """
 
     reason: CompactionReason
@@ -349,6 +427,11 @@ class QueueUpdate:
     Sent when a message is queued (``steer``, ``follow_up``), when one leaves the
     queue to be delivered (just before its ``message_start``), and on
     ``clear_queue``. Each tuple holds the texts still waiting, oldest first.
+
+    Attributes:
+        steering: the steering messages still waiting.
+        follow_up: the follow-up messages still waiting.
+        type: always ``"queue_update"``; the event's name on the wire.
     """
 
     steering: tuple[str, ...] = ()
@@ -362,7 +445,12 @@ class QueueUpdate:
 @attrs.frozen
 class ThinkingLevelChanged:
     """The thinking level changed: set, cycled, or clamped by a model switch
-    (the reference's ``thinking_level_changed``)."""
+    (the reference's ``thinking_level_changed``).
+
+    Attributes:
+        level: the new thinking level (``"off"``, ``"low"`` …).
+        type: always ``"thinking_level_changed"``; the event's name on the wire.
+    """
 
     level: str
     type: Literal["thinking_level_changed"] = "thinking_level_changed"
@@ -370,7 +458,12 @@ class ThinkingLevelChanged:
 
 @attrs.frozen
 class SessionInfoChanged:
-    """The session's display name was set or cleared (the reference's ``session_info_changed``)."""
+    """The session's display name was set or cleared (the reference's ``session_info_changed``).
+
+    Attributes:
+        name: the new name; ``None`` when it was cleared.
+        type: always ``"session_info_changed"``; the event's name on the wire.
+    """
 
     name: str | None = None
     type: Literal["session_info_changed"] = "session_info_changed"
@@ -385,6 +478,7 @@ class ExtensionError:
         event: the ``type`` of the event the handler was given.
         error: what went wrong, e.g. ``"ValueError: bad"`` or
             ``"handler did not finish within 5.0 s"``.
+        type: always ``"extension_error"``; the event's name on the wire.
     """
 
     extension: str
@@ -406,6 +500,7 @@ class HistoryWriteFailed:
     Attributes:
         path: the session file.
         error: what went wrong, e.g. ``"cannot write session file …: No space left on device"``.
+        type: always ``"history_write_failed"``; the event's name on the wire.
     """
 
     path: str

@@ -78,24 +78,43 @@ class ExtensionAPI:
     _handlers: dict[str, list[Handler]] = attrs.field(factory=dict, init=False)
 
     def on(self, event_type: str, handler: Handler) -> None:
-        """Call ``handler(event)`` for every event of ``event_type`` (``"*"``: all)."""
+        """Call ``handler(event)`` for every event of ``event_type`` (``"*"``: all).
+
+        Args:
+            event_type: an event's ``type`` (``"agent_end"``), or ``"*"`` for every event.
+            handler: called with each such event.
+        """
         self._handlers.setdefault(event_type, []).append(handler)
 
     def handlers_for(self, event_type: str) -> list[Handler]:
-        """The handlers registered for one event type, then the ``"*"`` ones."""
+        """The handlers registered for one event type, then the ``"*"`` ones.
+
+        Args:
+            event_type: an event's ``type``.
+        """
         return [*self._handlers.get(event_type, ()), *self._handlers.get("*", ())]
 
 
 @attrs.frozen
 class Extension:
-    """A loaded extension: its name and its ``activate`` function."""
+    """A loaded extension: its name and its ``activate`` function.
+
+    Attributes:
+        name: the extension's name, used in ``ExtensionError`` events.
+        activate: called with an ``ExtensionAPI`` when the session opens.
+    """
 
     name: str
     activate: Activate
 
     @classmethod
     def from_module(cls, module: ModuleType, name: str | None = None) -> Extension:
-        """Wrap a module that defines ``activate(api)``."""
+        """Wrap a module that defines ``activate(api)``.
+
+        Args:
+            module: the module.
+            name: the extension's name; the module's if ``None``.
+        """
         activate = getattr(module, "activate", None)
         label = name or module.__name__
         if not callable(activate):

@@ -31,7 +31,12 @@ def now_ms() -> int:
 
 @attrs.frozen
 class TextContent:
-    """A piece of text in a message."""
+    """A piece of text in a message.
+
+    Attributes:
+        text: the text.
+        type: always ``"text"``; the part's kind on the wire.
+    """
 
     text: str
     type: Literal["text"] = "text"
@@ -57,7 +62,14 @@ class ThinkingContent:
 
 @attrs.frozen
 class ToolCall:
-    """The model asking for a tool to be run."""
+    """The model asking for a tool to be run.
+
+    Attributes:
+        id: the call's id, which its ``ToolResultMessage`` answers.
+        name: the tool's name.
+        arguments: the arguments, parsed from the model's JSON.
+        type: always ``"toolCall"``; the part's kind on the wire.
+    """
 
     id: str
     name: str
@@ -86,7 +98,15 @@ ZERO_COST = Cost()
 
 @attrs.frozen
 class Usage:
-    """Token counts reported by the provider for one assistant message, and their cost."""
+    """Token counts reported by the provider for one assistant message, and their cost.
+
+    Attributes:
+        input: input tokens, not counting cache reads.
+        output: output tokens.
+        cache_read: input tokens read from the provider's cache.
+        cache_write: input tokens written to the provider's cache.
+        cost: what those tokens cost, in dollars.
+    """
 
     input: int = 0
     output: int = 0
@@ -121,7 +141,13 @@ def _joined_text(content: str | tuple[Any, ...]) -> str:
 
 @attrs.frozen
 class UserMessage:
-    """A message the user sent: a string, or text and image parts (as the reference writes it)."""
+    """A message the user sent: a string, or text and image parts (as the reference writes it).
+
+    Attributes:
+        content: a string, or text and image parts (a list is kept as a tuple).
+        timestamp: when it was sent, in epoch milliseconds; now unless given.
+        role: always ``"user"``; the message's kind on the wire.
+    """
 
     content: str | tuple[UserContent, ...] = attrs.field(converter=_user_content)
     timestamp: int = attrs.field(factory=now_ms)
@@ -131,7 +157,12 @@ class UserMessage:
     def of(
         cls, text: str, images: tuple[ImageContent, ...] | list[ImageContent] = ()
     ) -> UserMessage:
-        """A user message as the reference makes one: ``[text, *images]`` parts."""
+        """A user message as the reference makes one: ``[text, *images]`` parts.
+
+        Args:
+            text: the text part.
+            images: image parts that follow it.
+        """
         return cls((TextContent(text), *images))
 
     @property
@@ -159,6 +190,20 @@ class AssistantMessage:
     request ends as an ``AssistantMessage`` with ``stop_reason == "error"`` and
     a human-readable ``error_message`` (HTTP status, the server's own message,
     retry headers). The retry policy reads only that text.
+
+    Attributes:
+        content: the text, thinking and tool-call parts, in order (a list is kept as a tuple).
+        stop_reason: why the answer ended: ``"stop"``, ``"length"``, ``"toolUse"``, ``"error"`` or
+            ``"aborted"``.
+        error_message: what went wrong, when ``stop_reason`` is ``"error"`` or ``"aborted"``.
+        usage: the tokens the request used, and their cost.
+        provider: the provider's name (``"openai"``).
+        model: the model id.
+        timestamp: when it was made, in epoch milliseconds; now unless given.
+        api: the wire API the provider spoke (the reference's ``api`` field).
+        response_id: the provider's id for the response, when it gave one.
+        response_model: the model the response says answered, when it said.
+        role: always ``"assistant"``; the message's kind on the wire.
     """
 
     content: tuple[ContentPart, ...] = attrs.field(default=(), converter=_parts)
@@ -196,6 +241,10 @@ class AssistantMessage:
         ``ProviderConnectionError``, ``ServerError`` or ``ProviderError``. An aborted
         reply is not an error here. ``context_window`` lets a silent overflow count.
 
+        Args:
+            context_window: the model's context window, if known; with it, a reply whose usage
+                overflowed it counts as a context overflow.
+
         Raises:
             ProviderError: ``stop_reason`` is ``"error"``.
         """
@@ -208,7 +257,17 @@ class AssistantMessage:
 
 @attrs.frozen
 class ToolResultMessage:
-    """The outcome of running one tool call."""
+    """The outcome of running one tool call.
+
+    Attributes:
+        tool_call_id: the id of the ``ToolCall`` it answers.
+        tool_name: the tool's name.
+        content: the tool's output: text and image parts.
+        is_error: whether the tool failed.
+        timestamp: when it was made, in epoch milliseconds; now unless given.
+        details: tool-specific data kept beside the output (the reference's ``details``).
+        role: always ``"toolResult"``; the message's kind on the wire.
+    """
 
     tool_call_id: str
     tool_name: str

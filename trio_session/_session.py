@@ -128,6 +128,11 @@ class EventStream:
     Made by ``AgentSession.events``. If the consumer falls more than
     ``buffer`` events behind, the stream is disconnected: iteration yields what
     was buffered, then raises ``EventStreamLagged``.
+
+    Attributes:
+        send: the sending end of the stream's channel; the session delivers to it.
+        receive: the receiving end, which iteration reads.
+        lagged: whether the consumer fell behind and the stream was disconnected.
     """
 
     _send: trio.MemorySendChannel[SessionEvent]
@@ -186,6 +191,8 @@ class AgentSession:
             default) if omitted, clamped to the model (``"off"`` unless it reasons).
         tracer_provider: the OpenTelemetry ``TracerProvider`` for the session's spans;
             the global one if omitted (see ``trio_session._tracing``).
+        extensions: the loaded extensions, given every event; none if omitted.
+        history_file: the session file entries are appended to; none is written if omitted.
     """
 
     _provider: Provider = attrs.field(alias="provider")

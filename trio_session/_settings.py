@@ -162,6 +162,9 @@ class Settings:
             names none.
         session_dir: ``sessionDir`` — where pi keeps session files, as written
             (``~`` not expanded); ``None``: unset.
+        retry: the ``retry`` group.
+        compaction: the ``compaction`` group.
+        credentials: the ``credentials`` group.
     """
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
@@ -393,6 +396,12 @@ class SettingsLayer:
         legacy spellings mean what pi makes of them: ``retry.maxDelayMs`` is
         ``retry.provider.maxRetryDelayMs`` (unless that is set) and ``queueMode``
         is ``steeringMode``.
+
+        Args:
+            data: the decoded JSON object.
+            source: where the data came from, for messages.
+            strict: whether an unknown key is an error rather than a warning.
+            pi: whether the data is from one of pi's files.
         """
         if not isinstance(data, Mapping):
             msg = f"settings must be a JSON object, not {type(data).__name__} (in {source})"
@@ -423,6 +432,10 @@ class SettingsLayer:
         """Read and validate a JSON settings file. A missing file is an empty layer.
 
         ``pi``: the file is one of pi's (see ``from_mapping``).
+
+        Args:
+            path: the settings file.
+            pi: whether the file is one of pi's.
 
         Raises:
             SettingsError: the file is not a regular file, is larger than
@@ -608,7 +621,11 @@ class SettingsStore:
 
     @classmethod
     def coerce(cls, value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
-        """Accept a store, a ``Settings``, nested groups in file form, or ``None``."""
+        """Accept a store, a ``Settings``, nested groups in file form, or ``None``.
+
+        Args:
+            value: the settings to use; ``None`` for the defaults.
+        """
         if isinstance(value, SettingsStore):
             return value
         if value is None:
@@ -628,6 +645,10 @@ class SettingsStore:
         """Layers from files in order (global first), then programmatic overrides.
 
         ``global_path`` is where ``set_and_persist`` writes a key no file sets.
+
+        Args:
+            overrides: settings above every file, as nested groups (validated strictly).
+            global_path: the global settings file.
         """
         layers = [SettingsLayer.from_file(p) for p in paths]
         if overrides:
@@ -655,7 +676,12 @@ class SettingsStore:
         return tuple(w for layer in self._layers for w in layer.warnings)
 
     def set(self, key: str, value: Any) -> None:
-        """Set one dotted key programmatically, above every file."""
+        """Set one dotted key programmatically, above every file.
+
+        Args:
+            key: the dotted key (``"retry.enabled"``).
+            value: the value; validated as a file's would be.
+        """
         checked = validate_value(key, value)
         if self._overrides is None:
             self._overrides = {}
@@ -663,7 +689,11 @@ class SettingsStore:
         self._current = self._resolve()
 
     def source_of(self, key: str) -> SettingsLayer | None:
-        """The highest file layer that sets ``key``, if any."""
+        """The highest file layer that sets ``key``, if any.
+
+        Args:
+            key: the dotted key.
+        """
         for layer in reversed(self._layers):
             if key in layer.values and layer.path is not None:
                 return layer
@@ -678,6 +708,10 @@ class SettingsStore:
         anything changes in memory: if it fails, the error is raised and the settings
         are as they were. Returns the file written, or ``None`` when there was none
         to write (no file sets the key and the store has no ``global_path``).
+
+        Args:
+            key: the dotted key (``"retry.enabled"``).
+            value: the value; validated before anything is written.
         """
         validate_value(key, value)
         layer = self.source_of(key)

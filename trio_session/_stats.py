@@ -56,7 +56,14 @@ class ContextUsage:
 
 @attrs.frozen
 class TokenTotals:
-    """Tokens the assistant messages reported, summed by kind."""
+    """Tokens the assistant messages reported, summed by kind.
+
+    Attributes:
+        input: input tokens, not counting cache reads.
+        output: output tokens.
+        cache_read: input tokens read from the provider's cache.
+        cache_write: input tokens written to the provider's cache.
+    """
 
     input: int = 0
     output: int = 0

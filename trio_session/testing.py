@@ -34,7 +34,13 @@ E = TypeVar("E", bound=SessionEvent)
 
 @attrs.define(eq=False)
 class EventRecorder:
-    """Records every event with the ``trio.current_time()`` it arrived at."""
+    """Records every event with the ``trio.current_time()`` it arrived at.
+
+    Attributes:
+        events: the events, in order.
+        times: when each arrived, in ``trio.current_time()``.
+        unsubscribe: ends the subscription (``attach`` sets it).
+    """
 
     events: list[SessionEvent] = attrs.field(factory=list)
     times: list[float] = attrs.field(factory=list)
@@ -42,7 +48,11 @@ class EventRecorder:
 
     @classmethod
     def attach(cls, session: AgentSession) -> EventRecorder:
-        """Subscribe a new recorder to ``session``."""
+        """Subscribe a new recorder to ``session``.
+
+        Args:
+            session: the session to record.
+        """
         recorder = cls()
         recorder.unsubscribe = session.subscribe(recorder)
         return recorder
@@ -57,11 +67,19 @@ class EventRecorder:
         return [e.type for e in self.events]
 
     def of(self, kind: type[E]) -> list[E]:
-        """Every recorded event of one class."""
+        """Every recorded event of one class.
+
+        Args:
+            kind: the event class (``AutoRetryStart``).
+        """
         return [e for e in self.events if isinstance(e, kind)]
 
     def times_of(self, event_type: str) -> list[float]:
-        """When each event of ``event_type`` arrived."""
+        """When each event of ``event_type`` arrived.
+
+        Args:
+            event_type: the events' ``type`` (``"auto_retry_start"``).
+        """
         return [t for e, t in zip(self.events, self.times, strict=True) if e.type == event_type]
 
     def clear(self) -> None:

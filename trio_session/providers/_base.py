@@ -29,7 +29,14 @@ from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 
 @attrs.frozen
 class ModelCost:
-    """A model's prices in dollars per million tokens (the reference's ``cost``)."""
+    """A model's prices in dollars per million tokens (the reference's ``cost``).
+
+    Attributes:
+        input: dollars per million input tokens.
+        output: dollars per million output tokens.
+        cache_read: dollars per million tokens read from the cache.
+        cache_write: dollars per million tokens written to the cache.
+    """
 
     input: float = 0.0
     output: float = 0.0
@@ -77,7 +84,11 @@ class Model:
     cost: ModelCost = FREE
 
     def priced(self, usage: Usage) -> Usage:
-        """``usage`` with its ``cost`` computed from this model's prices (as the reference does)."""
+        """``usage`` with its ``cost`` computed from this model's prices (as the reference does).
+
+        Args:
+            usage: the token counts to price.
+        """
         rate = self.cost
         parts = (
             rate.input * usage.input / 1e6,
@@ -138,7 +149,13 @@ def clamp_thinking_level(model: Model, level: str) -> str:
 
 @attrs.frozen
 class ToolSpec:
-    """A tool as the model sees it: name, description, JSON-schema parameters."""
+    """A tool as the model sees it: name, description, JSON-schema parameters.
+
+    Attributes:
+        name: the tool's name, as the model calls it.
+        description: what the tool does, for the model.
+        parameters: the JSON schema of its arguments; an object with no properties unless given.
+    """
 
     name: str
     description: str = ""
@@ -155,6 +172,14 @@ class ProviderRequest:
     ``aborted`` (R-20a). ``api_key`` is excluded from ``repr`` so it cannot leak
     into logs by accident. ``thinking_level`` is one of ``THINKING_LEVELS``, already
     clamped to what the model supports (``"off"`` for a model that does not reason).
+
+    Attributes:
+        model: the model to ask.
+        messages: the conversation so far.
+        system_prompt: the system prompt, if any.
+        tools: the tools the model may call.
+        api_key: the key for this request; ``None`` leaves it to the provider's own key.
+        thinking_level: how much the model should reason.
     """
 
     model: Model
@@ -167,14 +192,23 @@ class ProviderRequest:
 
 @attrs.frozen
 class StreamEnd:
-    """How a provider's stream ended."""
+    """How a provider's stream ended.
+
+    Attributes:
+        stop_reason: why the answer ended (as ``AssistantMessage.stop_reason``).
+        error_message: what went wrong, when it failed.
+    """
 
     stop_reason: StopReason = "stop"
     error_message: str | None = None
 
     @classmethod
     def error(cls, message: str) -> StreamEnd:
-        """A failed request, described by ``message`` (status, server text, hints)."""
+        """A failed request, described by ``message`` (status, server text, hints).
+
+        Args:
+            message: the error text.
+        """
         return cls(stop_reason="error", error_message=message)
 
 
@@ -182,27 +216,52 @@ class StreamSink(Protocol):
     """Where a provider puts an answer while it streams."""
 
     def text(self, delta: str) -> None:
-        """Append streamed text."""
+        """Append streamed text.
+
+        Args:
+            delta: the text that arrived.
+        """
         ...
 
     def tool_call(self, call: ToolCall) -> None:
-        """Add a complete tool call."""
+        """Add a complete tool call.
+
+        Args:
+            call: the tool call, its arguments parsed.
+        """
         ...
 
     def usage(self, usage: Usage) -> None:
-        """Report token usage (the last report wins)."""
+        """Report token usage (the last report wins).
+
+        Args:
+            usage: the token counts so far.
+        """
         ...
 
     def response(self, response_id: str | None, model: str | None = None) -> None:
-        """Report the provider's id for the response and the model that answered."""
+        """Report the provider's id for the response and the model that answered.
+
+        Args:
+            response_id: the provider's id for the response, if it gave one.
+            model: the model the response says answered, if it said.
+        """
         ...
 
     def thinking(self, delta: str) -> None:
-        """Append streamed reasoning (a ``thinking`` part)."""
+        """Append streamed reasoning (a ``thinking`` part).
+
+        Args:
+            delta: the reasoning text that arrived.
+        """
         ...
 
     def thinking_signature(self, signature: str) -> None:
-        """Attach the provider's signature to the reasoning part being streamed."""
+        """Attach the provider's signature to the reasoning part being streamed.
+
+        Args:
+            signature: the provider's signature.
+        """
         ...
 
 
@@ -216,7 +275,12 @@ class Provider(Protocol):
 
     async def stream(self, request: ProviderRequest, sink: StreamSink) -> StreamEnd:
         """Stream one answer into ``sink``; return how it ended. Never raise for a
-        failed request; let cancellation through."""
+        failed request; let cancellation through.
+
+        Args:
+            request: the model, context, tools and key of the request.
+            sink: where the streamed text, thinking, tool calls and usage go.
+        """
         ...
 
 

@@ -72,6 +72,9 @@ class FauxReply:
     def from_json(cls, data: Any) -> FauxReply:
         """Decode one reply object of a JSON faux script (``{"error": "503 …"}``).
 
+        Args:
+            data: the decoded JSON object.
+
         Raises:
             FauxScriptError: naming the bad key and value.
         """
@@ -97,6 +100,11 @@ class FauxProvider:
     ``trio.current_time()``, so virtual under ``MockClock``) in ``request_times``.
     When the script runs out, the request ends as a non-retryable error.
 
+    Args:
+        script: the steps, in order: ``FauxReply`` values or functions of the
+            ``ProviderRequest``.
+        name: the provider name.
+
     Example:
         ```python
         provider = FauxProvider([
@@ -115,6 +123,11 @@ class FauxProvider:
     def from_json(cls, data: Any, *, source: str = "<data>", name: str = "faux") -> FauxProvider:
         """A provider playing a JSON faux script (see ``faux_script_from_json``).
 
+        Args:
+            data: the decoded JSON: a list of reply objects.
+            source: where the data came from, for error messages.
+            name: the provider name.
+
         Raises:
             FauxScriptError: naming ``source``, the reply's index and the bad key.
         """
@@ -131,11 +144,20 @@ class FauxProvider:
         return len(self._script)
 
     def extend(self, steps: Iterable[ScriptStep]) -> None:
-        """Add steps to the end of the script."""
+        """Add steps to the end of the script.
+
+        Args:
+            steps: the steps to add.
+        """
         self._script.extend(steps)
 
     async def stream(self, request: ProviderRequest, sink: StreamSink) -> StreamEnd:
-        """Play the next step of the script into ``sink``."""
+        """Play the next step of the script into ``sink``.
+
+        Args:
+            request: the request; recorded in ``requests``.
+            sink: where the reply is streamed.
+        """
         self.requests.append(request)
         self.request_times.append(trio.current_time())
         if not self._script:
@@ -165,6 +187,9 @@ def faux_script(steps: Sequence[str]) -> list[FauxReply]:
     """A quick script from strings: ``"!text"`` is an error, anything else an answer.
 
     ``faux_script(["!503 Service Unavailable", "Hello"])``
+
+    Args:
+        steps: the replies, in order.
     """
     return [FauxReply(error=s[1:]) if s.startswith("!") else FauxReply(text=s) for s in steps]
 

@@ -315,7 +315,12 @@ class HttpProvider:
         return self._attempt_timeout
 
     def model(self, id: str, *, context_window: int = 128_000) -> Model:
-        """A ``Model`` at this provider, with its name and ``base_url``."""
+        """A ``Model`` at this provider, with its name and ``base_url``.
+
+        Args:
+            id: the model id.
+            context_window: the model's context window, in tokens.
+        """
         return Model(
             id=id, provider=self.name, context_window=context_window, base_url=self.base_url
         )
@@ -388,6 +393,10 @@ class HttpProvider:
         ``error_message`` the retry policy classifies (R-52), with the API key redacted.
         An exception from a bug (here or in ``sink``) becomes a short message naming
         its type. Cancellation propagates, after the response has been closed.
+
+        Args:
+            request: the model, context, tools and key of the request.
+            sink: where the streamed text, thinking, tool calls and usage go.
         """
         key = request.api_key or self._api_key
         secrets = tuple(s for s in (request.api_key, self._api_key) if s)

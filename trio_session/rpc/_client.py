@@ -74,6 +74,10 @@ class RpcEventStream:
 
     Made by ``RpcClient.events``. Iteration ends when the client is closed,
     and raises ``RpcConnectionError`` if the server went away.
+
+    Attributes:
+        client: the client the events come from.
+        receive: the channel the client delivers them to.
     """
 
     _client: RpcClient
@@ -100,6 +104,9 @@ class RpcEventStream:
     async def next(self, event_type: str | None = None) -> JSONObject:
         """The next object (of ``event_type``, skipping others).
 
+        Args:
+            event_type: the ``type`` to wait for; any if ``None``.
+
         Raises:
             RpcConnectionError: the server went away first, or the stream ended.
         """
@@ -119,6 +126,12 @@ class RpcClient:
     Every command method sends one line and waits for its response; a response
     with ``success: false`` raises ``RpcCommandError``. All methods must be
     called from tasks of the Trio run the client was opened in.
+
+    Attributes:
+        send_stream: where command lines are written.
+        receive_stream: where responses and events are read.
+        process: the server's child process, if the client started one (its exit status and stderr
+            go into ``RpcConnectionError``).
     """
 
     _send_stream: trio.abc.SendStream = attrs.field(alias="send_stream")
@@ -415,7 +428,11 @@ class RpcClient:
     # -- session tree ------------------------------------------------------------
 
     async def switch_session(self, session_path: str) -> JSONObject:
-        """Abort any run and resume that session file; returns ``{"cancelled": false}``."""
+        """Abort any run and resume that session file; returns ``{"cancelled": false}``.
+
+        Args:
+            session_path: the session file to resume.
+        """
         data: JSONObject = (await self.request("switch_session", sessionPath=session_path))["data"]
         return data
 
@@ -423,6 +440,9 @@ class RpcClient:
         """A new session holding the branch before that user message; the server switches to it.
 
         Returns ``{"text": <the message's text>, "cancelled": false}``.
+
+        Args:
+            entry_id: the user message's entry id (from ``get_fork_messages``).
         """
         data: JSONObject = (await self.request("fork", entryId=entry_id))["data"]
         return data
@@ -438,7 +458,11 @@ class RpcClient:
         return messages
 
     async def set_session_name(self, name: str) -> None:
-        """Set the session's display name (``get_state``'s ``sessionName``)."""
+        """Set the session's display name (``get_state``'s ``sessionName``).
+
+        Args:
+            name: the new name (not empty).
+        """
         await self.request("set_session_name", name=name)
 
     # -- events ----------------------------------------------------------------
@@ -717,6 +741,9 @@ async def connect_rpc(stream: trio.abc.Stream) -> AsyncIterator[RpcClient]:
 
     On exit the stream's sending side is closed (so the server sees end of input)
     and the client waits for the server's output to end, then closes the stream.
+
+    Args:
+        stream: a stream to the server.
     """
     client = RpcClient(send_stream=stream, receive_stream=stream)
     async with _serving(client) as served:

@@ -52,6 +52,9 @@ class RpcConnectionError(RpcError):
         returncode: the child process's exit status (negative: killed by that
             signal), or ``None`` if there is no process or it had not exited.
         stderr: the end of the child's stderr (decoded, at most 64 KiB).
+
+    Args:
+        message: what was waiting, and why the server is gone.
     """
 
     def __init__(self, message: str, *, returncode: int | None = None, stderr: str = "") -> None:

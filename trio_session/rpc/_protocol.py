@@ -48,6 +48,14 @@ class Prompt:
     Starts a prompt; answered at once, events follow. While a prompt runs (its
     retries and backoff sleeps included), ``streamingBehavior`` ``"steer"`` or
     ``"followUp"`` queues the message instead; without it the answer is an error.
+
+    Attributes:
+        message: the prompt text.
+        images: images sent with it.
+        streaming_behavior: what to do if a prompt is already running: ``"steer"`` or
+            ``"followUp"`` queues the message; ``None`` answers an error.
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"prompt"``; the command's name on the wire.
     """
 
     message: str
@@ -59,7 +67,12 @@ class Prompt:
 
 @attrs.frozen
 class Abort:
-    """``{"type": "abort"}`` — cancel any retry, then the run; answered once idle (R-32)."""
+    """``{"type": "abort"}`` — cancel any retry, then the run; answered once idle (R-32).
+
+    Attributes:
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"abort"``; the command's name on the wire.
+    """
 
     id: CommandId | None = None
     type: Literal["abort"] = "abort"
@@ -67,7 +80,12 @@ class Abort:
 
 @attrs.frozen
 class AbortRetry:
-    """``{"type": "abort_retry"}`` — cancel the retry chain, if one is alive (R-29, R-39)."""
+    """``{"type": "abort_retry"}`` — cancel the retry chain, if one is alive (R-29, R-39).
+
+    Attributes:
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"abort_retry"``; the command's name on the wire.
+    """
 
     id: CommandId | None = None
     type: Literal["abort_retry"] = "abort_retry"
@@ -75,7 +93,12 @@ class AbortRetry:
 
 @attrs.frozen
 class RetryNow:
-    """``{"type": "retry_now"}`` — skip the rest of the backoff sleep (R-34a)."""
+    """``{"type": "retry_now"}`` — skip the rest of the backoff sleep (R-34a).
+
+    Attributes:
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"retry_now"``; the command's name on the wire.
+    """
 
     id: CommandId | None = None
     type: Literal["retry_now"] = "retry_now"
@@ -83,7 +106,13 @@ class RetryNow:
 
 @attrs.frozen
 class SetAutoRetry:
-    """``{"type": "set_auto_retry", "enabled": bool}`` — write ``retry.enabled`` (R-39)."""
+    """``{"type": "set_auto_retry", "enabled": bool}`` — write ``retry.enabled`` (R-39).
+
+    Attributes:
+        enabled: whether retryable errors are retried.
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"set_auto_retry"``; the command's name on the wire.
+    """
 
     enabled: bool
     id: CommandId | None = None
@@ -92,7 +121,13 @@ class SetAutoRetry:
 
 @attrs.frozen
 class SetAutoCompaction:
-    """``{"type": "set_auto_compaction", "enabled": bool}`` — write ``compaction.enabled``."""
+    """``{"type": "set_auto_compaction", "enabled": bool}`` — write ``compaction.enabled``.
+
+    Attributes:
+        enabled: whether compaction runs automatically.
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"set_auto_compaction"``; the command's name on the wire.
+    """
 
     enabled: bool
     id: CommandId | None = None
@@ -101,7 +136,12 @@ class SetAutoCompaction:
 
 @attrs.frozen
 class GetState:
-    """``{"type": "get_state"}`` — the session's state, with the retry state (R-41)."""
+    """``{"type": "get_state"}`` — the session's state, with the retry state (R-41).
+
+    Attributes:
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"get_state"``; the command's name on the wire.
+    """
 
     id: CommandId | None = None
     type: Literal["get_state"] = "get_state"
@@ -109,7 +149,12 @@ class GetState:
 
 @attrs.frozen
 class GetMessages:
-    """``{"type": "get_messages"}`` — the runtime context, as message objects."""
+    """``{"type": "get_messages"}`` — the runtime context, as message objects.
+
+    Attributes:
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"get_messages"``; the command's name on the wire.
+    """
 
     id: CommandId | None = None
     type: Literal["get_messages"] = "get_messages"
@@ -120,6 +165,11 @@ class NewSession:
     """``{"type": "new_session", "parentSession"?: str}`` — abort, then start afresh.
 
     ``parentSession`` goes into the new session file's header.
+
+    Attributes:
+        parent_session: the path of the session it continues, if any.
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"new_session"``; the command's name on the wire.
     """
 
     parent_session: str | None = None
@@ -280,7 +330,13 @@ class Compact:
 
 @attrs.frozen
 class SwitchSession:
-    """``{"type": "switch_session", "sessionPath": str}`` — abort, then resume that file."""
+    """``{"type": "switch_session", "sessionPath": str}`` — abort, then resume that file.
+
+    Attributes:
+        session_path: the session file to resume.
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"switch_session"``; the command's name on the wire.
+    """
 
     session_path: str
     id: CommandId | None = None
@@ -292,6 +348,11 @@ class Fork:
     """``{"type": "fork", "entryId": str}`` — a new session: the branch before that user message.
 
     Answered ``{"text": <the message's text>, "cancelled": false}``.
+
+    Attributes:
+        entry_id: the id of the user message entry to fork before (see ``get_fork_messages``).
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"fork"``; the command's name on the wire.
     """
 
     entry_id: str
@@ -301,7 +362,12 @@ class Fork:
 
 @attrs.frozen
 class Clone:
-    """``{"type": "clone"}`` — a new session holding the whole current branch."""
+    """``{"type": "clone"}`` — a new session holding the whole current branch.
+
+    Attributes:
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"clone"``; the command's name on the wire.
+    """
 
     id: CommandId | None = None
     type: Literal["clone"] = "clone"
@@ -309,7 +375,12 @@ class Clone:
 
 @attrs.frozen
 class GetForkMessages:
-    """``{"type": "get_fork_messages"}`` — ``{"messages": [{"entryId", "text"}, …]}``."""
+    """``{"type": "get_fork_messages"}`` — ``{"messages": [{"entryId", "text"}, …]}``.
+
+    Attributes:
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"get_fork_messages"``; the command's name on the wire.
+    """
 
     id: CommandId | None = None
     type: Literal["get_fork_messages"] = "get_fork_messages"
@@ -317,7 +388,13 @@ class GetForkMessages:
 
 @attrs.frozen
 class SetSessionName:
-    """``{"type": "set_session_name", "name": str}`` — the display name (not empty)."""
+    """``{"type": "set_session_name", "name": str}`` — the display name (not empty).
+
+    Attributes:
+        name: the new display name.
+        id: the request id, echoed in the response; ``None`` for none.
+        type: always ``"set_session_name"``; the command's name on the wire.
+    """
 
     name: str
     id: CommandId | None = None
@@ -587,6 +664,9 @@ def parse_command(line: bytes) -> Parsed:
     Never raises: every line gets exactly one answer (R-42). Fields the command
     does not know are ignored, as the reference does; a field it knows must have
     the right type.
+
+    Args:
+        line: the line, without its newline.
     """
     data = decode_json_line(line)
     if isinstance(data, Rejected):
@@ -661,24 +741,42 @@ class Response:
 
     @classmethod
     def ok(cls, command: Command, data: Mapping[str, Any] | None = None) -> Response:
-        """A success answer to ``command``."""
+        """A success answer to ``command``.
+
+        Args:
+            command: the command answered.
+            data: the answer's ``data``, if any.
+        """
         return cls(command=command.type, success=True, id=command.id, data=data)
 
     @classmethod
     def failed(cls, command: Command | Rejected, error: str) -> Response:
-        """A failure answer to ``command`` (or to a rejected line) saying ``error``."""
+        """A failure answer to ``command`` (or to a rejected line) saying ``error``.
+
+        Args:
+            command: the command answered, or the line that was rejected.
+            error: the error message.
+        """
         name = command.command if isinstance(command, Rejected) else command.type
         return cls(command=name, success=False, id=command.id, error=error)
 
     @classmethod
     def rejected(cls, rejected: Rejected) -> Response:
-        """The one error answer a rejected line gets (R-42)."""
+        """The one error answer a rejected line gets (R-42).
+
+        Args:
+            rejected: why the line was not a command.
+        """
         return cls.failed(rejected, rejected.error)
 
 
 def response_to_json(response: Response) -> dict[str, Any]:
     """The reference's response object: ``{"id"?, "type": "response", "command",
-    "success", "data"?, "error"?}``, keys in that order, absent ones left out."""
+    "success", "data"?, "error"?}``, keys in that order, absent ones left out.
+
+    Args:
+        response: the response to write.
+    """
     out: dict[str, Any] = {}
     if response.id is not None:
         out["id"] = response.id
@@ -704,6 +802,9 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
     split on every Unicode line break still see one object per line. A string
     that cannot be UTF-8 (a lone surrogate from a ``\\ud800`` escape) makes the
     whole line ASCII-escaped instead of failing.
+
+    Args:
+        obj: the JSON object to write.
     """
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     for raw, escaped in _LINE_SEPARATORS:
@@ -718,7 +819,11 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
 
 @attrs.frozen
 class Overlong:
-    """Stands for a line longer than the splitter's cap; its bytes were dropped."""
+    """Stands for a line longer than the splitter's cap; its bytes were dropped.
+
+    Attributes:
+        limit: the cap the line went past, in bytes.
+    """
 
     limit: int
 
@@ -736,6 +841,9 @@ class LineSplitter:
     that grows past the cap comes out once, as ``Overlong``, as soon as it
     does — and its remaining bytes are dropped up to the next newline. ``None``
     means no cap (the client reading a server it trusts).
+
+    Attributes:
+        max_line_bytes: the longest line kept, in bytes; ``None`` for no cap.
     """
 
     max_line_bytes: int | None = MAX_LINE_BYTES
@@ -743,7 +851,11 @@ class LineSplitter:
     _skipping: bool = attrs.field(default=False, init=False)
 
     def feed(self, data: bytes | bytearray) -> list[bytes | Overlong]:
-        """Take the next chunk; return the lines it completes, in order."""
+        """Take the next chunk; return the lines it completes, in order.
+
+        Args:
+            data: the next chunk of the stream.
+        """
         out: list[bytes | Overlong] = []
         limit = self.max_line_bytes
         start = 0

@@ -497,6 +497,9 @@ class RpcServer:
         Reports itself to ``task_status`` once the session is open. On the way out:
         aborts the run it started, closes the session it opened, writes everything
         queued, and sends end-of-stream if the stream can half-close.
+
+        Args:
+            task_status: given the server once its session is open (``nursery.start``).
         """
         if self._started:
             msg = "an RpcServer serves once; make a new one"
@@ -1021,6 +1024,14 @@ async def serve_rpc(
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve_rpc, lambda: open_session(provider), stream)
     ```
+
+    Args:
+        sessions: a session factory, or one session.
+        stream: the connection: commands are read from it, responses and events written to it.
+        max_line_bytes: the longest command line read (R-42).
+        first_session: what ``sessions`` is asked for first; a new session if ``None``.
+        lean_updates: write ``message_update`` events without the message so far.
+        task_status: given the ``RpcServer`` once its session is open.
     """
     server = RpcServer(
         sessions,

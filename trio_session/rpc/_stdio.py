@@ -64,6 +64,12 @@ async def serve_stdio(
     that came while it served, or None if none did (the input ended, or the output
     was closed). ``first_session`` is what ``sessions`` is asked for first;
     ``lean_updates`` is ``RpcServer``'s (``trio-session rpc --lean-updates``).
+
+    Args:
+        sessions: a session factory.
+        max_line_bytes: the longest command line read (R-42).
+        first_session: what ``sessions`` is asked for first; a new session if ``None``.
+        lean_updates: write ``message_update`` events without the message so far.
     """
     blocking = {}
     for fd in (0, 1):

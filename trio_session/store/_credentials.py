@@ -37,7 +37,12 @@ class CredentialStore(Protocol):
     """Where a session gets its API key, and reports a usage limit."""
 
     async def api_key(self, provider: str, session_id: str) -> str | None:
-        """The key this session should use for ``provider`` now, or ``None``."""
+        """The key this session should use for ``provider`` now, or ``None``.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+        """
         ...
 
     async def mark_usage_limit_reached(
@@ -48,7 +53,14 @@ class CredentialStore(Protocol):
         retry_after_ms: int | None = None,
         base_url: str | None = None,
     ) -> bool:
-        """Block the session's credential; return whether it switched to another one."""
+        """Block the session's credential; return whether it switched to another one.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            retry_after_ms: the wait the server asked for, in milliseconds, if it said.
+            base_url: the base URL the request went to.
+        """
         ...
 
 
@@ -101,16 +113,30 @@ class InMemoryCredentialStore:
 
     @classmethod
     def from_keys(cls, keys: Mapping[str, Iterable[str]]) -> InMemoryCredentialStore:
-        """``InMemoryCredentialStore.from_keys({"openai": ["sk-a", "sk-b"]})``."""
+        """``InMemoryCredentialStore.from_keys({"openai": ["sk-a", "sk-b"]})``.
+
+        Args:
+            keys: provider → its keys, in order of use.
+        """
         return cls(keys=_key_lists(keys))
 
     def blocked_until(self, provider: str, key_index: int) -> float | None:
-        """When the ``key_index``-th key of ``provider`` unblocks (clock seconds), if blocked."""
+        """When the ``key_index``-th key of ``provider`` unblocks (clock seconds), if blocked.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            key_index: the key's index in the provider's list, from 0.
+        """
         until = self._blocked_until.get((provider, key_index))
         return until if until is not None and until > self._clock() else None
 
     async def api_key(self, provider: str, session_id: str) -> str | None:
-        """The session's sticky key; on first use, the first free one."""
+        """The session's sticky key; on first use, the first free one.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+        """
         index = self._current(provider, session_id)
         return None if index is None else self._keys[provider][index]
 
@@ -122,7 +148,14 @@ class InMemoryCredentialStore:
         retry_after_ms: int | None = None,
         base_url: str | None = None,
     ) -> bool:
-        """Block the session's key for ``retry_after_ms`` (default 60 s); move to a free one."""
+        """Block the session's key for ``retry_after_ms`` (default 60 s); move to a free one.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            retry_after_ms: how long to block it, in milliseconds; 60 s if ``None``.
+            base_url: the base URL the request went to; not used.
+        """
         index = self._current(provider, session_id)
         if index is None:
             return False
@@ -158,7 +191,14 @@ class InMemoryCredentialStore:
     async def share_cooldown(
         self, provider: str, session_id: str, *, base_url: str | None, wait_ms: int
     ) -> None:
-        """Hold the session's key on ``base_url`` for at least ``wait_ms`` from now."""
+        """Hold the session's key on ``base_url`` for at least ``wait_ms`` from now.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            base_url: the base URL the requests go to; cooldowns are per URL.
+            wait_ms: the least wait, in milliseconds; nothing happens if it is not positive.
+        """
         index = self._current(provider, session_id)
         if index is None or wait_ms <= 0:
             return
@@ -167,7 +207,13 @@ class InMemoryCredentialStore:
         self._cooldowns[item] = max(self._cooldowns.get(item, now), now + wait_ms / 1000)
 
     async def cooldown_ms(self, provider: str, session_id: str, *, base_url: str | None) -> int:
-        """What is left of the cooldown on the session's key, plus jitter; 0 if none."""
+        """What is left of the cooldown on the session's key, plus jitter; 0 if none.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            base_url: the base URL the requests go to; cooldowns are per URL.
+        """
         index = self._current(provider, session_id)
         if index is None:
             return 0

@@ -96,6 +96,9 @@ class HistoryError(TrioSessionError):
 
     Attributes:
         path: the session file.
+
+    Args:
+        message: what went wrong, naming the file.
     """
 
     def __init__(self, message: str, *, path: Path | None = None) -> None:
@@ -339,6 +342,9 @@ class LoadedSession:
         A message entry gives its message; a ``custom_message`` a ``CustomMessage``; a
         ``branch_summary`` with a summary a ``BranchSummaryMessage`` (the same object
         every time, so a ``SessionFile`` can tell which entry a context message came from).
+
+        Args:
+            entry: an entry of this file.
         """
         if isinstance(entry, MessageEntry):
             return entry.message
@@ -365,7 +371,11 @@ class LoadedSession:
         return self.last_entry_id
 
     def entry(self, entry_id: str) -> HistoryEntry | None:
-        """The entry with this id, if the file has one."""
+        """The entry with this id, if the file has one.
+
+        Args:
+            entry_id: the entry's id.
+        """
         for entry in self.entries:
             if entry.id == entry_id:
                 return entry
@@ -376,6 +386,9 @@ class LoadedSession:
 
         The reference's ``getBranch``: every entry type is included. Empty if
         ``leaf_id`` names no entry.
+
+        Args:
+            leaf_id: the last entry of the branch; the file's leaf if ``None``.
         """
         by_id = {e.id: e for e in self.entries}
         start = leaf_id if leaf_id is not None else self.leaf_id

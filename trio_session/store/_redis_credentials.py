@@ -356,7 +356,12 @@ class RedisCredentialStore:
         return choice
 
     async def api_key(self, provider: str, session_id: str) -> str | None:
-        """The session's sticky key; on first use, the first free one (R-17)."""
+        """The session's sticky key; on first use, the first free one (R-17).
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+        """
         candidates = self._candidates(provider)
         if not candidates:
             return None
@@ -376,6 +381,12 @@ class RedisCredentialStore:
 
         ``base_url`` is accepted for the protocol and not used: blocks are per
         provider and key, as in the SQLite store.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            retry_after_ms: how long to block it, in milliseconds; 60 s if ``None``.
+            base_url: the base URL the request went to; not used.
 
         Returns:
             Whether the session now uses another credential that is not blocked (R-17).
@@ -397,12 +408,21 @@ class RedisCredentialStore:
         learnt it from Redis or decided it itself; ``None`` if not blocked.
 
         ``fetch_blocked_until`` asks Redis.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            key: the key itself.
         """
         until = self._blocks.get((provider, fingerprint(key)))
         return until if until is not None and until > self._clock() else None
 
     async def fetch_blocked_until(self, provider: str, key: str) -> float | None:
-        """When ``key`` of ``provider`` unblocks, asking Redis (local state if it is away)."""
+        """When ``key`` of ``provider`` unblocks, asking Redis (local state if it is away).
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            key: the key itself.
+        """
         credential = fingerprint(key)
         await self._block_and_read(provider, [credential], None, 0)
         return self.blocked_until(provider, key)
@@ -413,7 +433,14 @@ class RedisCredentialStore:
         self, provider: str, session_id: str, *, base_url: str | None, wait_ms: int
     ) -> None:
         """Every worker's requests with the session's key to ``base_url`` wait at least
-        ``wait_ms`` from now (a server's wait hint, R-18). Never shortens one."""
+        ``wait_ms`` from now (a server's wait hint, R-18). Never shortens one.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            base_url: the base URL the requests go to; cooldowns are per URL.
+            wait_ms: the least wait, in milliseconds; nothing happens if it is not positive.
+        """
         candidates = self._candidates(provider)
         if not candidates or wait_ms <= 0:
             return
@@ -429,7 +456,13 @@ class RedisCredentialStore:
     async def cooldown_ms(self, provider: str, session_id: str, *, base_url: str | None) -> int:
         """How long the session must wait before using its key on ``base_url``: what is
         left of the longest shared cooldown plus jitter (up to a fifth of it, at most
-        2 s, so a fleet does not wake together); 0 when there is none."""
+        2 s, so a fleet does not wake together); 0 when there is none.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            base_url: the base URL the requests go to; cooldowns are per URL.
+        """
         candidates = self._candidates(provider)
         if not candidates:
             return 0
@@ -481,6 +514,17 @@ async def open_redis_credentials(
     ``call_timeout`` bounds every Redis call (seconds); ``reconnect_interval`` is how
     often Redis is tried again while it is away. Redis need not be up: the first call
     that cannot reach it falls back to local state, and the store connects when it can.
+
+    Args:
+        url: the Redis URL: ``redis://``, ``rediss://`` or ``unix://`` (see ``check_url``).
+        keys: provider name → this worker's keys, in order of preference.
+        env_vars: provider → environment variable holding one more key.
+        environ: where environment variables are read, at each call.
+        clock: epoch seconds, for block and cooldown times.
+        call_timeout: seconds one Redis call may take.
+        reconnect_interval: seconds between attempts to reach Redis again.
+        prefix: the start of every Redis key, so stores can share a database.
+        rng: jitter's source for ``cooldown_ms``; a fresh ``random.Random`` if omitted.
 
     Example:
         ```python

@@ -111,6 +111,9 @@ class SessionFile:
         path: the file.
         header: its header.
         loaded: what the file held when resumed; ``None`` for a new file.
+        fd: the file's descriptor, opened for appending (``create`` and ``resume`` open it); the
+            file owns it and closes it.
+        clock: epoch seconds, for entry timestamps.
     """
 
     path: Path
@@ -213,6 +216,10 @@ class SessionFile:
         incomplete last line is cut off first, and a last line without its
         newline gets one, so new entries start on a line of their own.
 
+        Args:
+            path: the session file.
+            clock: epoch seconds, for entry timestamps.
+
         Raises:
             HistoryError: the file does not exist, has no valid header, or is
                 already open for writing.
@@ -295,6 +302,9 @@ class SessionFile:
     def append_message_nowait(self, message: Message) -> str:
         """Stage a message entry without blocking; it is written by the next flush.
 
+        Args:
+            message: the message.
+
         Returns:
             The entry id.
         """
@@ -316,6 +326,11 @@ class SessionFile:
         ``timestamp_ms`` is the entry's time (by default now): the session passes its
         summary message's, so that the context rebuilt from the file on resume — whose
         summary takes the entry's time, as pi's — is the same as the live one.
+
+        Args:
+            result: what the compaction did.
+            first_kept_entry_id: the entry of the first message kept, ``None`` if none is left.
+            timestamp_ms: the entry's time in epoch milliseconds; now if ``None``.
         """
         return self._stage(
             CompactionEntry,
@@ -330,26 +345,49 @@ class SessionFile:
         )
 
     def append_settings_change_nowait(self, key: str, value: Any) -> str:
-        """Stage a ``settings_change`` entry; see ``append_settings_change``."""
+        """Stage a ``settings_change`` entry; see ``append_settings_change``.
+
+        Args:
+            key: the setting's dotted key (``"retry.enabled"``).
+            value: its new value.
+        """
         return self._stage(SettingsChangeEntry, key=key, value=value)
 
     def append_model_change_nowait(self, provider: str, model_id: str) -> str:
-        """Stage a ``model_change`` entry (the session now asks ``provider``/``model_id``)."""
+        """Stage a ``model_change`` entry (the session now asks ``provider``/``model_id``).
+
+        Args:
+            provider: the provider's name.
+            model_id: the model id.
+        """
         return self._stage(ModelChangeEntry, provider=provider, model_id=model_id)
 
     def append_thinking_level_change_nowait(self, thinking_level: str) -> str:
-        """Stage a ``thinking_level_change`` entry."""
+        """Stage a ``thinking_level_change`` entry.
+
+        Args:
+            thinking_level: the new thinking level.
+        """
         return self._stage(ThinkingLevelChangeEntry, thinking_level=thinking_level)
 
     def append_session_info_nowait(self, name: str | None) -> str:
-        """Stage a ``session_info`` entry: the session's display name (trimmed; empty clears)."""
+        """Stage a ``session_info`` entry: the session's display name (trimmed; empty clears).
+
+        Args:
+            name: the display name; ``None`` or empty clears it.
+        """
         name = (name or "").strip()
         entry_id = self._stage(SessionInfoEntry, name=name)
         self._name = name or None
         return entry_id
 
     def append_custom_nowait(self, custom_type: str, data: Any = None) -> str:
-        """Stage a ``custom`` entry: an extension's state, not part of the context."""
+        """Stage a ``custom`` entry: an extension's state, not part of the context.
+
+        Args:
+            custom_type: the extension's name for the kind of entry.
+            data: the state to keep, as JSON-compatible data.
+        """
         return self._stage(CustomEntry, custom_type=custom_type, data=data)
 
     def append_custom_message_nowait(
@@ -360,7 +398,14 @@ class SessionFile:
         display: bool = True,
         details: Any = None,
     ) -> str:
-        """Stage a ``custom_message`` entry: an extension's message, part of the context."""
+        """Stage a ``custom_message`` entry: an extension's message, part of the context.
+
+        Args:
+            custom_type: the extension's name for the kind of message.
+            content: the message: a string, or text and image parts.
+            display: whether a UI shows it.
+            details: extension data kept beside the message.
+        """
         return self._stage(
             CustomMessageEntry,
             custom_type=custom_type,
@@ -370,7 +415,12 @@ class SessionFile:
         )
 
     def append_label_nowait(self, target_id: str, label: str | None) -> str:
-        """Stage a ``label`` entry on ``target_id`` (``None`` or empty clears it)."""
+        """Stage a ``label`` entry on ``target_id`` (``None`` or empty clears it).
+
+        Args:
+            target_id: the entry to label.
+            label: the label; ``None`` or empty clears it.
+        """
         if target_id not in self._ids:
             msg = f"session file {self.path} has no entry {target_id!r} to label"
             raise HistoryError(msg, path=self.path)
@@ -380,6 +430,9 @@ class SessionFile:
         """Move the leaf: the next entry becomes a child of ``entry_id`` (a new root if ``None``).
 
         The reference's ``branch`` / ``resetLeaf``; nothing is written.
+
+        Args:
+            entry_id: the entry the next one follows; ``None`` for a new root.
         """
         if entry_id is not None and entry_id not in self._ids:
             msg = f"session file {self.path} has no entry {entry_id!r} to branch from"
@@ -393,6 +446,11 @@ class SessionFile:
         """Stage a ``branch_summary`` entry at the leaf (after ``branch``), as the reference does.
 
         Its ``fromId`` is the leaf (``"root"`` at the root).
+
+        Args:
+            summary: the summary of the branch that was left.
+            details: data kept beside the summary (the reference's ``details``).
+            from_hook: the reference's ``fromHook``; left out when ``None``.
         """
         return self._stage(
             BranchSummaryEntry,
@@ -419,6 +477,9 @@ class SessionFile:
     async def append_message(self, message: Message) -> str:
         """Append a message entry; return its id once it is on disk.
 
+        Args:
+            message: the message.
+
         Raises:
             HistoryError: the file is closed or the write failed.
         """
@@ -441,7 +502,12 @@ class SessionFile:
         return entry_id
 
     async def append_settings_change(self, key: str, value: Any) -> str:
-        """Append a ``settings_change`` entry (``"retry.enabled"``, ``False``); return its id."""
+        """Append a ``settings_change`` entry (``"retry.enabled"``, ``False``); return its id.
+
+        Args:
+            key: the setting's dotted key.
+            value: its new value.
+        """
         entry_id = self.append_settings_change_nowait(key, value)
         await self.flush()
         return entry_id
@@ -451,6 +517,9 @@ class SessionFile:
 
         For an append whose purpose failed before anything depended on it (a
         prompt whose entry could not be written is not sent, so it is not kept).
+
+        Args:
+            entry_id: the entry to take back.
 
         Returns:
             Whether the entry was taken back.
@@ -471,7 +540,11 @@ class SessionFile:
         """The ``firstKeptEntryId`` for a compaction that keeps ``entry_id`` on: as the
         reference's cut point, the entries just before it that are not messages
         (a ``model_change``, a ``label`` …) are kept with it, up to the previous
-        message or compaction."""
+        message or compaction.
+
+        Args:
+            entry_id: the first message entry the compaction keeps.
+        """
         kept = entry_id
         while True:
             parent = self._tree.get(kept, (None, ""))[0]
@@ -483,7 +556,11 @@ class SessionFile:
             kept = parent
 
     def entry_id_of(self, message: Message) -> str | None:
-        """The entry id of this very message object, if it was appended or loaded here."""
+        """The entry id of this very message object, if it was appended or loaded here.
+
+        Args:
+            message: the message object (compared by identity).
+        """
         known = self._known.get(id(message))
         return known[1] if known is not None and known[0] is message else None
 
@@ -720,6 +797,14 @@ async def open_history(
     a resumed one keeps its header (use ``history.header.id`` as the session id).
     Opening and closing run in worker threads; on exit, staged entries are flushed
     and the file is closed, even if the block was cancelled.
+
+    Args:
+        path: the file to resume or create; a new file in ``directory`` if omitted.
+        directory: where a new file goes; ``default_sessions_dir`` of ``cwd`` if omitted.
+        cwd: the working directory a new file's header records; the current one if omitted.
+        session_id: a new file's header id; a random UUID if omitted.
+        parent_session: a new file's ``parentSession``.
+        clock: epoch seconds, for timestamps.
 
     Raises:
         HistoryError: as ``SessionFile.create`` and ``SessionFile.resume``.

@@ -114,6 +114,9 @@ class CredentialStoreError(TrioSessionError):
 
     Attributes:
         path: the store file, when the file is at fault.
+
+    Args:
+        message: what went wrong, naming the file or the provider and label.
     """
 
     def __init__(self, message: str, *, path: Path | None = None) -> None:
@@ -203,6 +206,7 @@ class SqliteCredentialStore:
         environ: where environment variables are read, at each call.
         clock: epoch seconds; ``time.time`` unless given. The async methods call
             it in the Trio thread, so ``trio.current_time`` works in tests.
+        connection: the open database (``open`` makes it, with the tables); the store closes it.
     """
 
     path: Path
@@ -387,7 +391,12 @@ class SqliteCredentialStore:
             return dict(candidates)[current]
 
     async def api_key(self, provider: str, session_id: str) -> str | None:
-        """The session's sticky key; on first use, the first free one (R-17)."""
+        """The session's sticky key; on first use, the first free one (R-17).
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+        """
         now = self._clock()
         return await trio.to_thread.run_sync(self._api_key, provider, session_id, now)
 
@@ -420,6 +429,12 @@ class SqliteCredentialStore:
 
         ``base_url`` is accepted for the protocol and not used: blocks are per
         provider and key, as in ``._credentials.InMemoryCredentialStore``.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            session_id: the session asking.
+            retry_after_ms: how long to block it, in milliseconds; 60 s if ``None``.
+            base_url: the base URL the request went to; not used.
 
         Returns:
             Whether the session now uses another credential that is not blocked (R-17).
@@ -481,6 +496,9 @@ class SqliteCredentialStore:
 
         A provider's stored keys come first, then its environment variable if set
         and not a duplicate. Blocked credentials say until when.
+
+        Args:
+            provider: the provider whose credentials to list; every provider's if ``None``.
         """
         now = self._clock()
         with self._guard() as db:
@@ -536,6 +554,10 @@ class SqliteCredentialStore:
         Sessions that used it choose again on their next request. The
         environment variable's key cannot be removed here.
 
+        Args:
+            provider: the provider's name (``"openai"``).
+            label_or_index: the key's label, or its 0-based index among the stored keys.
+
         Raises:
             CredentialStoreError: no such label or index for ``provider``.
         """
@@ -570,12 +592,21 @@ class SqliteCredentialStore:
 
     def keys(self, provider: str) -> tuple[str, ...]:
         """``provider``'s keys in order of use — stored, then the environment's — for
-        another store that keeps only block state (``RedisCredentialStore``)."""
+        another store that keeps only block state (``RedisCredentialStore``).
+
+        Args:
+            provider: the provider's name (``"openai"``).
+        """
         with self._guard() as db:
             return tuple(key for _, key in self._candidates(db, provider))
 
     def blocked_until(self, provider: str, key: str) -> float | None:
-        """When ``key`` of ``provider`` unblocks (epoch seconds), if it is blocked now."""
+        """When ``key`` of ``provider`` unblocks (epoch seconds), if it is blocked now.
+
+        Args:
+            provider: the provider's name (``"openai"``).
+            key: the key itself.
+        """
         now = self._clock()
         with self._guard() as db:
             until = self._blocks(db, provider).get(fingerprint(key))
@@ -606,6 +637,12 @@ async def open_sqlite_credentials(
     clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[SqliteCredentialStore]:
     """Open the store for the length of a block, opening and closing in a worker thread.
+
+    Args:
+        path: the database file; ``default_credentials_path`` if omitted.
+        env_vars: provider → environment variable holding one more key.
+        environ: where environment variables are read, at each call.
+        clock: epoch seconds; ``time.time`` unless given.
 
     Example:
         ```python
