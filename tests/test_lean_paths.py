@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 import trio.testing
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -267,6 +267,7 @@ FRAGMENTS = [
 ]
 
 
+@settings(deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=6), st.booleans())
 def test_the_overflow_alternation_matches_as_the_patterns_one_by_one(
     parts: list[str], strict: bool
@@ -316,6 +317,7 @@ _OPS = st.lists(
 )
 
 
+@settings(deadline=None)
 @given(_OPS)
 def test_the_request_cache_sends_what_request_messages_sends(
     ops: list[tuple[str, int]],
