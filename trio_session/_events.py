@@ -303,6 +303,24 @@ class AgentEnd:
 
 
 @attrs.frozen
+class AgentSettled:
+    """A session-level run is over: nothing follows it by itself (pi 1.6.0's ``agent_settled``).
+
+    Emitted exactly once per ``prompt()``, after its last ``agent_end``, once no retry,
+    compaction recovery or queued message will continue it, and once the session is
+    idle again (R-54). ``agent_end`` closes one low-level run; this closes them all.
+
+    Attributes:
+        aborted: whether the run ended because it was aborted (``abort()``, or the
+            prompt's caller cancelled it); ``abort_retry`` alone is not an abort.
+        type: always ``"agent_settled"``; the event's name on the wire.
+    """
+
+    aborted: bool = False
+    type: Literal["agent_settled"] = "agent_settled"
+
+
+@attrs.frozen
 class AutoRetryStart:
     """A retryable error ended the run; a re-attempt follows after ``delay_ms`` (R-19).
 
@@ -521,6 +539,7 @@ AgentEvent: TypeAlias = (
 )
 SessionEvent: TypeAlias = (
     AgentEvent
+    | AgentSettled
     | AutoRetryStart
     | AutoRetryEnd
     | CompactionStart
@@ -532,7 +551,7 @@ SessionEvent: TypeAlias = (
     | HistoryWriteFailed
 )
 """Every event a session emits: the agent's (``AgentStart`` … ``AgentEnd``) and the session's
-own (``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a ``type``
+own (``AgentSettled``, ``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a ``type``
 string, its name on the wire."""
 
 EVENT_TYPES: tuple[type[SessionEvent], ...] = (
@@ -545,6 +564,7 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     ToolExecutionEnd,
     TurnEnd,
     AgentEnd,
+    AgentSettled,
     AutoRetryStart,
     AutoRetryEnd,
     CompactionStart,

@@ -40,6 +40,7 @@ from ._errors import (
     TrioSessionError,
 )
 from ._events import (
+    AgentSettled,
     AutoRetryEnd,
     CompactionEnd,
     CompactionReason,
@@ -105,6 +106,9 @@ BUSY = (
 
 #: The compactor of a session given none (frozen and stateless: sessions share it).
 _DEFAULT_COMPACTOR = SummarizingCompactor()
+#: The two ``agent_settled`` events; frozen, so every prompt shares them.
+_SETTLED = AgentSettled(aborted=False)
+_SETTLED_ABORTED = AgentSettled(aborted=True)
 
 #: ``unwrapped`` keeps no state: one instance serves every prompt and block.
 _UNWRAPPED = _unwrapped()
@@ -234,6 +238,8 @@ class AgentSession:
     _next: Next = attrs.field(default=Next.DONE, init=False)
     _compacted: bool = attrs.field(default=False, init=False)
     _write_failed: bool = attrs.field(default=False, init=False)
+    # abort() came (or the run was cancelled) during this prompt: its agent_settled says so
+    _aborted: bool = attrs.field(default=False, init=False)
     # Prompts that joined a retry in its backoff; a list only once there is one.
     _joined: list[UserMessage] | None = attrs.field(default=None, init=False)
     # The steering messages the joined re-attempt's first turn takes (fixed at the join).
@@ -558,6 +564,7 @@ class AgentSession:
                 replaced,
             )
         self._start_busy()
+        self._aborted = False
         try:
             # -- observe --: the trio_session.prompt span (a no-op without OpenTelemetry),
             # entered and left by hand as ``with`` would, keeping no bound method meanwhile.
@@ -571,6 +578,7 @@ class AgentSession:
                         await self._stage_prompt(self._history_file, user)
                     last = await self._agent.prompt(user, will_continue=self._decide)
                 if scope.cancelled_caught:
+                    self._aborted = True
                     self._observer.prompt_aborted()  # -- observe --: the span says cancelled
                 elif self._next is not Next.DONE:
                     # A chain or a compaction follows: they run in the prompt's nursery,
@@ -591,14 +599,22 @@ class AgentSession:
                         _UNWRAPPED.__exit__(type(group), group, group.__traceback__)
                         raise
                     if run.cancelled_caught:
+                        self._aborted = True
                         self._observer.prompt_aborted()  # -- observe --: cancelled
             except BaseException as exc:
+                if isinstance(exc, trio.Cancelled) or (  # cancelled by the prompt's caller
+                    isinstance(exc, BaseExceptionGroup) and exc.subgroup(trio.Cancelled)
+                ):
+                    self._aborted = True
                 if not span.__exit__(type(exc), exc, exc.__traceback__):
                     raise
             else:
                 span.__exit__(None, None, None)
         finally:
-            await self._end_busy()
+            try:
+                await self._end_busy()
+            finally:  # R-54: once per prompt, after its last agent_end, the session idle
+                self._emit(_SETTLED_ABORTED if self._aborted else _SETTLED)
         reply = self._last_assistant()
         if raise_on_error:
             reply.raise_for_error(self._model.context_window)
@@ -744,6 +760,8 @@ class AgentSession:
 
     async def abort(self) -> None:
         """Cancel any retry, then the running prompt; return when the session is idle (R-32)."""
+        if self._running:
+            self._aborted = True  # the prompt's agent_settled says so (R-54)
         chain = self._chain
         if chain is not None and chain.sleeping:
             # In its backoff sleep the chain is all that runs of the prompt (whose body

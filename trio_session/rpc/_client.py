@@ -500,8 +500,7 @@ class RpcClient:
         The server's ``get_state`` decides (``isStreaming`` is false, which it is
         only after the whole logical prompt — retries, backoff sleeps, compaction —
         is over). Between questions the client waits for the run's end to show
-        in the events: an ``agent_end`` with ``willRetry: false``, a failed
-        ``auto_retry_end``, or a ``compaction_end`` with ``willRetry: false``.
+        in the events: its ``agent_settled``.
 
         Raises:
             RpcConnectionError: the server went away first.
@@ -563,9 +562,7 @@ class RpcClient:
             self._run_over = False
             return
         over = (
-            (kind == "agent_end" and not data.get("willRetry"))
-            or (kind == "auto_retry_end" and not data.get("success"))
-            or (kind == "compaction_end" and not data.get("willRetry"))
+            kind == "agent_settled"  # the run is over, nothing follows by itself
             or (kind == "response" and data.get("command") == "prompt")  # a failed run
         )
         if over:

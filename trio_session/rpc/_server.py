@@ -181,6 +181,11 @@ MERGE_UPDATES_AFTER: Final = 1024 * 1024
 #: Largest write the writer task makes at once (it joins queued lines up to this).
 WRITE_BATCH: Final = 256 * 1024
 
+#: ``data`` of a prompt that started a run, and of a message queued into one (pi 1.6.0's
+#: ``disposition``, R-54); ``"handled"`` is never ours: no input handler consumes a prompt.
+STARTED: Final[Mapping[str, Any]] = {"disposition": "started"}
+QUEUED: Final[Mapping[str, Any]] = {"disposition": "queued"}
+
 BUSY: Final = (
     "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') "
     "to queue the message."
@@ -633,8 +638,11 @@ class RpcServer:
             await self._abort_run()
             return Response.ok(command)
         if isinstance(command, AbortRetry):
+            run, retrying = self._run, session.is_retrying
             session.abort_retry()
             await session.wait_for_retry_end()  # auto_retry_end goes out before the answer
+            if retrying and run is not None:  # the chain was the run's: it is over now,
+                await run.done.wait()  # and its agent_settled goes out first too
             return Response.ok(command)
         if isinstance(command, RetryNow):
             return Response.ok(command, {"skipped": session.retry_now()})
@@ -681,10 +689,10 @@ class RpcServer:
     ) -> Response:
         if isinstance(command, Steer):
             session.steer(command.message, command.images)
-            return Response.ok(command)
+            return Response.ok(command, QUEUED)
         if isinstance(command, FollowUp):
             session.follow_up(command.message, command.images)
-            return Response.ok(command)
+            return Response.ok(command, QUEUED)
         if isinstance(command, SetSteeringMode):
             session.set_steering_mode(command.mode)
             return Response.ok(command)
@@ -737,9 +745,10 @@ class RpcServer:
     def _prompt(self, command: Prompt) -> Response:
         if self._run is not None or self.session.is_running:
             if self.session.join_retry(command.message, command.images):
-                # In a backoff sleep nothing streams: the reference starts the prompt at
-                # once (streamingBehavior or not); here the wait is cut short and the
-                # re-attempt sends it — one run, the same messages.
+                # In a backoff sleep nothing streams: the seed reference starts the prompt
+                # at once (streamingBehavior or not); here the wait is cut short and the
+                # re-attempt sends it — one run, the same messages (R-36, R-55): queued
+                # into the run, whose agent_settled covers it.
                 pass
             elif command.streaming_behavior == "followUp":
                 self.session.follow_up(command.message, command.images)
@@ -747,11 +756,11 @@ class RpcServer:
                 self.session.steer(command.message, command.images)
             else:
                 return Response.failed(command, BUSY)
-            return Response.ok(command)
+            return Response.ok(command, QUEUED)
         run = self._run = _Run(self.session)
         assert self._nursery is not None
         self._nursery.start_soon(self._prompt_task, command, run)
-        return Response.ok(command)  # queued before the task's first event
+        return Response.ok(command, STARTED)  # queued before the task's first event
 
     async def _prompt_task(self, command: Prompt, run: _Run) -> None:
         try:
