@@ -27,6 +27,14 @@ ERR_429 = "429 Too Many Requests"
 ERR_400 = "400 Bad Request: invalid 'messages' field"
 ERR_OVERFLOW = "400 prompt is too long: 213462 tokens > 200000 maximum"
 
+#: The answer to a prompt that started a run (R-54: pi 1.6.0's disposition), without its id.
+PROMPT_OK: JSON = {
+    "type": "response",
+    "command": "prompt",
+    "success": True,
+    "data": {"disposition": "started"},
+}
+
 #: Settings that make a backoff last far longer than any test.
 LONG_DELAY_MS = 600_000
 

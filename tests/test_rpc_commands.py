@@ -142,7 +142,7 @@ async def test_stats_text_export_and_commands(tmp_path: Path) -> None:
         response = await ask(raw, {"id": 1, "type": "get_last_assistant_text"})
         assert response == ok("get_last_assistant_text", {})  # pi's wire: no text, no key
         await raw.send({"id": 1, "type": "prompt", "message": "hi"})
-        while (await raw.read()).get("type") != "agent_end":
+        while (await raw.read()).get("type") != "agent_settled":
             pass
         response = await ask(raw, {"id": 1, "type": "get_last_assistant_text"})
         assert response == ok("get_last_assistant_text", {"text": "Hello there"})
@@ -290,7 +290,7 @@ async def test_cost_totals_from_model_prices_in_stats_and_over_rpc() -> None:
     async with served(list(script), [priced]) as raw:
         for text in ("x", "y"):
             await raw.send({"id": 1, "type": "prompt", "message": text})
-            while (await raw.read()).get("type") != "agent_end":
+            while (await raw.read()).get("type") != "agent_settled":
                 pass
         data = (await ask(raw, {"id": 1, "type": "get_session_stats"}))["data"]
         assert data["cost"] == pytest.approx(first + second)
