@@ -178,7 +178,9 @@ async def test_stats_text_export_and_commands(tmp_path: Path) -> None:
 async def test_bash_and_abort_bash_in_memory() -> None:
     """bash is answered when the command is over, so abort_bash is read (and answered) first."""
     async with served([], [PLAIN]) as raw:
-        assert await ask(raw, {"id": 1, "type": "bash", "command": "echo hi; exit 2"}) == ok(
+        update = await ask(raw, {"id": 1, "type": "bash", "command": "echo hi; exit 2"})
+        assert update == {"type": "bash_execution_update", "id": 1, "delta": "hi\n"}
+        assert await raw.read() == ok(
             "bash", {"output": "hi\n", "exitCode": 2, "cancelled": False, "truncated": False}
         )
         await raw.send({"id": 2, "type": "bash", "command": "sleep 60"})
@@ -229,6 +231,8 @@ async def test_bash_and_abort_bash_in_the_real_process(tmp_path: Path) -> None:
     async with rpc_process(tmp_path) as (process, raw):
         assert process.stdin is not None
         await raw.send({"id": 1, "type": "bash", "command": "pwd"})
+        update = {"type": "bash_execution_update", "id": 1, "delta": f"{tmp_path}\n"}
+        assert await raw.read() == update
         assert await raw.read() == ok(
             "bash",
             {"output": f"{tmp_path}\n", "exitCode": 0, "cancelled": False, "truncated": False},

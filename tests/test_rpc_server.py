@@ -26,10 +26,10 @@ from trio_session.rpc._protocol import COMMANDS
 from trio_session.rpc._server import BUSY, NO_FACTORY, merge_updates
 
 from .rpc_helpers import (
-    PROMPT_OK,
     ERR_503,
     ERR_OVERFLOW,
     JSON,
+    PROMPT_OK,
     RUN_START,
     SCENARIOS,
     RawLines,

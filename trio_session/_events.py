@@ -551,8 +551,8 @@ SessionEvent: TypeAlias = (
     | HistoryWriteFailed
 )
 """Every event a session emits: the agent's (``AgentStart`` … ``AgentEnd``) and the session's
-own (``AgentSettled``, ``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a ``type``
-string, its name on the wire."""
+own (``AgentSettled``, ``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a
+``type`` string, its name on the wire."""
 
 EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AgentStart,

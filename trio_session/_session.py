@@ -1245,7 +1245,13 @@ class AgentSession:
         """Whether a ``bash`` command is running."""
         return self._bash_run is not None
 
-    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
+    async def bash(
+        self,
+        command: str,
+        *,
+        exclude_from_context: bool = False,
+        on_output: Callable[[str], None] | None = None,
+    ) -> BashResult:
         """Run a shell command; its output joins the conversation (the reference's ``bash``).
 
         The result is recorded as a ``BashExecutionMessage`` — no event is emitted — and
@@ -1258,6 +1264,8 @@ class AgentSession:
             command: the command line, run by the shell.
             exclude_from_context: record the result but leave it out of what the model
                 is sent.
+            on_output: called with each piece of output as it comes (RPC's
+                ``bash_execution_update``); the result holds the whole (or its tail).
 
         Returns:
             What the command did: its output, exit code, and whether it was cancelled
@@ -1275,7 +1283,8 @@ class AgentSession:
             msg = "a bash command is already running; wait for it or abort_bash() first"
             raise SessionBusyError(msg)
         file = self._history_file
-        run = self._bash_run = BashRun(command, cwd=file.header.cwd if file is not None else None)
+        cwd = file.header.cwd if file is not None else None
+        run = self._bash_run = BashRun(command, cwd=cwd, on_output=on_output)
         try:
             result = await run.run()
         finally:

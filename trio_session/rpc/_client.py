@@ -378,9 +378,7 @@ class RpcClient:
 
     # -- queues and compaction --
 
-    async def steer(
-        self, message: str, *, images: Sequence[Mapping[str, str]] = ()
-    ) -> str | None:
+    async def steer(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> str | None:
         """Queue a steering message (delivered after the current turn).
 
         Args:

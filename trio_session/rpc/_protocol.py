@@ -325,7 +325,50 @@ class Compact:
     type: Literal["compact"] = "compact"
 
 
+@attrs.frozen
+class ClearQueue:
+    """``{"type": "clear_queue"}`` — ``{"steering": [text, …], "followUp": [text, …]}``.
+
+    Takes every queued steering and follow-up message back (pi 1.6.0, R-54).
+    """
+
+    id: CommandId | None = None
+    type: Literal["clear_queue"] = "clear_queue"
+
+
+@attrs.frozen
+class GetAvailableThinkingLevels:
+    """``{"type": "get_available_thinking_levels"}`` — ``{"levels": […]}`` (pi 1.6.0)."""
+
+    id: CommandId | None = None
+    type: Literal["get_available_thinking_levels"] = "get_available_thinking_levels"
+
+
 # -- session tree --
+
+
+@attrs.frozen
+class GetEntries:
+    """``{"type": "get_entries", "since"?: entryId}`` — ``{"entries": […], "leafId"}``.
+
+    The session file's entries in append order (no header), only those after ``since``
+    when given (pi 1.6.0).
+    """
+
+    since: str | None = None
+    id: CommandId | None = None
+    type: Literal["get_entries"] = "get_entries"
+
+
+@attrs.frozen
+class GetTree:
+    """``{"type": "get_tree"}`` — ``{"tree": [node, …], "leafId"}`` (pi 1.6.0).
+
+    A node is ``{"entry", "children", "label"?, "labelTimestamp"?}``.
+    """
+
+    id: CommandId | None = None
+    type: Literal["get_tree"] = "get_tree"
 
 
 @attrs.frozen
@@ -428,7 +471,11 @@ Command: TypeAlias = (
     | SetSteeringMode
     | SetFollowUpMode
     | Compact
+    | ClearQueue
+    | GetAvailableThinkingLevels
     # -- session tree --
+    | GetEntries
+    | GetTree
     | SwitchSession
     | Fork
     | Clone
@@ -559,7 +606,11 @@ COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
     "set_steering_mode": (SetSteeringMode, (_MODE,)),
     "set_follow_up_mode": (SetFollowUpMode, (_MODE,)),
     "compact": (Compact, (_INSTRUCTIONS,)),
+    "clear_queue": (ClearQueue, ()),
+    "get_available_thinking_levels": (GetAvailableThinkingLevels, ()),
     # -- session tree --
+    "get_entries": (GetEntries, (_Field("since", "since", _is_str, "a string", required=False),)),
+    "get_tree": (GetTree, ()),
     "switch_session": (
         SwitchSession,
         (_Field("sessionPath", "session_path", _is_str, "a string"),),
@@ -588,8 +639,6 @@ UNSUPPORTED_COMMANDS: Final = frozenset(
         "export_html",
         "branch",
         "get_branch_messages",
-        "get_entries",
-        "get_tree",
         "get_last_assistant_text",
         "get_commands",
         "get_context",

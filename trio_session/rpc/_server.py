@@ -53,12 +53,14 @@ from .._messages import UserMessage
 from .._session import AgentSession
 from ..store._history import HistoryError, LoadedSession, MessageEntry, load_session
 from ..store._session_file import fork_session
+from ._entries import entries_json, tree_json
 from ._protocol import (
     MAX_LINE_BYTES,
     Abort,
     AbortBash,
     AbortRetry,
     Bash,
+    ClearQueue,
     Clone,
     Command,
     Compact,
@@ -68,12 +70,15 @@ from ._protocol import (
     FollowUp,
     Fork,
     GetAvailableModels,
+    GetAvailableThinkingLevels,
     GetCommands,
+    GetEntries,
     GetForkMessages,
     GetLastAssistantText,
     GetMessages,
     GetSessionStats,
     GetState,
+    GetTree,
     LineSplitter,
     NewSession,
     Overlong,
@@ -672,6 +677,8 @@ class RpcServer:
         if isinstance(command, GetForkMessages):
             messages = [{"entryId": i, "text": t} for i, t in session.fork_messages()]
             return Response.ok(command, {"messages": messages})
+        if isinstance(command, GetEntries | GetTree):
+            return await self._entries(command)
         if isinstance(command, SetSessionName):
             name = command.name.strip()
             if not name:
@@ -685,7 +692,13 @@ class RpcServer:
     async def _handle_queues(
         self,
         session: AgentSession,
-        command: Steer | FollowUp | SetSteeringMode | SetFollowUpMode | Compact,
+        command: Steer
+        | FollowUp
+        | SetSteeringMode
+        | SetFollowUpMode
+        | Compact
+        | ClearQueue
+        | GetAvailableThinkingLevels,
     ) -> Response:
         if isinstance(command, Steer):
             session.steer(command.message, command.images)
@@ -706,6 +719,11 @@ class RpcServer:
             except CompactionError as exc:
                 return Response.failed(command, str(exc))
             return Response.ok(command, to_json(result))
+        if isinstance(command, ClearQueue):
+            steering, follow_up = session.clear_queue()
+            return Response.ok(command, {"steering": list(steering), "followUp": list(follow_up)})
+        if isinstance(command, GetAvailableThinkingLevels):
+            return Response.ok(command, {"levels": list(session.available_thinking_levels)})
         assert_never(command)
 
     def state(self) -> dict[str, Any]:
@@ -927,8 +945,16 @@ class RpcServer:
         self, session: AgentSession, command: Bash, *, task_status: trio.TaskStatus[None]
     ) -> None:
         """Run one ``bash`` command while other commands (``abort_bash``) are read."""
+
+        def stream(delta: str) -> None:  # pi 1.6.0's bash_execution_update, with the id
+            update: dict[str, Any] = {"type": "bash_execution_update"}
+            if command.id is not None:
+                update["id"] = command.id
+            update["delta"] = delta
+            self._outbox.put(encode_line(update))
+
         try:
-            running = session.bash(command.command)
+            running = session.bash(command.command, on_output=stream)
             # The parent resumes only once this task blocks, and session.bash registers
             # its run before its first checkpoint.
             task_status.started()
@@ -969,6 +995,23 @@ class RpcServer:
         await file.flush()
         loaded = await trio.to_thread.run_sync(load_session, file.path)
         return file.path, loaded
+
+    async def _entries(self, command: GetEntries | GetTree) -> Response:
+        """The session file's entries (``get_entries``) or tree (``get_tree``), read as
+        written; the run, if any, goes on (what it has staged is written first)."""
+        file = self.session.history_file
+        if file is None:
+            return Response.failed(
+                command, f"Cannot {command.type}: this session keeps no session file"
+            )
+        await file.flush()
+        loaded = await trio.to_thread.run_sync(load_session, file.path)
+        if isinstance(command, GetTree):
+            return Response.ok(command, tree_json(loaded, file.leaf_id))
+        data = entries_json(loaded, file.leaf_id, command.since)
+        return (
+            Response.failed(command, data) if isinstance(data, str) else Response.ok(command, data)
+        )
 
     async def _fork(self, command: Fork) -> Response:
         current = await self._current_file(command)
