@@ -103,12 +103,11 @@ async def test_agent_settled_after_two_503_retries(
 async def test_agent_settled_aborted_in_backoff(autojump_clock: trio.testing.MockClock) -> None:
     """R-54, R-30: abort() in the backoff: the chain's end, then agent_settled {aborted:
     true}, both before abort() returns."""
-    async with recorded([err(), ok()]) as (session, told, events):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.prompt, "hello")
-            await trio.sleep(1)
-            await session.abort()
-            assert told[-2:] == [(1.0, "auto_retry_end"), (1.0, "agent_settled")]
+    async with recorded([err(), ok()]) as (session, told, events), trio.open_nursery() as nursery:
+        nursery.start_soon(session.prompt, "hello")
+        await trio.sleep(1)
+        await session.abort()
+        assert told[-2:] == [(1.0, "auto_retry_end"), (1.0, "agent_settled")]
     assert [kind for _, kind in told] == [
         "agent_start",
         "turn_start",
@@ -127,11 +126,11 @@ async def test_agent_settled_after_a_queued_follow_up(
 ) -> None:
     """R-54, R-36a: a follow-up queued while the answer streams continues the run; one
     agent_end and one agent_settled close both turns."""
-    async with recorded([ok("a", delay=1), ok("b")]) as (session, told, events):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.prompt, "hello")
-            await trio.sleep(0.5)
-            session.follow_up("more")
+    script = [ok("a", delay=1), ok("b")]
+    async with recorded(script) as (session, told, events), trio.open_nursery() as nursery:
+        nursery.start_soon(session.prompt, "hello")
+        await trio.sleep(0.5)
+        session.follow_up("more")
     assert [kind for _, kind in told] == [
         "agent_start",
         "turn_start",
