@@ -475,6 +475,7 @@ class RpcServer:
     _run: _Run | None = attrs.field(default=None, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
+    _done_reading: bool = attrs.field(default=False, init=False)
     _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     _bash_done: trio.Event | None = attrs.field(default=None, init=False)  # -- bash --
 
@@ -488,6 +489,12 @@ class RpcServer:
             msg = "the server has not started"
             raise RuntimeError(msg)
         return self._host.session
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether the server has stopped reading commands (``shutdown``, end of input, or
+        a client that went away) and is on its way out."""
+        return self._stopping or self._done_reading
 
     def shutdown(self) -> None:
         """Stop reading commands; ``serve`` then aborts any run and returns.
@@ -530,6 +537,7 @@ class RpcServer:
             try:
                 await self._read_commands()
             finally:
+                self._done_reading = True
                 await self._abort_bash()  # -- bash --: answered before the output closes
                 await self._abort_run()
                 await self._host.close()
