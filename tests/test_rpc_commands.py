@@ -299,3 +299,23 @@ async def test_cost_totals_from_model_prices_in_stats_and_over_rpc() -> None:
         data = (await ask(raw, {"id": 1, "type": "get_session_stats"}))["data"]
         assert data["cost"] == pytest.approx(first + second)
         assert data["contextUsage"]["percent"] == pytest.approx(26.0)
+
+
+async def test_costs_are_pi_ai_floats_to_the_last_bit() -> None:
+    """A reply's cost is pi-ai's (rate / 1e6) * tokens, unrounded: 100 tokens at $0.15/M
+    is 1.4999999999999999e-05, the float pi writes (node prints it 0.000014999999999999999),
+    not 1.5e-05 (the other order); 10 at $0.1/M is 1.0000000000000002e-06."""
+    cheap = Model(id="cheap", provider="faux", cost=ModelCost(input=0.15, output=0.1))
+    script = [FauxReply(text="a", usage=Usage(input=100, output=10))]
+    async with served(script, [cheap]) as raw:
+        await raw.send({"id": 1, "type": "prompt", "message": "x"})
+        while (end := await raw.read()).get("type") != "message_end" or (
+            end["message"]["role"] != "assistant"
+        ):
+            pass
+    cost = end["message"]["usage"]["cost"]
+    assert (cost["input"], cost["output"], cost["total"]) == (
+        1.4999999999999999e-05,
+        1.0000000000000002e-06,
+        1.6e-05,
+    )

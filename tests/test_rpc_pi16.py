@@ -230,8 +230,10 @@ async def test_clear_queue(autojump_clock: trio.testing.MockClock) -> None:
         assert update == {"type": "queue_update", "steering": [], "followUp": []}
         assert response == answer("clear_queue", {"steering": ["s1", "s2"], "followUp": ["f1"]}, 2)
         await raw.send({"id": 3, "type": "clear_queue"})
-        lines = await read_until(raw, "response")
-        assert lines[-1] == answer("clear_queue", {"steering": [], "followUp": []}, id=3)
+        assert await read_until(raw, "response") == [
+            update,
+            answer("clear_queue", {"steering": [], "followUp": []}, id=3),
+        ]
         assert server.session.pending_message_count == 0
 
 
