@@ -288,6 +288,9 @@ async def test_abort_while_streaming(autojump_clock: trio.testing.MockClock) -> 
         "partial": text_end["message"],
     }
     assert aborted["message"]["errorMessage"] == "Request was aborted"
+    # the last update already says aborted, as pi's does (it said "stop" before)
+    closing = text_end["message"]
+    assert (closing["stopReason"], closing["errorMessage"]) == ("aborted", "Request was aborted")
     assert rest == [
         "message_end assistant aborted",
         "turn_end",

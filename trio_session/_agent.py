@@ -285,6 +285,8 @@ class _Builder:
         error does not — as the reference's providers do.
         """
         if self.started and end.stop_reason != "error":
+            if end.stop_reason == "aborted":  # the closing update says so, as pi's does
+                self._head = self.snapshot(end, content=False)
             self._close_part()
         message = self.snapshot(end)
         if not self.started:
