@@ -56,8 +56,8 @@ def citing_files() -> list[Path]:
 
 
 def test_the_rule_list_is_read_from_the_spec() -> None:
-    """docs/spec.md defines R-1 … R-52, R-54 and R-55 (§12: pi 1.6.0's protocol; R-53, the
-    profiles, is another section's) and the lettered rules, in order; R-7 has parts."""
+    """docs/spec.md defines R-1 … R-52, R-54 and R-55 (§12: pi 1.6.0's protocol; the
+    profiles' rule comes with them) and the lettered rules, in order; R-7 has parts."""
     rules, parts = spec_rules()
     numbered = [f"R-{n}" for n in range(1, 53)] + ["R-54", "R-55"]
     assert [r for r in rules if r[-1].isdigit()] == numbered
