@@ -22,8 +22,9 @@ from trio_session.rpc import (
     connect_rpc,
     serve_rpc,
 )
+from trio_session.rpc._outbox import merge_updates
 from trio_session.rpc._protocol import COMMANDS
-from trio_session.rpc._server import BUSY, NO_FACTORY, merge_updates
+from trio_session.rpc._server import BUSY, NO_FACTORY
 
 from .rpc_helpers import (
     ERR_503,
@@ -498,10 +499,10 @@ BAD_LINES = [
         id="unknown-command",
     ),
     pytest.param(
-        b'{"type": "get_tree"}',
+        b'{"type": "branch"}',
         {
-            "command": "get_tree",
-            "error": f"Unsupported command: get_tree (this server implements {IMPLEMENTED})",
+            "command": "branch",
+            "error": f"Unsupported command: branch (this server implements {IMPLEMENTED})",
         },
         id="unsupported-command",
     ),

@@ -43,7 +43,7 @@ from trio_session._events import PartialMessage, StreamEvent
 from trio_session._messages import ThinkingContent
 from trio_session.providers._base import StreamEnd
 from trio_session.rpc import LineSplitter, RpcServer, open_rpc_client
-from trio_session.rpc._server import merge_updates
+from trio_session.rpc._outbox import merge_updates
 from trio_session.testing import EventRecorder
 
 from .test_codec import DONE, EVENTS, MESSAGES
