@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import re
 import signal
@@ -147,6 +146,8 @@ def test_check_regular_names_each_kind_without_opening(tmp_path: Path) -> None:
 
 def test_open_regular_gives_a_blocking_descriptor(tmp_path: Path) -> None:
     """The descriptor is opened with O_NONBLOCK, then has it cleared, as os.open gives one."""
+    import fcntl  # POSIX only, as this module
+
     path = tmp_path / "f"
     path.write_bytes(b"x")
     fd = open_regular(path, os.O_RDONLY)
