@@ -9,9 +9,11 @@ return only once their entry is on disk (the blocking work runs in
 ``trio.to_thread.run_sync``), and per batch for entries staged with the
 ``*_nowait`` methods, which the next ``SessionFile.flush`` writes. A failed
 write is cut back off the file (``ftruncate``), so a full disk never leaves half
-a line behind. A new file gets mode 0600 in a directory created with mode 0700
-(conversations are private), and its directory entry is fsync-ed too. One
-writer per file: an exclusive, non-blocking ``flock`` (POSIX; not on Windows).
+a line behind. A new file gets mode 0600, and each directory created for it mode
+0700 (conversations are private), and its directory entry is fsync-ed too. An
+existing file is opened only if it is a regular file of at most
+``MAX_SESSION_FILE_BYTES`` (see ``.._files``). One writer per file: an
+exclusive, non-blocking ``flock`` (POSIX; not on Windows).
 """
 
 from __future__ import annotations
