@@ -400,7 +400,7 @@ def test_provider_max_retries_zero_loads_silently(tmp_path: Path) -> None:
 
 
 def test_provider_max_retries_above_zero_is_warned_moot(tmp_path: Path) -> None:
-    """retry.provider.maxRetries 2 loads, and its file gets one warning: our providers never retry."""
+    """retry.provider.maxRetries 2 loads, and its file gets one warning: providers never retry."""
     path = write(tmp_path / "settings.json", '{"retry": {"provider": {"maxRetries": 2}}}')
     layer = SettingsLayer.from_file(path, pi=True)
     assert layer.values == {"retry.provider.maxRetries": 2}

@@ -485,8 +485,9 @@ def http_error_message(
     ``"<status> <reason>: <server's message>"``, then one ``name: value`` line per
     retry-hint header. A message that begins with the status or its reason phrase does
     not say it twice: ``{"message": "Service Unavailable", "type": "server_error"}``
-    gives ``"503 Service Unavailable (server_error)"``. An empty body gives ``"<status> status code (no body)"``, the
-    reference's wording, which R-7 reads as an overflow for 400 and 413.
+    gives ``"503 Service Unavailable (server_error)"``. An empty body gives
+    ``"<status> status code (no body)"``, the reference's wording, which R-7 reads as an
+    overflow for 400 and 413.
 
     Hint lines are added only where waiting may help — 408, 409, 425, 429, 5xx — or
     when the message is a usage limit (R-17): the header name ``x-ratelimit-reset``
