@@ -1,15 +1,17 @@
 """pi's prompt templates and skills, found and expanded as pi 1.6.0 does it.
 
-Where they are read from (pi 1.6.0's package-manager.js auto-discovery)::
+Where they are read from (pi 1.6.0's package-manager.js auto-discovery):
 
-    AGENT_DIR/prompts/*.md            templates: the direct .md children
-    AGENT_DIR/skills/                 skills: a directory holding SKILL.md is one skill
-                                      (nothing below it is read); other directories are
-                                      searched; a .md file directly in skills/ is a
-                                      skill too when its frontmatter has a description
-    ~/.agents/skills/                 skills too (no .md directly in it)
-    <cwd>/.pi/prompts, .pi/skills,    the project's: only for a project trusted in
-    .agents/skills up to the git root AGENT_DIR/trust.json, as pi 1.6.0 without a UI
+```text
+AGENT_DIR/prompts/*.md            templates: the direct .md children
+AGENT_DIR/skills/                 skills: a directory holding SKILL.md is one skill
+                                  (nothing below it is read); other directories are
+                                  searched; a .md file directly in skills/ is a
+                                  skill too when its frontmatter has a description
+~/.agents/skills/                 skills too (no .md directly in it)
+<cwd>/.pi/prompts, .pi/skills,    the project's: only for a project trusted in
+.agents/skills up to the git root AGENT_DIR/trust.json, as pi 1.6.0 without a UI
+```
 
 Names or directories starting with ``.``, and ``node_modules``, are skipped; the
 project's come first. A template is named by its file (``review.md`` is ``/review``);

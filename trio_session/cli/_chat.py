@@ -172,6 +172,7 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                     sessions_dir=start.directory,
                     history=InputHistory.load(default_history_path()),
                     banner=f"trio-session chat · {model.provider} {model.id}",
+                    prompt_input=prompts,
                 )
             except HistoryError as exc:
                 print(f"trio-session: {exc}; stopping", file=sys.stderr)
