@@ -109,3 +109,20 @@ def _private_config_dirs(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
+
+
+#: The proxy variables httpx (and the providers) read; see ``_no_proxy_variables``.
+PROXY_VARIABLES = tuple(
+    name
+    for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+    for name in (base, base.lower())
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's loopback servers are reached directly on a machine with a proxy set:
+    the proxy variables are unset for every test (and its child processes). The proxy
+    tests give theirs in the environment they build."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)

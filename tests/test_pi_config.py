@@ -391,11 +391,19 @@ def test_unknown_keys_anywhere_are_warnings_not_errors(tmp_path: Path) -> None:
     )
 
 
-def test_provider_max_retries_is_accepted_and_warned_moot(tmp_path: Path) -> None:
-    """retry.provider.maxRetries loads, and its file gets one warning: our providers never retry."""
+def test_provider_max_retries_zero_loads_silently(tmp_path: Path) -> None:
+    """retry.provider.maxRetries 0, pi's own recommendation, loads without a warning (R-28a)."""
     path = write(tmp_path / "settings.json", '{"retry": {"provider": {"maxRetries": 0}}}')
     layer = SettingsLayer.from_file(path, pi=True)
     assert layer.values == {"retry.provider.maxRetries": 0}
+    assert layer.warnings == ()
+
+
+def test_provider_max_retries_above_zero_is_warned_moot(tmp_path: Path) -> None:
+    """retry.provider.maxRetries 2 loads, and its file gets one warning: providers never retry."""
+    path = write(tmp_path / "settings.json", '{"retry": {"provider": {"maxRetries": 2}}}')
+    layer = SettingsLayer.from_file(path, pi=True)
+    assert layer.values == {"retry.provider.maxRetries": 2}
     assert layer.warnings == (f"{MOOT_PROVIDER_RETRIES} (in {path})",)
 
 
@@ -474,7 +482,8 @@ def chunk(content: str | None = None, finish: str | None = None) -> str:
 
 async def test_rpc_with_pi_agent_dir_end_to_end(tmp_path: Path, nursery: trio.Nursery) -> None:
     """rpc --agent-dir on pi's own files: the custom model answers over real HTTP with the
-    auth.json key; set_auto_retry lands in pi's settings.json; no key is ever printed."""
+    auth.json key; set_auto_retry lands in pi's settings.json; pi's recommended
+    retry.provider.maxRetries 0 draws no warning; no key is ever printed."""
     server = ScriptedServer()
     await nursery.start(server.run)
     reply = [chunk("Hello from local"), chunk(finish="stop"), "data: [DONE]\n\n"]
@@ -509,8 +518,7 @@ async def test_rpc_with_pi_agent_dir_end_to_end(tmp_path: Path, nursery: trio.Nu
         k: v for k, v in settings.items() if k != "retry"
     }
     assert written["retry"]["provider"] == {"maxRetries": 0}
-    moot = f"{MOOT_PROVIDER_RETRIES} (in {directory / 'settings.json'})"
-    assert client.stderr == f"trio-session: warning: {moot}\n"
+    assert client.stderr == ""  # pi's recommended retry.provider.maxRetries 0: no warning
     assert AUTH_SECRET not in json.dumps([end, state, stdout_state])
 
 

@@ -289,7 +289,7 @@ HTTP_ERRORS = [
     ),
     pytest.param(
         respond(500, anthropic_error("api_error", "Internal server error")),
-        "500 Internal Server Error: Internal server error (api_error)",
+        "500 Internal Server Error (api_error)",
         "retry",
         id="500-api-error",
     ),

@@ -445,7 +445,7 @@ async def test_a_garbage_error_body(server: ScriptedServer, provider: GeminiProv
     html = "<html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>"
     server.script(respond(502, html, content_type="text/html"))
     end, _ = await ask(provider)
-    assert end == StreamEnd.error("502 Bad Gateway: 502 Bad Gateway upstream down")
+    assert end == StreamEnd.error("502 Bad Gateway: upstream down")
     assert decision(end.error_message) == "retry"
 
 

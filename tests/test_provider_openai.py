@@ -336,6 +336,16 @@ HTTP_ERRORS = [
         id="500-json",
     ),
     pytest.param(
+        respond(
+            503,
+            openai_error("Service Unavailable", "server_error"),
+            [("retry-after", "3")],
+        ),
+        "503 Service Unavailable (server_error)\nretry-after: 3",
+        "retry",
+        id="503-json-repeats-status",
+    ),
+    pytest.param(
         respond(502, ""),
         "502 status code (no body)",
         "retry",

@@ -1,7 +1,7 @@
-"""What the ``trio-session`` subcommands do, given plain values (``_cli`` parses argv).
+"""What the ``trio-session`` subcommands do, given plain values (``trio_session.cli`` parses argv).
 
 Every function here turns user mistakes into a ``CommandError`` with a message
-meant for a person; ``_cli`` prints it and exits 2. Nothing here prints a traceback.
+meant for a person; the command line prints it and exits 2. Nothing here prints a traceback.
 """
 
 from __future__ import annotations
@@ -373,16 +373,13 @@ def preflight(
     agent_dir: AgentDirConfig | None = None,
     environ: Mapping[str, str] = os.environ,
     stored: Callable[[str], bool] | None = None,
+    check_key: bool = True,
 ) -> None:
     """Check, before any session opens, what would otherwise fail at the first prompt.
 
-    The endpoint (``endpoint``) must be an absolute http(s) URL with a host. A key is
-    needed when the requests go to a provider's own service (its default endpoint, or
-    the one pi knows for it): from ``--api-key``/``--api-key-file`` (or pi's auth.json,
-    already in ``api_key``), the provider's environment variable, or the credential
-    store (``stored(provider)``, by default: the SQLite store has a key for it). A
-    custom endpoint — ``--base-url``, ``OPENAI_BASE_URL``, a models.json ``baseUrl`` —
-    may run without a key (a local server), so none is demanded there.
+    The endpoint (``endpoint``) must be an absolute http(s) URL with a host. With
+    ``check_key``, a missing key stops it too (``missing_key``); ``chat`` and ``rpc``
+    leave that to the prompt that needs one, as pi does.
 
     Raises:
         CommandError: one line saying what is wrong and how to fix it; never a key.
@@ -398,22 +395,58 @@ def preflight(
             f"{where} {problem}; give the API root, like https://api.example.com/v1 "
             "or http://127.0.0.1:8080/v1"
         )
+    if check_key:
+        ways = missing_key(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            agent_dir=agent_dir,
+            environ=environ,
+            stored=stored,
+        )
+        if ways is not None:
+            raise CommandError(f"no API key for {model.provider}: {ways}")
+
+
+def missing_key(
+    model: Model,
+    *,
+    base_url: str | None,
+    api_key: str | None,
+    agent_dir: AgentDirConfig | None = None,
+    environ: Mapping[str, str] = os.environ,
+    stored: Callable[[str], bool] | None = None,
+) -> str | None:
+    """How to give ``model``'s provider a key, if it needs one and has none; else ``None``.
+
+    A key is needed when the requests go to a provider's own service (its default
+    endpoint, or the one pi knows for it): from ``--api-key``/``--api-key-file`` (or
+    pi's auth.json, already in ``api_key``), the provider's environment variable, or
+    the credential store (``stored(provider)``, by default: the SQLite store has a key
+    for it). A custom endpoint — ``--base-url``, ``OPENAI_BASE_URL``, a models.json
+    ``baseUrl`` — may run without a key (a local server), so none is demanded there.
+
+    Returns:
+        ``"set OPENAI_API_KEY, run 'trio-session auth add openai' or pass --api-key-file
+        PATH"`` (never a key), or ``None``.
+    """
+    url, _ = endpoint(model, base_url)
     built_in = BUILT_IN_PROVIDERS.get(model.provider)
     official = {provider_class(model).DEFAULT_BASE_URL.rstrip("/")}
     if built_in is not None and built_in.base_url:
         official.add(built_in.base_url.rstrip("/"))
     if url.rstrip("/") not in official or api_key:
-        return
+        return None
     if env_api_key(model.provider, environ) is not None:
-        return
+        return None
     if (stored or _has_stored_key)(model.provider):
-        return
+        return None
     ways = [f"set {' or '.join(key_variables(model.provider)) or 'its key variable'}"]
     ways.append(f"run 'trio-session auth add {model.provider}'")
     ways.append("pass --api-key-file PATH")
     if agent_dir is not None:
         ways.append(f"add it to {agent_dir.auth_path}")
-    raise CommandError(f"no API key for {model.provider}: {', '.join(ways[:-1])} or {ways[-1]}")
+    return f"{', '.join(ways[:-1])} or {ways[-1]}"
 
 
 def _has_stored_key(provider: str) -> bool:

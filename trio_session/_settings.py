@@ -307,7 +307,8 @@ PI_ONLY_KEYS: frozenset[str] = frozenset(
         "websockets",
     }
 )
-#: ``retry.provider.maxRetries`` set in a file: said once per file, as a warning.
+#: ``retry.provider.maxRetries`` above 0 in a file: said once per file, as a warning. 0 —
+#: pi's own recommendation — is what the providers do anyway (R-28a), so it loads silently.
 MOOT_PROVIDER_RETRIES = (
     "retry.provider.maxRetries has no effect in trio-session: its providers never "
     "retry on their own, the session's retry policy (retry.maxRetries) does"
@@ -423,7 +424,7 @@ class SettingsLayer:
             key = unknown[0]
             raise SettingsError(_unknown_message(key, source), key=key, source=source)
         warnings = [f"{_unknown_message(key, source)}; ignored" for key in unknown]
-        if values.get("retry.provider.maxRetries") is not None:
+        if values.get("retry.provider.maxRetries"):  # None or 0: nothing to say
             warnings.append(f"{MOOT_PROVIDER_RETRIES} (in {source})")
         return cls(source=source, values=values, warnings=tuple(warnings))
 

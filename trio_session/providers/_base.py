@@ -486,8 +486,11 @@ def http_error_message(
     """The ``errorMessage`` for an HTTP error response (R-52).
 
     ``"<status> <reason>: <server's message>"``, then one ``name: value`` line per
-    retry-hint header. An empty body gives ``"<status> status code (no body)"``, the
-    reference's wording, which R-7 reads as an overflow for 400 and 413.
+    retry-hint header. A message that begins with the status or its reason phrase does
+    not say it twice: ``{"message": "Service Unavailable", "type": "server_error"}``
+    gives ``"503 Service Unavailable (server_error)"``. An empty body gives
+    ``"<status> status code (no body)"``, the reference's wording, which R-7 reads as an
+    overflow for 400 and 413.
 
     Hint lines are added only where waiting may help — 408, 409, 425, 429, 5xx — or
     when the message is a usage limit (R-17): the header name ``x-ratelimit-reset``
@@ -498,8 +501,13 @@ def http_error_message(
     headers = headers or {}
     secrets = tuple(secrets)
     detail = body_detail(body, content_type, secrets=secrets)
+    line = status_reason(status, reason)
     if detail:
-        text = f"{status_reason(status, reason)}: {detail}"
+        rest = _unrepeated(detail, line)
+        if rest == detail or not rest.startswith("("):
+            text = f"{line}: {rest}" if rest else line
+        else:  # what is left of "Service Unavailable (server_error)"
+            text = f"{line} {rest}"
     else:
         text = f"{status} status code (no body)"
     lines = [text]
@@ -510,6 +518,21 @@ def http_error_message(
         if location:
             lines.append(f"location: {excerpt(location, MAX_EXCERPT_CHARS, secrets=secrets)}")
     return "\n".join(lines)
+
+
+def _unrepeated(detail: str, line: str) -> str:
+    """``detail`` without a leading copy of the status ``line`` or of its reason phrase.
+
+    ``"Service Unavailable (server_error)"`` after ``"503 Service Unavailable"`` is
+    ``"(server_error)"``; a detail that only repeats the status is ``""``.
+    """
+    _, _, phrase = line.partition(" ")
+    for prefix in (line, phrase):
+        if prefix and detail.lower().startswith(prefix.lower()):
+            rest = detail[len(prefix) :]
+            if not rest or not rest[0].isalnum():
+                return rest.lstrip(" :.,;-")
+    return detail
 
 
 def event_error_message(

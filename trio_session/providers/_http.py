@@ -32,10 +32,11 @@ are async generators nested several deep, and leaving the outer one abandons the
 ones to the garbage collector (trio warns). A cancellation instead unwinds every level
 from the innermost read, and httpcore closes the connection on the way out.
 
-Nothing here retries (R-28a): the owned client's transport has ``retries=0`` and
-redirects are not followed — a 3xx is an error naming its ``location``. Cancellation
-passes straight through; leaving ``client.stream()`` closes the response, and with it
-the connection, so the server sees the disconnect at once.
+Nothing here retries (R-28a): the owned client's transports have ``retries=0`` (the
+direct one, and one per proxy of the environment: ``HTTPS_PROXY``, ``NO_PROXY``, see
+``_proxy``), and redirects are not followed: a 3xx is an error naming its ``location``.
+Cancellation passes straight through; leaving ``client.stream()`` closes the response,
+and with it the connection, so the server sees the disconnect at once.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from ._base import (
     invalid_response_message,
     redact,
 )
+from ._proxy import proxy_mounts, proxy_secrets
 from ._sse import EventStreamTooLarge, ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
@@ -346,6 +348,7 @@ class HttpProvider:
         if self._client is None:
             self._client = httpx.AsyncClient(
                 transport=httpx.AsyncHTTPTransport(retries=0),
+                mounts=proxy_mounts(),  # HTTP(S)_PROXY, NO_PROXY: see _proxy
                 timeout=self.timeout,
                 follow_redirects=False,
             )
@@ -400,7 +403,7 @@ class HttpProvider:
             sink: where the streamed text, thinking, tool calls and usage go.
         """
         key = request.api_key or self._api_key
-        secrets = tuple(s for s in (request.api_key, self._api_key) if s)
+        secrets = (*(s for s in (request.api_key, self._api_key) if s), *proxy_secrets())
         attempt = _Attempt()
         limit = self._attempt_timeout
         with trio.move_on_after(math.inf if limit is None else limit) as deadline:

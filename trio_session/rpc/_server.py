@@ -50,6 +50,7 @@ from .._errors import CompactionError, SessionBusyError, SessionClosedError
 from .._events import MessageUpdate, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._messages import UserMessage
+from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
 from ..store._history import HistoryError, LoadedSession, MessageEntry, load_session
 from ..store._session_file import fork_session
@@ -448,6 +449,9 @@ class RpcServer:
             ``message``, no ``assistantMessageEvent.partial``, no top-level ``delta``):
             the client accumulates deltas by ``contentIndex`` (docs/rpc.md). Off by
             default: the reference's shape, which its own clients read.
+        prompt_input: what ``prompt``, ``steer`` and ``follow_up`` text goes through
+            first: pi's templates and skills expanded, a prompt without a key refused
+            (``trio_session._prompt_input``); ``get_commands`` lists its commands.
 
     Use ``serve_rpc``, or ``await nursery.start(server.serve)``.
     """
@@ -459,6 +463,7 @@ class RpcServer:
     merge_updates_after: int = MERGE_UPDATES_AFTER
     first_session: SessionRequest = attrs.field(factory=SessionRequest)
     lean_updates: bool = False
+    prompt_input: PromptInput = attrs.field(factory=PromptInput)
     _outbox: _Outbox = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
@@ -680,10 +685,10 @@ class RpcServer:
         command: Steer | FollowUp | SetSteeringMode | SetFollowUpMode | Compact,
     ) -> Response:
         if isinstance(command, Steer):
-            session.steer(command.message, command.images)
+            session.steer(self.prompt_input.expand(command.message), command.images)
             return Response.ok(command)
         if isinstance(command, FollowUp):
-            session.follow_up(command.message, command.images)
+            session.follow_up(self.prompt_input.expand(command.message), command.images)
             return Response.ok(command)
         if isinstance(command, SetSteeringMode):
             session.set_steering_mode(command.mode)
@@ -735,7 +740,13 @@ class RpcServer:
         return {} if status is None else {"credentialStore": status}
 
     def _prompt(self, command: Prompt) -> Response:
-        if self._run is not None or self.session.is_running:
+        starting = self._run is None and not self.session.is_running
+        try:
+            text = self.prompt_input.prepare(command.message, self.session.model, starting=starting)
+        except PromptRefused as exc:  # as pi: the prompt's answer says it, no run starts
+            return Response.failed(command, str(exc))
+        command = attrs.evolve(command, message=text)
+        if not starting:
             if self.session.join_retry(command.message, command.images):
                 # In a backoff sleep nothing streams: the reference starts the prompt at
                 # once (streamingBehavior or not); here the wait is cut short and the
@@ -903,7 +914,7 @@ class RpcServer:
                 return Response.failed(command, f"cannot write the HTML file: {exc}")
             return Response.ok(command, {"path": str(path)})
         if isinstance(command, GetCommands):
-            return Response.ok(command, {"commands": []})
+            return Response.ok(command, {"commands": self.prompt_input.commands()})
         assert_never(command)
 
     async def _abort_bash(self) -> None:

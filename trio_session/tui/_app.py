@@ -41,6 +41,7 @@ from .._events import (
     SessionEvent,
 )
 from .._messages import AssistantMessage, UserMessage
+from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession, EventStream
 from ..providers._base import Model
 from ..store._history import HistoryError, SessionSummary, list_sessions
@@ -125,6 +126,8 @@ class ChatApp:
             commands say they are not available (the demo).
         sessions_dir: where ``/resume`` looks for this directory's sessions.
         style: colours or not.
+        prompt_input: what a sent line goes through first: pi's templates and skills
+            expanded, a prompt without a key refused (``trio_session._prompt_input``).
     """
 
     screen: Screen
@@ -133,6 +136,7 @@ class ChatApp:
     opener: SessionOpener | None = None
     sessions_dir: Path | None = None
     style: Style = attrs.field(factory=Style)
+    prompt_input: PromptInput = attrs.field(factory=PromptInput)
     clock: Callable[[], float] = trio.current_time
     editor: Editor = attrs.field(init=False)
     transcript: Transcript = attrs.field(init=False)
@@ -517,7 +521,7 @@ class ChatApp:
         self.editor.take()
         if self.session.is_running:
             try:
-                self.session.steer(text)
+                self.session.steer(self.prompt_input.expand(text))
             except (SessionBusyError, TrioSessionError, ValueError) as exc:
                 self._say(f"  ✗ {exc}")
             return False
@@ -529,6 +533,12 @@ class ChatApp:
         self._start(self._prompt, text)
 
     async def _prompt(self, text: str) -> None:
+        try:
+            text = self.prompt_input.prepare(text, self.session.model, starting=True)
+        except PromptRefused as exc:  # as pi: said, and nothing is sent
+            self._say(f"  ✗ {exc}")
+            self.render()
+            return
         try:
             await self.session.prompt(text)
         except SessionBusyError:
@@ -668,6 +678,7 @@ async def run_terminal_chat(
     history: InputHistory | None = None,
     first_prompt: str | None = None,
     banner: str | None = None,
+    prompt_input: PromptInput | None = None,
     fd: int = 0,
     out: TextIO | None = None,
 ) -> None:
@@ -685,5 +696,6 @@ async def run_terminal_chat(
             opener=opener,
             sessions_dir=sessions_dir,
             style=Style(color=color_wanted()),
+            prompt_input=prompt_input if prompt_input is not None else PromptInput(),
         )
         await app.run(session, resume=resume, first_prompt=first_prompt, banner=banner)
