@@ -12,7 +12,8 @@ from typing import TextIO
 import trio
 
 from ._agent import AgentError, Observed, start_agent
-from ._scenarios import SCENARIOS, Check, Result, Run, Scenario, requests, retry_summary
+from ._checks import Check, Result, Run, requests, retry_summary
+from ._scenarios import SCENARIOS, Scenario
 from ._server import LoopbackLLM
 
 #: How long one scenario may take at all, seconds (its runs have their own timeouts).
