@@ -44,7 +44,14 @@ class Check:
 
 @attrs.frozen
 class Result:
-    """A scenario's outcome."""
+    """A scenario's outcome.
+
+    ``error`` says why the scenario could not run to its end; ``broken`` that it showed
+    the agent is no RPC agent at all (its output is not JSON lines, or it died, stayed
+    silent or flooded before answering a command), so the kit runs no further scenario
+    against it; ``ran`` is false for those (their ``error`` says so). ``notes``: what
+    else the kit saw (an agent that would not exit).
+    """
 
     name: str
     rules: tuple[str, ...]
@@ -53,6 +60,9 @@ class Result:
     observed: str
     checks: tuple[Check, ...]
     error: str | None = None
+    notes: tuple[str, ...] = ()
+    broken: bool = False
+    ran: bool = True
 
     @property
     def verdict(self) -> Verdict:
@@ -76,6 +86,9 @@ class Result:
             "observed": self.observed,
             "verdict": self.verdict,
             "error": self.error,
+            "notes": list(self.notes),
+            "broken": self.broken,
+            "ran": self.ran,
             "checks": [
                 {
                     "rules": c.rules,
