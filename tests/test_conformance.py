@@ -122,6 +122,7 @@ def observed(stdout: str, name: str) -> tuple[str, str]:
             f"{EXIT_STDERR.strip()!r}",
         ),
     ],
+    ids=["not-json", "flood", "long-line", "exits"],
 )
 def test_a_broken_agent_is_reported_at_once_and_the_kit_stops(mode: str, message: str) -> None:
     """Issue 25: output that is not JSON lines, a flood, a 300 MB line, an early exit:
