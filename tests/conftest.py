@@ -126,3 +126,60 @@ def _no_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     tests give theirs in the environment they build."""
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+
+# -- the `slow` marker ----------------------------------------------------------------------
+# `pytest -m "not slow"` is the quick run for a newcomer; plain `pytest` (CI) runs all.
+# Slow: the end-to-end tests — real processes of the package driven from outside, tmux,
+# Chromium, pi on node, redis-server being killed, package builds, kill soaks — and the
+# few other tests that take seconds each. tests/test_slow_marker.py checks every name here.
+
+#: Test modules (paths under tests/) that are end-to-end as a whole.
+SLOW_MODULES = frozenset(
+    {
+        "interop/",  # pi 0.73.1 on node
+        "test_cli.py",  # the trio-session command: a process (or two) per test
+        "test_cli_pi_flags.py",  # pi's flags, a process per test
+        "test_cli_preflight.py",  # the same, against a loopback server
+        "test_docs_site.py",  # the built site in headless Chromium
+        "test_durability_cli.py",  # the chat process under signals and limits, in tmux
+        "test_fleet_cli.py",  # CLI processes sharing a redis-server
+        "test_hostile_paths.py",  # rpc and chat processes handed FIFOs, /dev/zero, …
+        "test_kill_soak.py",
+        "test_packaging.py",  # builds the sdist and wheel
+        "test_redis_faults.py",  # redis-server killed, frozen, restarted
+        "test_rpc_process.py",  # the rpc scenarios through a real process
+        "test_tui_chat_tmux.py",
+        "test_tui_tmux.py",
+    }
+)
+
+#: Single tests (every parametrization) that take seconds, by module.
+SLOW_TESTS = {
+    "test_conformance.py": frozenset(
+        {
+            "test_an_agent_that_drops_auto_retry_end_fails_naming_the_rules",
+            "test_an_agent_that_will_not_exit_is_killed_and_noted",
+            "test_a_silent_agent_is_reported_after_one_response_timeout",
+            "test_our_rpc_passes_every_scenario",
+        }
+    ),
+    "test_credential_contract.py": frozenset({"test_rotation_is_atomic_across_processes"}),
+    "test_docs_hooks.py": frozenset({"test_the_built_site_links_every_rule_id"}),
+    "test_rpc_fuzz.py": frozenset({"test_fuzz_real_process"}),
+    "test_shared_cooldown.py": frozenset({"test_redis_shares_the_cooldown_between_workers"}),
+}
+
+_TESTS_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of ``SLOW_MODULES`` and ``SLOW_TESTS`` ``slow``."""
+    for item in items:
+        path = item.path.resolve()
+        if not path.is_relative_to(_TESTS_DIR):
+            continue
+        where = path.relative_to(_TESTS_DIR).as_posix()
+        name = getattr(item, "originalname", item.name)
+        slow = any(where == m or (m.endswith("/") and where.startswith(m)) for m in SLOW_MODULES)
+        if slow or name in SLOW_TESTS.get(where, ()):
+            item.add_marker(pytest.mark.slow)
