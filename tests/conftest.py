@@ -127,6 +127,7 @@ def _no_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
+
 # -- the `slow` marker ----------------------------------------------------------------------
 # `pytest -m "not slow"` is the quick run for a newcomer; plain `pytest` (CI) runs all.
 # Slow: the end-to-end tests — real processes of the package driven from outside, tmux,
