@@ -18,7 +18,7 @@ from trio_session import (
     parse_retry_after_ms,
     plan_delay,
 )
-from trio_session._backoff import MAX_WAIT_MS
+from trio_session._retry.backoff import MAX_WAIT_MS
 from trio_session._settings import RANGES, Jitter
 
 DRAWS = 2000

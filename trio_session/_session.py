@@ -30,7 +30,7 @@ import trio
 
 from ._agent import QUEUE_MODES, Agent, MessageQueue, QueueMode, Tool
 from ._bash import BashResult, BashRun
-from ._classify import CLASSIFIERS, Classifier
+from ._retry.classify import CLASSIFIERS, Classifier
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import (
     CompactionError,
@@ -69,7 +69,7 @@ from ._messages import (
     TextContent,
     UserMessage,
 )
-from ._retry import Next, RetryChain
+from ._retry.chain import Next, RetryChain
 from ._settings import RetrySettings, Settings, SettingsStore
 from ._stats import SessionStats, session_stats
 from ._stream import ReplyStream, open_reply_stream

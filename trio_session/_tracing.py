@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._classify import CLASSIFIERS
+from ._retry.classify import CLASSIFIERS
 from ._events import (
     AgentEnd,
     AgentStart,

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from .._classify import USAGE_LIMIT_PATTERN
+from .._retry.classify import USAGE_LIMIT_PATTERN
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 
 

@@ -31,11 +31,11 @@ from typing import Protocol
 import attrs
 import trio
 
-from ._backoff import plan_delay
-from ._classify import is_usage_limit_error, parse_retry_after_ms
-from ._events import AutoRetryEnd, AutoRetryStart, SessionEvent
-from ._messages import AssistantMessage
-from ._settings import RetrySettings
+from .backoff import plan_delay
+from .classify import is_usage_limit_error, parse_retry_after_ms
+from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
+from .._messages import AssistantMessage
+from .._settings_values import RetrySettings
 
 CANCELLED = "Retry cancelled"
 
