@@ -46,6 +46,7 @@ from ._events import (
 )
 from ._extensions import Extension, load_entry_point_extensions, load_extension_file
 from ._messages import AssistantMessage, UserMessage
+from ._opening import open_session
 from ._pi_config import (
     AGENT_DIR_VARIABLE,
     AgentDirConfig,
@@ -53,7 +54,7 @@ from ._pi_config import (
     available_models,
     load_agent_dir,
 )
-from ._session import AgentSession, EventStream, open_session
+from ._session import AgentSession, EventStream
 from ._settings import RANGES, SettingsStore
 from .providers._base import Model, Provider, ProviderRequest
 from .providers._faux import FauxProvider, FauxReply

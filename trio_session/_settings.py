@@ -44,13 +44,15 @@ from ._settings_files import parse_settings_json, read_settings_text
 from ._settings_files import persist_setting as persist_setting
 from ._settings_values import (
     GROUPS,
-    MOOT_PROVIDER_RETRIES,
     PI_ONLY_KEYS,
     PROGRAMMATIC,
     SCHEMA,
     SUBGROUPS,
     unknown_message,
     validate_value,
+)
+from ._settings_values import (
+    MOOT_PROVIDER_RETRIES as MOOT_PROVIDER_RETRIES,
 )
 from ._settings_values import RANGES as RANGES
 from ._settings_values import ClassifierName as ClassifierName

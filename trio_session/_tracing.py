@@ -45,12 +45,11 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
-from ._retry.classify import CLASSIFIERS
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -63,7 +62,35 @@ from ._events import (
     TurnStart,
 )
 from ._messages import AssistantMessage
+from ._retry.classify import CLASSIFIERS, Classifier
+from ._settings_values import Settings
+from .providers._base import Model
 from .store._credentials import redact
+
+
+class ObservedSession(Protocol):
+    """What the observer reads of its session (``AgentSession``), declared here, below it."""
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        ...
+
+    @property
+    def model(self) -> Model:
+        """The model the session asks."""
+        ...
+
+    @property
+    def settings(self) -> Settings:
+        """The effective settings."""
+        ...
+
+    @property
+    def _classifier(self) -> Classifier | None:
+        """The session's own classifier, if it was given one (see the layer test's allowlist)."""
+        ...
+
 
 #: Whether OpenTelemetry can be imported. It is imported when the first session makes its
 #: tracer (``session_tracer``), not with this module: a program that never opens a
@@ -76,7 +103,6 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from ._session import AgentSession
 
 #: The instrumentation scope name of every span.
 TRACER_NAME = "trio_session"
@@ -115,7 +141,7 @@ class SessionTracer:
         tracer_provider: where spans go; the global one if ``None``.
     """
 
-    _session: weakref.ref[AgentSession]
+    _session: weakref.ref[ObservedSession]
     _secrets: AbstractSet[str]
     _tracer_provider: TracerProvider | None = None
     _tracer: Tracer | None = attrs.field(default=None, init=False)  # in a recorded prompt
@@ -451,7 +477,7 @@ def tracer_of(provider: TracerProvider) -> Tracer:
     return tracer
 
 
-def describe_session(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
+def describe_session(ref: weakref.ref[ObservedSession]) -> tuple[str, str, str]:
     """``(session id, provider, model id)`` of the session, if it is still alive."""
     session = ref()
     if session is None:  # pragma: no cover - events come from a live session
@@ -459,7 +485,7 @@ def describe_session(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
     return (session.session_id, session.model.provider, session.model.id)
 
 
-def classify_for(ref: weakref.ref[AgentSession], message: AssistantMessage) -> str:
+def classify_for(ref: weakref.ref[ObservedSession], message: AssistantMessage) -> str:
     """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says."""
     session = ref()
     if session is None:  # pragma: no cover - events come from a live session
@@ -484,7 +510,7 @@ def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
 def session_tracer(
     tracer_provider: TracerProvider | None,
     *,
-    session: weakref.ref[AgentSession],
+    session: weakref.ref[ObservedSession],
     secrets: AbstractSet[str],
 ) -> SessionTracer | None:
     """The span maker for one session, or ``None`` when OpenTelemetry is not installed.

@@ -22,10 +22,20 @@ Pure: a function of the message and the values handed in.
 from __future__ import annotations
 
 import enum
+from typing import Protocol
 
 from .._messages import AssistantMessage
 from .._settings_values import Settings
 from .classify import Classifier
+
+
+class SettingsSource(Protocol):
+    """Where the effective settings are read, fresh each time (``SettingsStore``)."""
+
+    @property
+    def current(self) -> Settings:
+        """The effective settings now."""
+        ...
 
 
 class Next(enum.Enum):

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from .._retry.classify import USAGE_LIMIT_PATTERN
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
+from .._retry.classify import USAGE_LIMIT_PATTERN
 
 
 @attrs.frozen
