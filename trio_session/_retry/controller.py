@@ -1,16 +1,7 @@
 """The prompt's scope tree, and everything that acts on it: settle, join, abort, succeed.
 
-One ``PromptController`` per session. ``run`` is one prompt, start to return:
-
-```text
-PromptController.run()                   returns when this nursery closes (R-35)
-└── nursery (cancel scope = the run)     abort() / the caller's timeout cancel it (R-32, R-33)
-    ├── first run: agent.prompt()        in the prompt's own task; decide() at its agent_end
-    └── retry chain task                 exists ⇔ is_retrying (R-10)
-        └── CancelScope (the chain)      abort_retry() cancels it (R-29, R-31)
-            ├── sleep(delay)             retry_now() / join() end just this wait (R-34a)
-            └── agent continue           the re-attempt, under the same scope
-```
+One ``PromptController`` per session. ``run`` is one prompt, start to return, in the
+scope tree ``trio_session._retry`` draws (its ``__init__``).
 
 After every run ``decide`` says what follows (the verdict is the run's return value
 here, never a field read later): nothing, a chain (``settle`` starts its task), or a
@@ -72,6 +63,11 @@ class PromptEnd(Protocol):
 
 class PromptJournal(Protocol):
     """What a prompt needs of the session's history (its ``Journal``)."""
+
+    @property
+    def file(self) -> object | None:
+        """The session file, if the session keeps one (nothing to write without it)."""
+        ...
 
     async def stage_prompt(self, user: UserMessage) -> None:
         """Put the prompt on disk before its request goes out (nothing without a file)."""
@@ -195,18 +191,34 @@ class PromptController:
         span = self.watcher.prompt()
         span.__enter__()
         try:
-            try:  # as ``with _UNWRAPPED:``, without a bound method kept meanwhile
-                async with trio.open_nursery() as nursery:
-                    self._nursery = nursery
-                    self._run_scope = nursery.cancel_scope
+            with trio.CancelScope() as scope:  # the run, until a nursery takes over
+                self._run_scope = scope
+                if self.journal.file is not None:
                     await self.journal.stage_prompt(user)
-                    last = await self.agent.prompt(user, will_continue=self._decide)
-                    await self._settle(last, self._take_verdict())
-            except BaseExceptionGroup as group:
-                _UNWRAPPED.__exit__(type(group), group, group.__traceback__)
-                raise
-            if nursery.cancel_scope.cancelled_caught:
+                last = await self.agent.prompt(user, will_continue=self._decide)
+            step = self._take_verdict()
+            if scope.cancelled_caught:
                 self.watcher.prompt_aborted()
+            elif step is not Next.DONE:
+                # A chain or a compaction follows: they run in the prompt's nursery,
+                # opened only now, so a turn that succeeds first time pays for none (nor
+                # for unwrapping: only a nursery makes exception groups). Its scope is the
+                # run's from here on, born cancelled if abort() came as the first run
+                # ended; the first scope is let go.
+                aborted = scope.cancel_called
+                del scope
+                try:  # as ``with _UNWRAPPED:``, without a bound method kept meanwhile
+                    async with trio.open_nursery() as nursery:
+                        self._nursery = nursery
+                        run = self._run_scope = nursery.cancel_scope
+                        if aborted:
+                            run.cancel(reason="session aborted")
+                        await self._settle(last, step)
+                except BaseExceptionGroup as group:
+                    _UNWRAPPED.__exit__(type(group), group, group.__traceback__)
+                    raise
+                if run.cancelled_caught:
+                    self.watcher.prompt_aborted()
         except BaseException as exc:
             if not span.__exit__(type(exc), exc, exc.__traceback__):
                 raise
@@ -230,8 +242,9 @@ class PromptController:
                 self.agent.steering.messages[:0] = self._joined
                 self._joined = None
                 self.hub.emit(self.agent.queue_update())
-            with trio.CancelScope(shield=True):
-                await self.journal.flush_at_end()
+            if self.journal.file is not None:
+                with trio.CancelScope(shield=True):
+                    await self.journal.flush_at_end()
         finally:
             self.running = False
             self._run_scope = None
