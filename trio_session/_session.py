@@ -134,7 +134,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         # An HTTP provider's own key (``api_key=``), so that no record or span shows it.
         key = getattr(self._provider, "_api_key", None)
         observer = self._observer = SessionObserver.install(
-            self, self._tracer_provider, provider_key=key
+            self, self._tracer_provider, provider_key=key, classifier=self._classifier
         )
         hub = self._hub = EventHub(observer, self._extensions)
         if self._extensions is not None:

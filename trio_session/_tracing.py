@@ -86,11 +86,6 @@ class ObservedSession(Protocol):
         """The effective settings."""
         ...
 
-    @property
-    def _classifier(self) -> Classifier | None:
-        """The session's own classifier, if it was given one (see the layer test's allowlist)."""
-        ...
-
 
 #: Whether OpenTelemetry can be imported. It is imported when the first session makes its
 #: tracer (``session_tracer``), not with this module: a program that never opens a
@@ -144,6 +139,7 @@ class SessionTracer:
     _session: weakref.ref[ObservedSession]
     _secrets: AbstractSet[str]
     _tracer_provider: TracerProvider | None = None
+    _classifier: Classifier | None = None  # the session's own, if it was given one
     _tracer: Tracer | None = attrs.field(default=None, init=False)  # in a recorded prompt
     _wall_ns: int | None = attrs.field(default=None, init=False)  # the clock's anchor
     _trio_s: float = attrs.field(default=0.0, init=False)
@@ -183,7 +179,7 @@ class SessionTracer:
         return describe_session(self._session)
 
     def _classify(self, message: AssistantMessage) -> str:
-        return classify_for(self._session, message)
+        return classify_for(self._session, message, self._classifier)
 
     def _scrub(self, text: str) -> str:
         return scrub_secrets(text, self._secrets) if self._secrets else text
@@ -485,12 +481,15 @@ def describe_session(ref: weakref.ref[ObservedSession]) -> tuple[str, str, str]:
     return (session.session_id, session.model.provider, session.model.id)
 
 
-def classify_for(ref: weakref.ref[ObservedSession], message: AssistantMessage) -> str:
-    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says."""
+def classify_for(
+    ref: weakref.ref[ObservedSession], message: AssistantMessage, own: Classifier | None
+) -> str:
+    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says:
+    ``own`` (the one it was given), else its ``retry.classifier``."""
     session = ref()
     if session is None:  # pragma: no cover - events come from a live session
         return "fatal"
-    classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
+    classifier = own or CLASSIFIERS[session.settings.retry.classifier]
     window = session.model.context_window
     if classifier.is_retryable(message, window):
         return "retryable"
@@ -512,6 +511,7 @@ def session_tracer(
     *,
     session: weakref.ref[ObservedSession],
     secrets: AbstractSet[str],
+    classifier: Classifier | None = None,
 ) -> SessionTracer | None:
     """The span maker for one session, or ``None`` when OpenTelemetry is not installed.
 
@@ -521,7 +521,8 @@ def session_tracer(
             each prompt starts.
         session: the session, weakly.
         secrets: the session's API keys (``use_secrets`` replaces the set).
+        classifier: the session's own classifier, if it was given one.
     """
     if not _import_opentelemetry():
         return None
-    return SessionTracer(session, secrets, tracer_provider)
+    return SessionTracer(session, secrets, tracer_provider, classifier)
