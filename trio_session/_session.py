@@ -10,7 +10,6 @@ in its own module:
 | ``EventHub`` | ``_session_parts/hub.py`` | observer, subscribers, streams, extensions |
 | ``Journal`` | ``_session_parts/journal.py`` | the history and the session file's writes |
 | ``Compaction`` | ``_session_parts/compaction.py`` | manual and overflow compaction |
-| ``BashShelf`` | ``_session_parts/bash.py`` | ``bash`` commands and their waiting results |
 
 and the public methods of queues, models and thinking, bash, records (stats, export,
 name) and switches (auto-retry, auto-compaction) come from the ``*Part`` base classes
@@ -30,6 +29,7 @@ import attrs
 import trio
 
 from ._agent import Agent, Tool
+from ._bash import BashRun
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, SessionBusyError
 from ._events import CompactionResult, MessageEnd, SessionEvent
@@ -39,7 +39,7 @@ from ._messages import AssistantMessage, ImageContent, Message, UserMessage
 from ._retry.classify import Classifier
 from ._retry.controller import BUSY, PromptController
 from ._retry.keys import KeyRing
-from ._session_parts.bash import BashPart, BashShelf
+from ._session_parts.bash import BashPart
 from ._session_parts.compaction import NOTHING_TO_COMPACT, Compaction
 from ._session_parts.hub import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Subscriber
 from ._session_parts.journal import Journal
@@ -127,7 +127,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _journal: Journal = attrs.field(init=False)
     _agent: Agent = attrs.field(init=False)
     _compaction: Compaction = attrs.field(init=False)
-    _bash: BashShelf = attrs.field(init=False)
+    _bash_run: BashRun | None = attrs.field(default=None, init=False)
     _control: PromptController = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -140,18 +140,18 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         if self._extensions is not None:
             self._extensions.report = hub.emit  # extension_error events
         file = self._history_file
-        journal = self._journal = Journal(file, hub)
         agent = self._agent = Agent(
             provider=self._provider,
             model=self._model,
             emit=self._on_agent_event,
             tools=self._tools,
             system_prompt=self._system_prompt,
-            checkpoint=journal.flush if file is not None else None,
         )
+        journal = self._journal = Journal(file, hub, agent.messages)
+        if file is not None:
+            agent.checkpoint = journal.flush  # what a run produced is on disk first
         settings = self._settings
         self._compaction = Compaction(self._compactor, agent, settings, file, hub)
-        self._bash = BashShelf(agent.messages, journal.messages, file)
         keys = None
         if self._credentials is not None:
             keys = KeyRing(
@@ -164,7 +164,6 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
             journal,
             self._compaction,
             observer,
-            self._bash,
             classifier=self._classifier,
             keys=keys,
         )

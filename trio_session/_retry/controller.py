@@ -53,14 +53,6 @@ class Deliver(Protocol):
         ...
 
 
-class PromptEnd(Protocol):
-    """What joins the context when a prompt is over (the session's ``BashShelf``)."""
-
-    def flush_pending(self) -> None:
-        """Add what waited for the prompt's end."""
-        ...
-
-
 class PromptJournal(Protocol):
     """What a prompt needs of the session's history (its ``Journal``)."""
 
@@ -71,6 +63,10 @@ class PromptJournal(Protocol):
 
     async def stage_prompt(self, user: UserMessage) -> None:
         """Put the prompt on disk before its request goes out (nothing without a file)."""
+        ...
+
+    def flush_pending(self) -> None:
+        """Add what waited for the prompt's end (bash results) to the context."""
         ...
 
     async def flush_at_end(self) -> None:
@@ -98,7 +94,7 @@ class PromptWatcher(Protocol):
         ...
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class PromptController:
     """One session's prompts: the scope tree, the decision after each run, the chain.
 
@@ -109,7 +105,6 @@ class PromptController:
         journal: the history, as a prompt needs it.
         recovery: the overflow compaction.
         watcher: the observer's prompt span.
-        pending: what joins the context first when a prompt ends (bash results).
         classifier: overrides ``retry.classifier``.
         keys: the session's credentials, if it has a store.
         running: a prompt (or a manual compaction) is in progress.
@@ -123,7 +118,6 @@ class PromptController:
     journal: PromptJournal
     recovery: Recovery
     watcher: PromptWatcher
-    pending: PromptEnd
     classifier: Classifier | None = None
     keys: KeyRing | None = None
     running: bool = attrs.field(default=False, init=False)
@@ -236,7 +230,7 @@ class PromptController:
         is staged is written (shielded: an abort must not stop it), and the session is
         idle again: leaving the scope is the reset."""
         try:
-            self.pending.flush_pending()
+            self.journal.flush_pending()
             self._join_steering = None  # what it named is still queued
             if self._joined:  # joined a retry that was cancelled first: keep them queued
                 self.agent.steering.messages[:0] = self._joined

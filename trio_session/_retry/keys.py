@@ -36,7 +36,7 @@ class KeyWatcher(Protocol):
         ...
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class KeyRing:
     """One session's credentials: a store, who the session is to it, and its watcher.
 

@@ -1,61 +1,22 @@
 """``bash``: a shell command whose output joins the conversation (the reference's ``bash``).
 
 A command run while a prompt runs has its message added when the prompt is over, so it
-never lands between a tool call and its result (``BashShelf.flush_pending``, called by
-the controller as a prompt ends).
+never lands between a tool call and its result: the ``Journal`` keeps it until the
+controller ends the prompt (``Journal.flush_pending``). The command itself is a
+``BashRun`` (``trio_session._bash``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
-
 from .._bash import BashResult, BashRun
 from .._errors import SessionBusyError, SessionClosedError
-from .._messages import BashExecutionMessage, Message
-from ..store._session_file import SessionFile
+from .._messages import BashExecutionMessage
 
 if TYPE_CHECKING:
     from .._retry.controller import PromptController
     from .journal import Journal
-
-
-@attrs.define(eq=False)
-class BashShelf:
-    """The running command, and the results that wait for the prompt's end.
-
-    Attributes:
-        context: the agent's runtime context, where results go.
-        history: the session's history, where results go too.
-        file: the session file results are staged in, if any.
-        run: the running command, if any.
-        pending: results that came while a prompt ran; a list only once there is one.
-    """
-
-    context: list[Message]
-    history: list[Message]
-    file: SessionFile | None
-    run: BashRun | None = attrs.field(default=None, init=False)
-    pending: list[BashExecutionMessage] | None = attrs.field(default=None, init=False)
-
-    def record(self, message: BashExecutionMessage) -> None:
-        """Add a result to the context, the history and the file.
-
-        Args:
-            message: the command's result.
-        """
-        self.context.append(message)
-        self.history.append(message)
-        if self.file is not None:
-            self.file.append_message_nowait(message)
-
-    def flush_pending(self) -> None:
-        """Add the results that came in while a prompt ran (the reference's
-        ``_flushPendingBashMessages``)."""
-        pending, self.pending = self.pending, None
-        for message in pending or ():
-            self.record(message)
 
 
 class BashPart:
@@ -63,14 +24,14 @@ class BashPart:
 
     if not TYPE_CHECKING:
         __slots__ = ()
-    _bash: BashShelf
+    _bash_run: BashRun | None
     _journal: Journal
     _control: PromptController
 
     @property
     def is_bash_running(self) -> bool:
         """Whether a ``bash`` command is running."""
-        return self._bash.run is not None
+        return self._bash_run is not None
 
     async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
         """Run a shell command; its output joins the conversation (the reference's ``bash``).
@@ -98,15 +59,15 @@ class BashPart:
         if self._control.closed:
             msg = "the session is closed"
             raise SessionClosedError(msg)
-        if self._bash.run is not None:
+        if self._bash_run is not None:
             msg = "a bash command is already running; wait for it or abort_bash() first"
             raise SessionBusyError(msg)
         file = self._journal.file
-        run = self._bash.run = BashRun(command, cwd=file.header.cwd if file is not None else None)
+        run = self._bash_run = BashRun(command, cwd=file.header.cwd if file is not None else None)
         try:
             result = await run.run()
         finally:
-            self._bash.run = None
+            self._bash_run = None
         message = BashExecutionMessage(
             command=command,
             output=result.output,
@@ -119,11 +80,9 @@ class BashPart:
         if self._control.closed:
             return result  # closed meanwhile: nothing more is recorded
         if self._control.running:
-            if self._bash.pending is None:
-                self._bash.pending = []
-            self._bash.pending.append(message)
+            self._journal.hold(message)
         else:
-            self._bash.record(message)
+            self._journal.record_bash(message)
             if self._journal.file is not None:
                 await self._journal.flush()
         return result
@@ -131,5 +90,5 @@ class BashPart:
     def abort_bash(self) -> None:
         """Stop the running ``bash`` command, if any: its process group is killed and its
         result is ``cancelled``."""
-        if self._bash.run is not None:
-            self._bash.run.abort()
+        if self._bash_run is not None:
+            self._bash_run.abort()

@@ -30,7 +30,7 @@ logger = logging.getLogger("trio_session")
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class Compaction:
     """One session's compactions (``Recovery`` for the controller).
 

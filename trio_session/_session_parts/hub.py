@@ -72,7 +72,7 @@ class EventStream:
             raise StopAsyncIteration from None
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class EventHub:
     """One session's listeners, in delivery order: the observer first, then the
     subscribers, the event streams and the extensions.

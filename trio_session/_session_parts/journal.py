@@ -12,29 +12,33 @@ import attrs
 import trio
 
 from .._events import HistoryWriteFailed
-from .._messages import AssistantMessage, Message, UserMessage
+from .._messages import AssistantMessage, BashExecutionMessage, Message, UserMessage
 from ..store._history import HistoryError
 from ..store._session_file import SessionFile
 from .hub import EventHub
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class Journal:
     """One session's history and its file (``PromptJournal`` for the controller).
 
     Attributes:
         file: the session file entries are appended to, if any.
         hub: where ``history_write_failed`` goes.
+        context: the agent's runtime context (bash results join it).
         messages: every message of the session, in order.
         name: the session's display name (its last ``session_info`` entry).
         write_failed: a write failed during the current prompt (reported once).
+        pending: bash results that came while a prompt ran; a list only once there is one.
     """
 
     file: SessionFile | None
     hub: EventHub
+    context: list[Message]
     messages: list[Message] = attrs.field(factory=list, init=False)
     name: str | None = attrs.field(default=None, init=False)
     write_failed: bool = attrs.field(default=False, init=False)
+    pending: list[BashExecutionMessage] | None = attrs.field(default=None, init=False)
 
     def record(self, message: Message) -> None:
         """A ``message_end``: the message joins the history and is staged for the file.
@@ -46,6 +50,34 @@ class Journal:
         file = self.file
         if file is not None and file.entry_id_of(message) is None:  # prompts are in already
             file.append_message_nowait(message)
+
+    def record_bash(self, message: BashExecutionMessage) -> None:
+        """A ``bash`` result joins the context and the history, and is staged for the file.
+
+        Args:
+            message: the command's result.
+        """
+        self.context.append(message)
+        self.messages.append(message)
+        if self.file is not None:
+            self.file.append_message_nowait(message)
+
+    def hold(self, message: BashExecutionMessage) -> None:
+        """Keep a ``bash`` result that came while a prompt ran, for ``flush_pending``.
+
+        Args:
+            message: the command's result.
+        """
+        if self.pending is None:
+            self.pending = []
+        self.pending.append(message)
+
+    def flush_pending(self) -> None:
+        """The prompt is over: the results it held join (the reference's
+        ``_flushPendingBashMessages``)."""
+        pending, self.pending = self.pending, None
+        for message in pending or ():
+            self.record_bash(message)
 
     async def stage_prompt(self, user: UserMessage) -> None:
         """Put the prompt on disk before its request goes out.
