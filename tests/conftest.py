@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from trio_session import AgentSession, AutoRetryEnd, AutoRetryStart, FauxReply, SessionEvent
+
+#: Where hypothesis keeps the examples that failed, so the next run tries them first:
+#: ``.hypothesis/`` at the top of the repository (git ignores it), whatever directory
+#: pytest runs in, and in CI too (hypothesis's own CI profile keeps none).
+EXAMPLES = Path(__file__).resolve().parent.parent / ".hypothesis" / "examples"
 
 # A loaded machine can stall any example for longer than hypothesis's default 200 ms
 # deadline, failing a test with no defect: no example in this suite has a deadline.
 # Loaded here, before any test module is imported, so every @settings inherits it.
-settings.register_profile("trio_session", deadline=None)
+settings.register_profile(
+    "trio_session", deadline=None, database=DirectoryBasedExampleDatabase(EXAMPLES)
+)
 settings.load_profile("trio_session")
 
 ERR_503 = "503 Service Unavailable"

@@ -619,7 +619,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 @posix_only
 def test_directory_is_a_clear_error(tmp_path: Path) -> None:
     """A directory where a session file should be is reported, not a traceback."""
-    expected = f"cannot read session file {tmp_path}: Is a directory"
+    expected = f"cannot read session file {tmp_path}: it is a directory, not a regular file"
     with pytest.raises(HistoryError, match=full(expected)):
         load_session(tmp_path)
 

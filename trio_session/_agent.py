@@ -38,6 +38,7 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
+from ._json import MAX_JSON_DEPTH, TOO_DEEP_ARGUMENTS, json_depth
 from ._messages import (
     ZERO_USAGE,
     AssistantMessage,
@@ -52,7 +53,14 @@ from ._messages import (
     now_ms,
     to_llm,
 )
-from .providers._base import Model, Provider, ProviderRequest, StreamEnd, ToolSpec
+from .providers._base import (
+    Model,
+    Provider,
+    ProviderRequest,
+    StreamEnd,
+    ToolSpec,
+    invalid_response_message,
+)
 
 Emit = Callable[[SessionEvent], None]
 
@@ -189,6 +197,7 @@ class _Builder:
     _response_id: str | None = attrs.field(default=None, init=False)
     _response_model: str | None = attrs.field(default=None, init=False)
     _head: AssistantMessage | None = attrs.field(default=None, init=False)  # fields, no content
+    _too_deep: bool = attrs.field(default=False, init=False)  # a tool call was refused
     started: bool = attrs.field(default=False, init=False)
 
     def _start(self) -> None:
@@ -265,6 +274,9 @@ class _Builder:
             self._parts = [*self._parts[:-1], attrs.evolve(last, thinking_signature=sig)]
 
     def tool_call(self, call: ToolCall) -> None:
+        if json_depth(call.arguments) > MAX_JSON_DEPTH:  # the answer ends as an error
+            self._too_deep = True
+            return
         self._start()
         self._close_part()
         self._parts.append(call)
@@ -282,8 +294,12 @@ class _Builder:
         """The final message, with ``message_start`` sent first if it was not.
 
         A successful or aborted answer closes its growing part (``text_end`` …); an
-        error does not — as the reference's providers do.
+        error does not — as the reference's providers do. An answer with a tool call
+        whose arguments nest deeper than ``MAX_JSON_DEPTH`` (left out when it came:
+        no part of the session could encode it) ends as an error that says so.
         """
+        if self._too_deep and end.stop_reason not in ("error", "aborted"):
+            end = StreamEnd.error(invalid_response_message(TOO_DEEP_ARGUMENTS))
         if self.started and end.stop_reason != "error":
             self._close_part()
         message = self.snapshot(end)

@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 
+from ._dirs import make_private_dirs
 from ._errors import SettingsError, TrioSessionError
+from ._files import check_regular
 from ._pi_config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
 from ._settings import Settings, SettingsLayer, SettingsStore, default_settings_paths
 from .providers._base import Model, Provider, excerpt
 from .providers._models import PROVIDER_APIS, builtin_model
 from .store._credentials import CredentialStore, InMemoryCredentialStore
-from .store._history import default_sessions_dir, latest_session
+from .store._history import MAX_SESSION_FILE_BYTES, default_sessions_dir, latest_session
 
 # The HTTP adapters (and httpx), the faux provider and the SQLite credential store are
 # imported where a command needs them: ``rpc --faux`` loads no HTTP client, and a key
@@ -624,7 +626,11 @@ def history_path(
     """
     if resume is not None:
         path = Path(resume)
-        if not path.is_file():
+        try:
+            found = check_regular(path, MAX_SESSION_FILE_BYTES)
+        except OSError as exc:  # a pipe, /dev/zero, a directory, a loop of links, too large
+            raise CommandError(f"--resume: cannot use {path}: {exc.strerror or exc}") from None
+        if not found:
             raise CommandError(f"--resume: no session file at {path}")
         return path
     directory = directory if directory is not None else default_sessions_dir(Path.cwd())
@@ -635,7 +641,11 @@ def history_path(
         return latest
     if not save:
         return None
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        make_private_dirs(directory)
+    except OSError as exc:
+        msg = f"cannot create session directory {directory}: {exc.strerror or exc}"
+        raise CommandError(msg) from None
     return directory / f"{timestamp()}_{uuid.uuid4().hex[:8]}.jsonl"
 
 

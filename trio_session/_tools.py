@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, overload
 import attrs
 
 from ._errors import TrioSessionError
+from ._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth
 
 if TYPE_CHECKING:
     from ._agent import Tool
@@ -569,6 +570,8 @@ class _FunctionCall:
     _positional: tuple[tuple[str, Any], ...]  # positional-only parameters and defaults
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str:
+        if json_depth(arguments) > MAX_JSON_DEPTH:  # a model's never are (see _agent)
+            raise ToolArgumentError(self._tool, [f"the arguments are {TOO_DEEP}"])
         problems: list[str] = []
         kwargs = self._arguments.check(arguments, "", problems)
         if problems:

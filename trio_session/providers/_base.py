@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from .._json import MAX_JSON_DEPTH, json_depth, loads
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 from .._retry.classify import USAGE_LIMIT_PATTERN
 
@@ -447,10 +448,12 @@ def body_detail(body: str, content_type: str = "", *, secrets: Iterable[str | No
         return ""
     if stripped[0] in "{[":
         try:
-            data = json.loads(stripped)
+            data = loads(stripped)
         except ValueError:
             pass
         else:
+            if json_depth(data) > MAX_JSON_DEPTH:  # its message is read as text instead
+                return excerpt(stripped, secrets=secrets)
             detail = _json_detail(data, secrets)
             text = detail if detail is not None else stripped
             return excerpt(text, MAX_MESSAGE_CHARS, secrets=secrets)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeAlias
 import attrs
 import trio
 
+from .._json import loads
 from .._text import valid_unicode
 from ._base import (
     STREAM_CUT_MESSAGE,
@@ -690,8 +691,8 @@ async def _not_a_stream_message(
     """A 2xx that is not an event stream: a JSON error in disguise, or the wrong server."""
     body, _ = await _read_capped(response, secrets)
     try:
-        data = json.loads(body) if "json" in content_type.lower() else None
-    except ValueError:
+        data = loads(body) if "json" in content_type.lower() else None
+    except ValueError:  # not JSON, or too deep for the parser
         data = None
     if isinstance(data, list) and len(data) == 1:  # Gemini wraps its error in a list
         data = data[0]

@@ -35,6 +35,8 @@ from typing import Any, ClassVar
 
 import attrs
 
+from .._errors import CodecError
+from .._json import TOO_DEEP_ARGUMENTS, loads
 from .._messages import (
     AssistantMessage,
     ImageContent,
@@ -176,8 +178,8 @@ class ChatCompletionsParser:
         if data == "[DONE]":
             return self._end()
         try:
-            chunk = json.loads(data)
-        except ValueError:
+            chunk = loads(data)
+        except ValueError:  # not JSON, or too deep for the parser
             logger.debug(
                 "event stream data is not valid JSON: %r",
                 excerpt(event.data, 200, secrets=self._secrets),
@@ -259,7 +261,9 @@ class ChatCompletionsParser:
         for number, draft in enumerate(self._drafts.values()):
             text = "".join(draft.arguments).strip() or "{}"
             try:
-                arguments = json.loads(text)
+                arguments = loads(text)
+            except CodecError:  # too deep for the parser
+                return StreamEnd.error(invalid_response_message(TOO_DEEP_ARGUMENTS))
             except ValueError:
                 arguments = None
             if isinstance(arguments, dict):

@@ -958,7 +958,8 @@ class RpcServer:
             )
         await self._abort_run()
         await file.flush()
-        loaded = await trio.to_thread.run_sync(load_session, file.path)
+        # Reading only: a cancel may leave the thread to finish on its own.
+        loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
         return file.path, loaded
 
     async def _fork(self, command: Fork) -> Response:
@@ -998,7 +999,7 @@ class RpcServer:
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or a.samefile(b)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a loop of links (Python 3.11, 3.12)
         return False
 
 

@@ -73,6 +73,7 @@ import attrs
 from .._codec import _decode_attrs, to_json
 from .._dirs import user_data_dir
 from .._errors import CodecError, TrioSessionError
+from .._files import open_regular, read_fd
 from .._messages import (
     AssistantMessage,
     BranchSummaryMessage,
@@ -89,6 +90,11 @@ SESSION_VERSION = 3
 #: The oldest version it reads (version 1 and 2 files are migrated on read).
 OLDEST_READABLE_VERSION = 1
 SUFFIX = ".jsonl"
+#: The largest session file read, in bytes (512 MiB: pi, whose reader makes one
+#: JavaScript string of the file, cannot read a larger one either).
+MAX_SESSION_FILE_BYTES = 512 << 20
+#: How much of a file is read to find its header (``list_sessions``, ``latest_session``).
+_HEADER_PEEK_BYTES = 1 << 20
 
 
 class HistoryError(TrioSessionError):
@@ -493,6 +499,10 @@ def _dump(data: dict[str, Any]) -> bytes:
 def load_session(path: str | os.PathLike[str]) -> LoadedSession:
     """Read a session file, skipping what is broken and saying so.
 
+    Only a regular file (or a link to one) of at most ``MAX_SESSION_FILE_BYTES`` is
+    read: a named pipe, a device or a directory is refused at once, without waiting
+    for a writer or reading without end.
+
     Blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``
     (or use ``open_history``).
 
@@ -500,14 +510,28 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
         path: the session file.
 
     Raises:
-        HistoryError: the file cannot be read, or has no valid session header.
+        HistoryError: the file cannot be read, is not a regular file, is larger than
+            ``MAX_SESSION_FILE_BYTES``, or has no valid session header.
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        fd = open_regular(path, os.O_RDONLY, max_bytes=MAX_SESSION_FILE_BYTES)
     except FileNotFoundError as exc:
         msg = f"session file {path} does not exist"
         raise HistoryError(msg, path=path) from exc
+    except OSError as exc:
+        msg = f"cannot read session file {path}: {exc.strerror or exc}"
+        raise HistoryError(msg, path=path) from exc
+    try:
+        return _load_fd(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _load_fd(path: Path, fd: int) -> LoadedSession:
+    """``load_session`` of a file ``open_regular`` opened for reading (``SessionFile.resume``)."""
+    try:
+        data = read_fd(fd, path, MAX_SESSION_FILE_BYTES)
     except OSError as exc:
         msg = f"cannot read session file {path}: {exc.strerror or exc}"
         raise HistoryError(msg, path=path) from exc
@@ -945,9 +969,13 @@ def session_file_name(header: SessionHeader) -> str:
 
 
 def _has_header(path: Path) -> bool:
+    """Whether ``path`` is a regular file whose first line is a session header."""
     try:
-        with path.open("rb") as file:
-            first = file.readline(1 << 20)
+        fd = open_regular(path, os.O_RDONLY)
+        try:
+            first = os.read(fd, _HEADER_PEEK_BYTES).partition(b"\n")[0]
+        finally:
+            os.close(fd)
         obj = _json_line(first)
     except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return False
@@ -977,7 +1005,7 @@ def latest_session(directory: str | os.PathLike[str]) -> Path | None:
         raise HistoryError(msg, path=directory) from exc
     best: tuple[int, str, Path] | None = None
     for path in names:
-        if path.suffix != SUFFIX or not path.is_file() or not _has_header(path):
+        if path.suffix != SUFFIX or not _has_header(path):
             continue
         try:
             mtime = path.stat().st_mtime_ns

@@ -9,9 +9,11 @@ return only once their entry is on disk (the blocking work runs in
 ``trio.to_thread.run_sync``), and per batch for entries staged with the
 ``*_nowait`` methods, which the next ``SessionFile.flush`` writes. A failed
 write is cut back off the file (``ftruncate``), so a full disk never leaves half
-a line behind. A new file gets mode 0600 in a directory created with mode 0700
-(conversations are private), and its directory entry is fsync-ed too. One
-writer per file: an exclusive, non-blocking ``flock`` (POSIX; not on Windows).
+a line behind. A new file gets mode 0600, and each directory created for it mode
+0700 (conversations are private), and its directory entry is fsync-ed too. An
+existing file is opened only if it is a regular file of at most
+``MAX_SESSION_FILE_BYTES`` (see ``.._files``). One writer per file: an
+exclusive, non-blocking ``flock`` (POSIX; not on Windows).
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from typing import Any
 import attrs
 import trio
 
-from .._dirs import fsync_directory
+from .._dirs import fsync_directory, make_private_dirs
 from .._events import CompactionResult
+from .._files import open_regular
 from .._messages import Message, UserContent, UserMessage
 from ._history import (
+    MAX_SESSION_FILE_BYTES,
     BranchSummaryEntry,
     CompactionEntry,
     CustomEntry,
@@ -53,6 +57,7 @@ from ._history import (
     _encode,
     _fresh_id,
     _iso,
+    _load_fd,
     default_sessions_dir,
     load_session,
     session_file_name,
@@ -66,6 +71,11 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 _O_EXTRA = getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_for_append(path: Path) -> int:
+    """Open an existing session file to read it and append to it; never waits (see ``_files``)."""
+    return open_regular(path, os.O_RDWR | os.O_APPEND | _O_EXTRA, max_bytes=MAX_SESSION_FILE_BYTES)
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -185,7 +195,7 @@ class SessionFile:
             path = base / session_file_name(header)
         path = Path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+            make_private_dirs(path.parent)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _O_EXTRA
             fd = os.open(path, flags, FILE_MODE)
         except FileExistsError as exc:
@@ -221,12 +231,13 @@ class SessionFile:
             clock: epoch seconds, for entry timestamps.
 
         Raises:
-            HistoryError: the file does not exist, has no valid header, or is
-                already open for writing.
+            HistoryError: the file does not exist, is not a regular file, is larger
+                than ``MAX_SESSION_FILE_BYTES``, has no valid header, or is already
+                open for writing.
         """
         path = Path(path)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | _O_EXTRA)
+            fd = _open_for_append(path)
         except FileNotFoundError as exc:
             msg = f"session file {path} does not exist"
             raise HistoryError(msg, path=path) from exc
@@ -235,7 +246,7 @@ class SessionFile:
             raise HistoryError(msg, path=path) from exc
         try:
             _lock(fd, path)
-            loaded = load_session(path)
+            loaded = _load_fd(path, fd)
             if loaded.migrated_from is not None:
                 fd = _rewrite_migrated(fd, loaded)
                 note = (
@@ -655,7 +666,7 @@ def _write_new(path: Path, lines: bytes) -> None:
     """Write a whole new session file atomically: a temporary file, fsync, rename (blocking)."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        make_private_dirs(path.parent)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_EXTRA
         fd = os.open(temporary, flags, FILE_MODE)
         try:
@@ -686,7 +697,7 @@ def _rewrite_migrated(fd: int, loaded: LoadedSession) -> int:
     path = loaded.path
     entries = [loaded.raw[e.id] for e in loaded.entries]
     _write_new(path, _records(loaded.header, entries))
-    new = os.open(path, os.O_WRONLY | os.O_APPEND | _O_EXTRA)
+    new = _open_for_append(path)
     try:
         _lock(new, path)
     except BaseException:
@@ -816,7 +827,9 @@ async def open_history(
             await history.append_message(UserMessage("Hello"))
         ```
     """
-    if path is not None and await trio.to_thread.run_sync(Path(path).exists):
+    # Anything at ``path`` (a link to nowhere, a pipe) is resumed, which says what is wrong
+    # with it; creating it would only say "already exists".
+    if path is not None and await trio.to_thread.run_sync(os.path.lexists, path):
         file = await trio.to_thread.run_sync(partial(SessionFile.resume, path, clock=clock))
     else:
         create = partial(

@@ -62,7 +62,7 @@ from typing import Literal
 import attrs
 import trio
 
-from .._dirs import user_data_dir
+from .._dirs import make_private_dirs, user_data_dir
 from .._errors import TrioSessionError
 from ._credentials import DEFAULT_BLOCK_MS, redact
 
@@ -161,7 +161,7 @@ def default_credentials_path(*, data_dir: str | os.PathLike[str] | None = None) 
 def _create_private(path: Path) -> None:
     """Make sure ``path`` exists, created 0600, and that nobody else may read it."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        make_private_dirs(path.parent)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         except FileExistsError:

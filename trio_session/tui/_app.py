@@ -620,7 +620,8 @@ class ChatApp:
             self._say("  /resume: this chat keeps no session files (--no-save)")
             return
         try:
-            found = await trio.to_thread.run_sync(list_sessions, directory)
+            # Reading only: a cancel may leave the thread to finish on its own.
+            found = await trio.to_thread.run_sync(list_sessions, directory, abandon_on_cancel=True)
         except HistoryError as exc:
             self._say(f"  ✗ {exc}")
             return
