@@ -15,23 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if imported here
     from ._agent import Agent as Agent
     from ._agent import Tool as Tool
-    from ._backoff import DelayPlan as DelayPlan
-    from ._backoff import exponential_delay_ms as exponential_delay_ms
-    from ._backoff import plan_delay as plan_delay
     from ._bash import BashResult as BashResult
-    from ._classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
-    from ._classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
-    from ._classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
-    from ._classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
-    from ._classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
-    from ._classify import Classifier as Classifier
-    from ._classify import PatternClassifier as PatternClassifier
-    from ._classify import error_status as error_status
-    from ._classify import is_context_overflow as is_context_overflow
-    from ._classify import is_retryable_error as is_retryable_error
-    from ._classify import is_usage_limit_error as is_usage_limit_error
-    from ._classify import parse_retry_after_ms as parse_retry_after_ms
-    from ._classify import provider_error as provider_error
     from ._codec import event_from_json as event_from_json
     from ._codec import event_to_json as event_to_json
     from ._codec import message_from_json as message_from_json
@@ -90,9 +74,25 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._messages import ToolResultMessage as ToolResultMessage
     from ._messages import Usage as Usage
     from ._messages import UserMessage as UserMessage
+    from ._opening import open_session as open_session
+    from ._retry.backoff import DelayPlan as DelayPlan
+    from ._retry.backoff import exponential_delay_ms as exponential_delay_ms
+    from ._retry.backoff import plan_delay as plan_delay
+    from ._retry.classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+    from ._retry.classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
+    from ._retry.classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
+    from ._retry.classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
+    from ._retry.classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
+    from ._retry.classify import Classifier as Classifier
+    from ._retry.classify import PatternClassifier as PatternClassifier
+    from ._retry.classify import error_status as error_status
+    from ._retry.classify import is_context_overflow as is_context_overflow
+    from ._retry.classify import is_retryable_error as is_retryable_error
+    from ._retry.classify import is_usage_limit_error as is_usage_limit_error
+    from ._retry.classify import parse_retry_after_ms as parse_retry_after_ms
+    from ._retry.classify import provider_error as provider_error
     from ._session import AgentSession as AgentSession
-    from ._session import EventStream as EventStream
-    from ._session import open_session as open_session
+    from ._session_parts.hub import EventStream as EventStream
     from ._settings import CompactionSettings as CompactionSettings
     from ._settings import CredentialsSettings as CredentialsSettings
     from ._settings import ProviderRetrySettings as ProviderRetrySettings
@@ -160,23 +160,23 @@ __version__ = "0.1.0.dev0"
 _EXPORTS: dict[str, str] = {
     "Agent": "._agent",
     "Tool": "._agent",
-    "DelayPlan": "._backoff",
-    "exponential_delay_ms": "._backoff",
-    "plan_delay": "._backoff",
+    "DelayPlan": "._retry.backoff",
+    "exponential_delay_ms": "._retry.backoff",
+    "plan_delay": "._retry.backoff",
     "BashResult": "._bash",
-    "OVERFLOW_PATTERNS": "._classify",
-    "REFERENCE_CLASSIFIER": "._classify",
-    "RETRYABLE_PATTERN": "._classify",
-    "STRICT_CLASSIFIER": "._classify",
-    "USAGE_LIMIT_PATTERN": "._classify",
-    "Classifier": "._classify",
-    "PatternClassifier": "._classify",
-    "error_status": "._classify",
-    "is_context_overflow": "._classify",
-    "is_retryable_error": "._classify",
-    "is_usage_limit_error": "._classify",
-    "parse_retry_after_ms": "._classify",
-    "provider_error": "._classify",
+    "OVERFLOW_PATTERNS": "._retry.classify",
+    "REFERENCE_CLASSIFIER": "._retry.classify",
+    "RETRYABLE_PATTERN": "._retry.classify",
+    "STRICT_CLASSIFIER": "._retry.classify",
+    "USAGE_LIMIT_PATTERN": "._retry.classify",
+    "Classifier": "._retry.classify",
+    "PatternClassifier": "._retry.classify",
+    "error_status": "._retry.classify",
+    "is_context_overflow": "._retry.classify",
+    "is_retryable_error": "._retry.classify",
+    "is_usage_limit_error": "._retry.classify",
+    "parse_retry_after_ms": "._retry.classify",
+    "provider_error": "._retry.classify",
     "event_from_json": "._codec",
     "event_to_json": "._codec",
     "message_from_json": "._codec",
@@ -236,8 +236,8 @@ _EXPORTS: dict[str, str] = {
     "Usage": "._messages",
     "UserMessage": "._messages",
     "AgentSession": "._session",
-    "EventStream": "._session",
-    "open_session": "._session",
+    "EventStream": "._session_parts.hub",
+    "open_session": "._opening",
     "CompactionSettings": "._settings",
     "CredentialsSettings": "._settings",
     "ProviderRetrySettings": "._settings",

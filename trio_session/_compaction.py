@@ -25,7 +25,7 @@ from ._messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ._settings import CompactionSettings
+from ._settings_values import CompactionSettings
 from ._stats import estimate_context_tokens
 from ._stats import estimate_tokens as message_tokens
 from .providers._base import Model

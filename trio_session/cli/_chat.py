@@ -14,8 +14,9 @@ from typing import BinaryIO, TextIO
 import trio
 
 from .._commands import history_path, open_credentials
+from .._opening import open_session
 from .._prompt_input import PromptInput, PromptRefused
-from .._session import AgentSession, open_session
+from .._session import AgentSession
 from .._settings import SettingsStore
 from ..store._history import HistoryError
 from ._output import Printer, is_terminal, show

@@ -23,7 +23,8 @@ from .._events import (
 )
 from .._extensions import Extension
 from .._messages import AssistantMessage, UserMessage
-from .._session import EventStream, open_session
+from .._opening import open_session
+from .._session import EventStream
 from .._settings import SettingsStore
 from ..providers._base import Model, ProviderRequest
 from ..providers._faux import FauxProvider, FauxReply

@@ -8,7 +8,8 @@ import signal
 from collections.abc import AsyncIterator
 
 from .._commands import open_credentials
-from .._session import AgentSession, open_session
+from .._opening import open_session
+from .._session import AgentSession
 from .._settings import SettingsStore
 from ..store._session_file import SessionFile, open_history
 from ._setup import (

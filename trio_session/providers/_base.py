@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 import attrs
 
-from .._classify import USAGE_LIMIT_PATTERN
 from .._json import MAX_JSON_DEPTH, json_depth, loads
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
+from .._retry.classify import USAGE_LIMIT_PATTERN
 
 
 @attrs.frozen

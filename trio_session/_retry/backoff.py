@@ -1,4 +1,6 @@
-"""How long to wait before a re-attempt (R-16, R-28). Pure functions, no I/O.
+"""How long to wait before a re-attempt (R-16, R-28), and the one cap on any wait.
+
+Pure functions, no I/O.
 
 The reference formula is ``exponential_delay_ms``:
 
@@ -24,8 +26,8 @@ from typing import Literal
 
 import attrs
 
-from ._classify import MAX_HINT_MS
-from ._settings import RetrySettings
+from .._settings_values import RetrySettings
+from .classify import MAX_HINT_MS
 
 #: The longest wait ever planned, in milliseconds: 2**53 - 1 (about 285 000 years),
 #: the largest integer a JSON client reading doubles holds exactly.
@@ -95,20 +97,34 @@ def plan_delay(
     if settings.jitter != "none":
         delay = _jittered(delay, settings.jitter, rng or _RANDOM)
     if settings.respect_retry_after and hint_ms is not None:
-        hint_cap, cap_key = cap, "retry.maxDelayMs"
-        if cap is None and settings.provider.max_retry_delay_ms > 0:
-            hint_cap, cap_key = (
-                settings.provider.max_retry_delay_ms,
-                "retry.provider.maxRetryDelayMs",
-            )
-        if hint_cap is not None and hint_ms > hint_cap:
+        hint_cap = wait_cap(settings)
+        if hint_cap is not None and hint_ms > hint_cap[0]:
             refusal = (
                 f"server asked to wait {hint_ms} ms before retrying, "
-                f"more than {cap_key} ({hint_cap} ms)"
+                f"more than {hint_cap[1]} ({hint_cap[0]} ms)"
             )
             return DelayPlan(delay_ms=None, refusal=refusal)
         delay = max(delay, min(hint_ms, MAX_WAIT_MS))
     return DelayPlan(delay_ms=delay)
+
+
+def wait_cap(settings: RetrySettings) -> tuple[int, str] | None:
+    """The longest a server's hint (or a shared cooldown) may make us wait, and its key.
+
+    The one cap rule of R-28 and R-28b: ``retry.maxDelayMs`` when set, else
+    ``retry.provider.maxRetryDelayMs`` when it is not ``0``, else none.
+
+    Args:
+        settings: the ``retry`` group.
+
+    Returns:
+        ``(milliseconds, the settings key that set them)``, or ``None`` for no cap.
+    """
+    if settings.max_delay_ms is not None:
+        return settings.max_delay_ms, "retry.maxDelayMs"
+    if settings.provider.max_retry_delay_ms > 0:
+        return settings.provider.max_retry_delay_ms, "retry.provider.maxRetryDelayMs"
+    return None
 
 
 def _jittered(delay: int, jitter: Literal["none", "full", "equal"], rng: random.Random) -> int:

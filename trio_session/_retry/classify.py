@@ -26,7 +26,7 @@ from typing import Protocol
 
 import attrs
 
-from ._errors import (
+from .._errors import (
     AuthenticationError,
     ContextOverflowError,
     OverloadedError,
@@ -35,7 +35,7 @@ from ._errors import (
     RateLimitError,
     ServerError,
 )
-from ._messages import AssistantMessage
+from .._messages import AssistantMessage
 
 RETRYABLE_PATTERN = re.compile(
     r"overloaded|rate.?limit|usage.?limit|too many requests|429|500|502|503|504"
