@@ -244,7 +244,7 @@ def transcripts(
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def transcripts16(
     pi16_package: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[Agent, dict[str, Any]]:
