@@ -70,7 +70,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from .._codec import _decode_attrs, to_json
+from .._codec import _decode_attrs, message_from_json, message_to_json, to_json
 from .._dirs import user_data_dir
 from .._errors import CodecError, TrioSessionError
 from .._files import open_regular, read_fd
@@ -80,6 +80,7 @@ from .._messages import (
     CompactionSummaryMessage,
     CustomMessage,
     Message,
+    ToolResultMessage,
     UserContent,
     UserMessage,
 )
@@ -147,7 +148,9 @@ class CompactionEntry:
     ones after it (the reference's ``buildSessionContext``). ``first_kept_entry_id``
     is ``None`` when nothing before the compaction was kept. ``details`` and
     ``from_hook`` are the reference's optional fields; it writes no ``tokensAfter``
-    / ``messagesRemoved`` (ours), which are then ``None``.
+    / ``messagesRemoved`` (ours), which are then ``None``. pi 1.6.0 adds
+    ``system_message`` (its system prompt and tools at the compaction, as its JSON
+    object) and ``usage`` (the summary request's); we read both and write neither.
     """
 
     id: str
@@ -160,6 +163,8 @@ class CompactionEntry:
     first_kept_entry_id: str | None
     details: Any = None
     from_hook: bool | None = None
+    system_message: dict[str, Any] | None = None
+    usage: Any = None
     type: Literal["compaction"] = "compaction"
 
 
@@ -272,6 +277,40 @@ class LabelEntry:
 
 
 @attrs.frozen(kw_only=True)
+class SystemMessageEntry:
+    """pi 1.6.0's system prompt as a message entry (``message`` with role ``system``).
+
+    pi stores its prompt sections and tool declarations this way (the first request's
+    whole prompt, then patches). Ours come from the session's settings, so it plays no
+    part in our context; it is kept whole, as its JSON object in ``message``.
+    """
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    message: dict[str, Any] = attrs.field(eq=False, repr=False)
+    type: Literal["message"] = "message"
+
+
+@attrs.frozen(kw_only=True)
+class ContextEditEntry:
+    """pi 1.6.0's edit of one earlier entry's part in later context (``context_edit``).
+
+    ``replacement`` ``None`` leaves the target (a message or custom message entry) out
+    of the context; ``{"content": ...}`` replaces its content. The target itself is not
+    changed, and the latest edit of a target on the branch wins. pi writes one to drop
+    a failed attempt that was retried.
+    """
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    target_id: str
+    replacement: dict[str, Any] | None = None
+    type: Literal["context_edit"] = "context_edit"
+
+
+@attrs.frozen(kw_only=True)
 class OtherEntry:
     """An entry of a type this version does not know (a newer writer's, an extension's).
 
@@ -296,6 +335,8 @@ HistoryEntry: TypeAlias = (
     | CustomEntry
     | CustomMessageEntry
     | LabelEntry
+    | SystemMessageEntry
+    | ContextEditEntry
     | OtherEntry
 )
 
@@ -310,6 +351,7 @@ _ENTRY_TYPES: dict[str, type[Any]] = {
     "custom": CustomEntry,
     "custom_message": CustomMessageEntry,
     "label": LabelEntry,
+    "context_edit": ContextEditEntry,
 }
 
 
@@ -794,6 +836,9 @@ def _decode_entry(where: str, obj: Any, warnings: list[str]) -> HistoryEntry | N
         return None
     kind = obj.get("type")
     cls = _ENTRY_TYPES.get(kind) if isinstance(kind, str) else None
+    message = obj.get("message")
+    if kind == "message" and isinstance(message, dict) and message.get("role") == "system":
+        cls = SystemMessageEntry
     if cls is not None:
         try:
             entry: HistoryEntry = _decode_attrs(obj, cls, "entry")
@@ -860,7 +905,13 @@ def session_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[M
     ``CompactionSummaryMessage``), then those of the path from its
     ``firstKeptEntryId`` up to the compaction, then those after it.
 
-    Nothing is dropped for retries here: see ``runtime_context``.
+    pi 1.6.0's ``context_edit`` entries are applied as pi applies them: the latest edit
+    of each selected entry drops it (``replacement`` ``None``, which pi writes for a
+    failed attempt it retried) or replaces its content. Its ``system`` message entries
+    (``SystemMessageEntry``) and a compaction's ``system_message`` are its system
+    prompt, not messages of ours, so they are not in this list.
+
+    Nothing else is dropped for retries here: see ``runtime_context``.
 
     Args:
         loaded: what ``load_session`` read.
@@ -886,11 +937,32 @@ def session_context(loaded: LoadedSession, leaf_id: str | None = None) -> list[M
         first = compaction.first_kept_entry_id
         start = ids.index(first) if first in ids else at
         kept = [*path[start:at], *path[at + 1 :]]
+    # pi 1.6.0's context edits: the latest one of each target among the selected entries.
+    edits = {e.target_id: e for e in kept if isinstance(e, ContextEditEntry)}
     for entry in kept:
         message = loaded.message_of(entry)
+        edit = edits.get(entry.id)
+        if message is not None and edit is not None:
+            message = _edited(message, edit)
         if message is not None:
             messages.append(message)
     return messages
+
+
+def _edited(message: Message, edit: ContextEditEntry) -> Message | None:
+    """``message`` as a ``context_edit`` leaves it: gone, or with its content replaced
+    (a string is one text part for an assistant or tool result, as pi normalizes it)."""
+    if edit.replacement is None:
+        return None
+    if not isinstance(message, UserMessage | AssistantMessage | ToolResultMessage | CustomMessage):
+        return message
+    content = edit.replacement.get("content")
+    if isinstance(message, AssistantMessage | ToolResultMessage) and isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    try:
+        return message_from_json({**message_to_json(message), "content": content})
+    except CodecError:
+        return message  # a replacement we cannot read changes nothing
 
 
 def _retried(messages: list[Message], index: int) -> bool:
