@@ -35,7 +35,6 @@ _TICKED = re.compile(r"`([^`]+)`")
 RULES = frozenset(
     {
         "run-to-run",
-        "agent-stderr",
         "retry-state",
         "will-retry",
         "compaction-result",
@@ -142,7 +141,6 @@ _REQUEST_ID = re.compile(r"^req_\d+$")
 _SERVER = re.compile(r"http://127\.0\.0\.1:\d+")
 _ERROR_KEYS = frozenset({"errorMessage", "finalError"})
 _HTTP_STATUS = re.compile(r"^([1-5]\d\d)\b")
-_STDERR = " Stderr:"
 
 
 class Normalizer:
@@ -302,11 +300,6 @@ def strip_ours(value: Any, declared: Declared) -> Any:
     return {k: strip_ours(v, declared) for k, v in value.items() if k not in drop}
 
 
-def without_stderr(error: str, declared: Declared) -> str:
-    """A thrown error without the agent's stderr pi's client appends (``agent-stderr``)."""
-    return error.split(_STDERR)[0] if declared.has("agent-stderr") else error
-
-
 # -- the step-by-step comparison -------------------------------------------------------------
 
 
@@ -335,7 +328,7 @@ def _outcome(step: Mapping[str, Any], scenario: Scenario, declared: Declared) ->
     if step["outcome"] == "returned":
         kept["value"] = step["value"]
     else:
-        kept["error"] = without_stderr(step["error"], declared)
+        kept["error"] = step["error"]
     return kept
 
 
