@@ -99,6 +99,14 @@ STEPS = (
     "stop",
 )
 
+#: What differs in every step that streams a reply (or, for a failed attempt, its
+#: message fields), besides what its entry names.
+_SHAPE = (
+    "; and pi 1.6.0's message shape: an assistant message_start says stopReason "
+    '"pending", a message_update carries usage and no message or partial, an assistant '
+    "message has durationMs, thinkingLevel, usage.reasoning, cost.totalFromProvider"
+)
+
 # pending: rpc surface (issue 27)
 #: Steps that differ from pi 1.6.0 today and should not: the RPC commands, fields and
 #: events of pi 1.6.0 that ``trio-session rpc`` lacks. Keys are ``result:STEP`` /
@@ -119,31 +127,31 @@ PENDING_RPC_SURFACE: Mapping[str, str] = {
     "result:clearQueue.idle": "no clear_queue command",
     "events:clearQueue.empty": "no clear_queue command (pi sends a queue_update)",
     "events:clearQueue.idle": "no clear_queue command (pi sends a queue_update)",
-    "events:clearQueue": "no clear_queue command: the cleared messages are delivered",
+    "events:clearQueue": "no clear_queue command: the cleared messages are delivered" + _SHAPE,
     "result:promptAndWait": "no data.disposition on prompt (the client throws), and no "
     "agent_settled to end its wait",
-    "events:promptAndWait": "no agent_settled event after the run",
+    "events:promptAndWait": "no agent_settled event after the run" + _SHAPE,
     "result:prompt.retry": "no data.disposition on prompt (the client throws)",
     "events:prompt.retry": "no entry_appended event (pi 1.6.0 announces the context_edit "
-    "that drops the failed attempt)",
+    "that drops the failed attempt)" + _SHAPE,
     "result:prompt.duringBackoff": "no data.disposition on prompt; pi 1.6.0 refuses a plain "
     "prompt during a backoff (isStreaming stays true), we join the retry",
     "events:prompt.duringBackoff": "pi 1.6.0 refuses a plain prompt during a backoff, we join "
-    "the retry",
+    "the retry" + _SHAPE,
     "result:prompt.duringBackoff.steer": "no data.disposition on prompt (the client throws)",
     "events:prompt.duringBackoff.steer": "pi 1.6.0 refuses a plain prompt during a backoff, "
-    "we join the retry",
+    "we join the retry" + _SHAPE,
     "events:waitForIdle.afterRetry": "pi 1.6.0 refuses a plain prompt during a backoff, we "
-    "join the retry; no agent_settled",
+    "join the retry; no agent_settled" + _SHAPE,
     "result:abortRetry": "no data.disposition in the prompt response",
-    "events:abortRetry": "no entry_appended and no agent_settled events",
+    "events:abortRetry": "no entry_appended and no agent_settled events" + _SHAPE,
     "result:collectEvents.steerFollowUp": "no data.disposition on prompt/steer/follow_up, no "
     "agent_settled to end collectEvents",
-    "events:collectEvents.steerFollowUp": "no agent_settled event",
+    "events:collectEvents.steerFollowUp": "no agent_settled event" + _SHAPE,
     "result:abort": "no agent_settled: waitForIdle times out",
-    "events:abort": "no agent_settled event",
+    "events:abort": "no agent_settled event" + _SHAPE,
     "result:waitForIdle": "no data.disposition on prompt, no agent_settled",
-    "events:waitForIdle": "no agent_settled event",
+    "events:waitForIdle": "no agent_settled event" + _SHAPE,
     "result:steer.idle": "no data.disposition on steer (the client throws)",
     "result:followUp.idle": "no data.disposition on follow_up (the client throws)",
     "events:bash": "no bash_execution_update event",
