@@ -449,7 +449,8 @@ ALL_EVENT_TYPES = (
     "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', "
     "'auto_retry_start', 'auto_retry_end', 'compaction_start', 'compaction_end', 'queue_update', "
     "'thinking_level_changed', 'session_info_changed', "
-    "'extension_error', 'history_write_failed'"
+    "'extension_error', 'history_write_failed', 'summarization_retry_scheduled', "
+    "'summarization_retry_attempt_start', 'summarization_retry_finished', 'entry_appended'"
 )
 ROLES = (
     "'user', 'assistant', 'toolResult', 'bashExecution', 'custom', 'branchSummary', "
