@@ -19,7 +19,6 @@ import trio.testing
 from trio_session import (
     AgentEnd,
     CompactionEnd,
-    CompactionStart,
     DropOldestCompactor,
     EntryAppended,
     FauxProvider,
@@ -292,7 +291,8 @@ async def test_r56f_summary_request_retried_pi16(autojump_clock: trio.testing.Mo
     assert rec.times_of("summarization_retry_attempt_start") == [2.0]
     assert rec.times_of("summarization_retry_finished") == [2.0]
     (end,) = rec.of(CompactionEnd)
-    assert end.result is not None and end.result.summary == "the summary"
+    assert end.result is not None
+    assert end.result.summary == "the summary"
     assert provider.request_times[3:] == [0.0, 2.0, 2.0]
 
 
@@ -308,7 +308,8 @@ async def test_summary_failure_falls_back_in_seed(autojump_clock: trio.testing.M
     assert reply.text == "a3"
     assert not any(t.startswith("summarization_retry") for t in rec.types)
     (end,) = rec.of(CompactionEnd)
-    assert end.result is not None and end.result.summary.startswith("Dropped the 2 oldest")
+    assert end.result is not None
+    assert end.result.summary.startswith("Dropped the 2 oldest")
     assert provider.request_times[3:] == [0.0, 0.0]
 
 
