@@ -29,7 +29,8 @@ from trio_session._codec import camel
 
 RETRY_KEYS = (
     "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-    "sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+    "sharedCooldown, profile, provider.maxRetryDelayMs, provider.timeoutMs, "
+    "provider.idleTimeoutMs, "
     "provider.maxRetries"
 )
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import CompactionEnd as CompactionEnd
     from ._events import CompactionResult as CompactionResult
     from ._events import CompactionStart as CompactionStart
+    from ._events import EntryAppended as EntryAppended
     from ._events import ExtensionError as ExtensionError
     from ._events import HistoryWriteFailed as HistoryWriteFailed
     from ._events import MessageEnd as MessageEnd
@@ -57,6 +58,9 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import QueueUpdate as QueueUpdate
     from ._events import SessionEvent as SessionEvent
     from ._events import SessionInfoChanged as SessionInfoChanged
+    from ._events import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
+    from ._events import SummarizationRetryFinished as SummarizationRetryFinished
+    from ._events import SummarizationRetryScheduled as SummarizationRetryScheduled
     from ._events import ThinkingLevelChanged as ThinkingLevelChanged
     from ._events import ToolExecutionEnd as ToolExecutionEnd
     from ._events import ToolExecutionStart as ToolExecutionStart
@@ -210,6 +214,7 @@ _EXPORTS: dict[str, str] = {
     "CompactionEnd": "._events",
     "CompactionResult": "._events",
     "CompactionStart": "._events",
+    "EntryAppended": "._events",
     "ExtensionError": "._events",
     "HistoryWriteFailed": "._events",
     "MessageEnd": "._events",
@@ -218,6 +223,9 @@ _EXPORTS: dict[str, str] = {
     "QueueUpdate": "._events",
     "SessionEvent": "._events",
     "SessionInfoChanged": "._events",
+    "SummarizationRetryAttemptStart": "._events",
+    "SummarizationRetryFinished": "._events",
+    "SummarizationRetryScheduled": "._events",
     "ThinkingLevelChanged": "._events",
     "ToolExecutionEnd": "._events",
     "ToolExecutionStart": "._events",
@@ -360,6 +368,7 @@ __all__ = [
     "CredentialsSettings",
     "DelayPlan",
     "DropOldestCompactor",
+    "EntryAppended",
     "EventStream",
     "EventStreamLagged",
     "Extension",
@@ -415,6 +424,9 @@ __all__ = [
     "SqliteCredentialStore",
     "StreamEnd",
     "StreamSink",
+    "SummarizationRetryAttemptStart",
+    "SummarizationRetryFinished",
+    "SummarizationRetryScheduled",
     "SummarizingCompactor",
     "TextContent",
     "ThinkingLevelChanged",

@@ -151,7 +151,9 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         if file is not None:
             agent.checkpoint = journal.flush  # what a run produced is on disk first
         settings = self._settings
-        self._compaction = Compaction(self._compactor, agent, settings, file, hub)
+        self._compaction = Compaction(
+            self._compactor, agent, settings, file, hub, classifier=self._classifier
+        )
         keys = None
         if self._credentials is not None:
             keys = KeyRing(

@@ -18,6 +18,7 @@ from ._errors import SettingsError
 
 Jitter: TypeAlias = Literal["none", "full", "equal"]
 ClassifierName: TypeAlias = Literal["reference", "strict"]
+ProfileName: TypeAlias = Literal["seed", "pi-1.6"]
 #: How queued steering and follow-up messages are delivered (pi's ``steeringMode``).
 QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
 #: pi's thinking levels (``defaultThinkingLevel``).
@@ -70,6 +71,8 @@ class RetrySettings:
             every session using that key (every worker, with a Redis credential
             store) until it has passed, plus jitter (R-28, docs/fleet.md).
         provider: the ``retry.provider`` group.
+        profile: ``retry.profile`` — ``"seed"`` (pi 0.73.1's rules) or ``"pi-1.6"``
+            (pi 1.6.0's), SPEC R-53.
     """
 
     enabled: bool = True
@@ -81,6 +84,7 @@ class RetrySettings:
     classifier: ClassifierName = "reference"
     shared_cooldown: bool = False
     provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
+    profile: ProfileName = "seed"
 
 
 @attrs.frozen
@@ -221,6 +225,7 @@ SCHEMA: dict[str, _Rule] = {
     "retry.respectRetryAfter": _BOOL,
     "retry.classifier": _one_of("reference", "strict"),
     "retry.sharedCooldown": _BOOL,
+    "retry.profile": _one_of("seed", "pi-1.6"),
     "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
     "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),
     "retry.provider.idleTimeoutMs": _ranged("retry.provider.idleTimeoutMs"),

@@ -7,7 +7,10 @@ modules, lowest first (each imports only those above it in this list):
 classify.py     which errors retry, which overflow, the server's wait hint   pure
 backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
 decide.py       the one decision after a run, the one maximum check         pure
+profile.py      which profile's rules apply: retry.profile                   pure
+overflow.py     the overflow path's rules per profile, on decide's answer     pure
 chain.py        the retry chain: one task, one scope, one auto_retry_end     trio
+summary.py      a compaction's summary request retried (pi-1.6)             trio
 keys.py         credentials: the key per request, rotation, cooldowns        the store
 controller.py   the prompt's scope tree: run, settle, join, abort, succeed   the agent
 ```
@@ -45,6 +48,11 @@ R-34a           chain.py:RetryChain.skip_wait, controller.py:PromptController.jo
 R-35            controller.py:PromptController.run
 R-36            controller.py:PromptController.refuse
 R-36a           controller.py:PromptController.end
+R-53            profile.py:retry_profile (the one reader of retry.profile)
+R-56 R-56a-d    overflow.py:overflow_step, via controller.py:PromptController._decide
+R-56c           controller.py:PromptController._settle (the "recovery failed" end)
+R-56e           controller.py:PromptController.drop_from_context
+R-56f           summary.py:RetryingAsk
 ```
 
 The scope tree of one prompt, as ``controller.py:PromptController.run`` builds it:

@@ -46,6 +46,11 @@ class Next(enum.Enum):
     GIVE_UP = "give_up"  #: retryable, but the next attempt would exceed maxRetries
     COMPACT = "compact"  #: context overflow error: compact, then continue once (R-50)
     COMPACT_ONLY = "compact_only"  #: silent overflow on an answer: compact, don't continue
+    #: overflow, nothing old enough to compact: the failure leaves the context, the
+    #: prompt ends (R-56a; ``trio_session._retry.overflow``)
+    DROP = "drop"
+    #: a second overflow after this prompt's compaction: "recovery failed" (R-56c, pi-1.6)
+    OVERFLOW_FAILED = "overflow_failed"
 
     @property
     def will_retry(self) -> bool:
