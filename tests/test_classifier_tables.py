@@ -290,8 +290,10 @@ PI073_SAMPLES: dict[tuple[str, str], tuple[Sample, ...]] = {
     ("retryable", "503"): _r("503"),
     ("retryable", "504"): _r("504"),
     ("retryable", "service.?unavailable"): _r("Service Unavailable"),
-    ("retryable", "server.?error"): _r("Internal server error")
-    + (Sample("server_error", "retry", "none", "R-5"),),
+    ("retryable", "server.?error"): (
+        *_r("Internal server error"),
+        Sample("server_error", "retry", "none", "R-5"),
+    ),
     ("retryable", "internal.?error"): (Sample("internal_error", "retry", "none", "R-5"),),
     ("retryable", "network.?error"): (Sample("Network error", "retry", "none", "R-5"),),
     ("retryable", "connection.?error"): _r("Connection error."),
@@ -454,7 +456,9 @@ def test_tables_are_named_versioned_and_sourced() -> None:
             assert len({p.name for p in patterns}) == len(patterns)
             for pattern in patterns:
                 assert isinstance(pattern, NamedPattern)
-                assert pattern.name and pattern.family and pattern.source
+                assert pattern.name
+                assert pattern.family
+                assert pattern.source
         assert table.version
     assert "dist/utils/retry.js" in PI_1_6_PATTERNS.provenance
     assert "isRetryableAssistantError" in PI_1_6_PATTERNS.provenance
@@ -480,7 +484,10 @@ def test_classifier_for_each_profile() -> None:
     assert PatternClassifier.from_table(PI_1_6_PATTERNS) == PI_1_6_CLASSIFIER
     with pytest.raises(
         ValueError,
-        match=r"^no classifier is named 'pi-2' \(one of 'reference', 'seed', 'pi-1\.6', 'strict'\)$",
+        match=(
+            r"^no classifier is named 'pi-2' "
+            r"\(one of 'reference', 'seed', 'pi-1\.6', 'strict'\)$"
+        ),
     ):
         classifier_for("pi-2")
 

@@ -85,7 +85,8 @@ CORPUS: tuple[Row, ...] = (
         " in 2.4s. Visit https://platform.openai.com/account/rate-limits to learn more."
         "\nretry-after: 2",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         # A per-minute limit that heals in 20 s; the upsell link mentions "billing".
@@ -96,7 +97,8 @@ CORPUS: tuple[Row, ...] = (
         " increase your rate limit by adding a payment method to your account at"
         " https://platform.openai.com/account/billing.\nretry-after: 20",
         "retry",
-        "retry", "none",
+        "retry",
+        "none",
     ),
     Row(
         # "Request too large", not "request_too_large": no overflow pattern; 429 retries.
@@ -106,7 +108,8 @@ CORPUS: tuple[Row, ...] = (
         " must be reduced in order to run successfully. Visit"
         " https://platform.openai.com/account/rate-limits to learn more.",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "openai-429-insufficient-quota",
@@ -115,7 +118,8 @@ CORPUS: tuple[Row, ...] = (
         " https://platform.openai.com/docs/guides/error-codes/api-errors."
         " (insufficient_quota)",
         "retry",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         # Trap: "502" inside the key fragment.
@@ -123,7 +127,8 @@ CORPUS: tuple[Row, ...] = (
         "401 Unauthorized: Incorrect API key provided: sk-proj-abc502xyz. You can find your"
         " API key at https://platform.openai.com/account/api-keys.",
         "retry",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         # Trap: "429" inside the model name.
@@ -131,7 +136,8 @@ CORPUS: tuple[Row, ...] = (
         "404 Not Found: The model `gpt-5.5-preview-0429` does not exist or you do not have"
         " access to it.",
         "retry",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "openai-400-context-length-exceeded",
@@ -139,28 +145,32 @@ CORPUS: tuple[Row, ...] = (
         " your messages resulted in 131072 tokens. Please reduce the length of the"
         " messages. (context_length_exceeded)",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "openai-400-exceeds-context-window",
         "400 Bad Request: Your input exceeds the context window of this model. Please adjust"
         " your input and try again.",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "openai-500-server-error",
         "500 Internal Server Error: The server had an error while processing your request."
         " Sorry about that!",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "openai-503-engine-overloaded",
         "503 Service Unavailable: The engine is currently overloaded, please try again"
         " later.\nretry-after: 1",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         # Trap: "504" inside the image size.
@@ -168,20 +178,23 @@ CORPUS: tuple[Row, ...] = (
         "400 Bad Request: Invalid image in messages[4].content[1]: the decoded image"
         " (1504x1504, 31 MB) is larger than the 20 MB limit.",
         "retry",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "openai-400-unsupported-parameter",
         "400 Bad Request: Unsupported parameter: 'max_tokens' is not supported with this"
         " model. Use 'max_completion_tokens' instead.",
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "openai-403-project-model-access",
         "403 Forbidden: Project `proj_Xk2f` does not have access to model `o3-pro`",
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     # --- Anthropic --------------------------------------------------------------------
     Row(
@@ -189,14 +202,16 @@ CORPUS: tuple[Row, ...] = (
         '529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},'
         '"request_id":"req_011CVx3qJ8"}',
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         # 529 is not in R-5 and there is no "overloaded" to catch it.
         "anthropic-529-no-body",
         "529 status code (no body)",
         "none",
-        "retry", "none",
+        "retry",
+        "none",
     ),
     Row(
         "anthropic-429-rate-limit-error",
@@ -209,34 +224,39 @@ CORPUS: tuple[Row, ...] = (
         " https://www.anthropic.com/contact-sales to discuss your options for a rate limit"
         ' increase."}}\nretry-after: 14',
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "anthropic-413-request-too-large",
         '413 {"type":"error","error":{"type":"request_too_large","message":"Request exceeds'
         ' the maximum size"}}',
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "anthropic-400-prompt-too-long",
         '400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is'
         ' too long: 213462 tokens > 200000 maximum"}}',
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "anthropic-500-api-error",
         '500 {"type":"error","error":{"type":"api_error","message":"Internal server error"}}',
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "anthropic-401-authentication-error",
         '401 {"type":"error","error":{"type":"authentication_error","message":"invalid'
         ' x-api-key"}}',
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "anthropic-400-credit-balance-too-low",
@@ -244,14 +264,16 @@ CORPUS: tuple[Row, ...] = (
         " balance is too low to access the Anthropic API. Please go to Plans & Billing to"
         ' upgrade or purchase credits."}}',
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "anthropic-403-permission-error",
         '403 {"type":"error","error":{"type":"permission_error","message":"Your API key'
         ' does not have permission to use the specified resource."}}',
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         # Trap: "500" inside the token count 64500.
@@ -260,7 +282,8 @@ CORPUS: tuple[Row, ...] = (
         " 64500 > 64000, which is the maximum allowed number of output tokens for"
         ' claude-sonnet-4-5-20250929"}}',
         "retry",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         # Trap: "502" inside a tool_use id.
@@ -270,7 +293,8 @@ CORPUS: tuple[Row, ...] = (
         " toolu_01A5029XbQ. Each `tool_use` block must have a corresponding `tool_result`"
         ' block in the next message."},"request_id":"req_011CV8a5mQ"}',
         "retry",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         # R-17 usage limit: retried (credential rotation decides the delay).
@@ -279,14 +303,16 @@ CORPUS: tuple[Row, ...] = (
         " reached your specified API usage limits. You will regain access on 2025-08-01 at"
         ' 00:00 UTC."}}',
         "retry",
-        "retry", "none",
+        "retry",
+        "none",
     ),
     # --- Google Gemini ----------------------------------------------------------------
     Row(
         "gemini-429-resource-exhausted",
         "429 RESOURCE_EXHAUSTED: Resource has been exhausted (e.g. check quota).",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         # Free-tier per-minute limit: worded as a quota, but the server says when to retry.
@@ -298,33 +324,38 @@ CORPUS: tuple[Row, ...] = (
         " generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10,"
         " model: gemini-2.5-flash\nPlease retry in 43.2s.",
         "retry",
-        "retry", "none",
+        "retry",
+        "none",
     ),
     Row(
         "gemini-400-input-token-count",
         "400 INVALID_ARGUMENT: The input token count (1196265) exceeds the maximum number of"
         " tokens allowed (1048575).",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "gemini-500-internal",
         "500 INTERNAL: An internal error has occurred. Please retry or report in"
         " https://developers.generativeai.google/guide/troubleshooting",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "gemini-503-unavailable",
         "503 UNAVAILABLE: The model is overloaded. Please try again later.",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "gemini-400-api-key-invalid",
         "400 INVALID_ARGUMENT: API key not valid. Please pass a valid API key. (API_KEY_INVALID)",
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "gemini-403-permission-denied",
@@ -333,7 +364,8 @@ CORPUS: tuple[Row, ...] = (
         " https://console.developers.google.com/apis/api/generativelanguage.googleapis.com"
         "/overview?project=861123456789 then retry.",
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     # --- OpenRouter -------------------------------------------------------------------
     Row(
@@ -342,7 +374,8 @@ CORPUS: tuple[Row, ...] = (
         " is temporarily rate-limited upstream. Please retry shortly, or add your own key"
         " to accumulate your rate limits: https://openrouter.ai/settings/integrations",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         # Trap: "500" inside "1500"; a payment problem never heals by waiting.
@@ -351,7 +384,8 @@ CORPUS: tuple[Row, ...] = (
         " requested up to 16384 tokens, but can only afford 1500. To increase, visit"
         " https://openrouter.ai/settings/credits and upgrade to a paid account",
         "retry",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "openrouter-400-maximum-context-length",
@@ -360,13 +394,15 @@ CORPUS: tuple[Row, ...] = (
         ' Please reduce the length of either one, or use the "middle-out" transform to'
         " compress your prompt automatically.",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "openrouter-502-provider-returned-error",
         "502 Bad Gateway: Provider returned error",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     # --- Groq -------------------------------------------------------------------------
     Row(
@@ -378,13 +414,15 @@ CORPUS: tuple[Row, ...] = (
         " tokens? Upgrade to Dev Tier today at https://console.groq.com/settings/billing"
         "\nretry-after: 6",
         "retry",
-        "retry", "none",
+        "retry",
+        "none",
     ),
     Row(
         "groq-400-reduce-length-of-messages",
         "400 Bad Request: Please reduce the length of the messages or completion.",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     # --- Mistral ----------------------------------------------------------------------
     Row(
@@ -392,25 +430,29 @@ CORPUS: tuple[Row, ...] = (
         "400 Bad Request: Prompt contains 40520 tokens and 0 draft tokens, too large for"
         " model with 32768 maximum context length",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "mistral-429-requests-rate-limit",
         "429 Too Many Requests: Requests rate limit exceeded",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "mistral-401-unauthorized",
         "401 Unauthorized: Unauthorized",
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "mistral-413-no-body",
         "413 status code (no body)",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     # --- xAI --------------------------------------------------------------------------
     Row(
@@ -418,7 +460,8 @@ CORPUS: tuple[Row, ...] = (
         "400 Bad Request: This model's maximum prompt length is 131072 but the request"
         " contains 145210 tokens.",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         # A spending limit / exhausted credits behind a 429: will not heal by waiting.
@@ -427,20 +470,23 @@ CORPUS: tuple[Row, ...] = (
         " reached its monthly spending limit. To continue making API requests, please"
         " purchase more credits or raise your spending limit.",
         "retry",
-        "none", "retry",
+        "none",
+        "retry",
     ),
     # --- llama.cpp, vLLM, Ollama, LM Studio -------------------------------------------
     Row(
         "llamacpp-400-exceeds-available-context-size",
         "400 Bad Request: the request exceeds the available context size, try increasing it",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "llamacpp-503-loading-model",
         "503 Service Unavailable: Loading model",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "vllm-400-maximum-context-length",
@@ -448,26 +494,30 @@ CORPUS: tuple[Row, ...] = (
         " requested 9000 tokens (8000 in the messages, 1000 in the completion). Please"
         " reduce the length of the messages or completion.",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "ollama-404-model-not-found",
         '404 Not Found: model "qwen2.5-coder:32b" not found, try pulling it first',
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     Row(
         "ollama-500-runner-terminated",
         "500 Internal Server Error: llama runner process has terminated: exit status 2",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         # Server not (yet) listening: R-5 has only "connection error".
         "ollama-connection-refused",
         "[Errno 111] Connection refused",
         "none",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "lmstudio-400-greater-than-context-length",
@@ -475,7 +525,8 @@ CORPUS: tuple[Row, ...] = (
         " than the context length. Try to load the model with a larger context length, or"
         " provide a shorter input",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     # --- AWS Bedrock ------------------------------------------------------------------
     Row(
@@ -483,46 +534,55 @@ CORPUS: tuple[Row, ...] = (
         "bedrock-429-throttling-too-many-tokens",
         "429 ThrottlingException: Too many tokens, please wait before trying again.",
         "overflow",
-        "retry", "overflow",
+        "retry",
+        "overflow",
     ),
     Row(
         "bedrock-400-input-too-long",
         "400 ValidationException: Input is too long for requested model.",
         "overflow",
-        "overflow", "overflow",
+        "overflow",
+        "overflow",
     ),
     Row(
         "bedrock-429-throttling-too-many-requests",
         "429 ThrottlingException: Too many requests, please wait before trying again.",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "bedrock-503-service-unavailable",
         "503 ServiceUnavailableException: Bedrock is unable to process your request.",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         "bedrock-403-access-denied",
         "403 AccessDeniedException: You don't have access to the model with the specified"
         " model ID.",
         "none",
-        "none", "none",
+        "none",
+        "none",
     ),
     # --- Cerebras ---------------------------------------------------------------------
     Row(
         "cerebras-400-no-body",
         "400 status code (no body)",
         "overflow",
-        "overflow", "overflow", provider="cerebras",
+        "overflow",
+        "overflow",
+        provider="cerebras",
     ),
     Row(
         # Per-minute token limit worded "too many tokens": the reference calls it overflow.
         "cerebras-429-tokens-per-minute",
         "429 Too Many Requests: Tokens per minute limit exceeded - too many tokens processed.",
         "overflow",
-        "retry", "retry", provider="cerebras",
+        "retry",
+        "retry",
+        provider="cerebras",
     ),
     # --- Network and proxies ----------------------------------------------------------
     Row("network-connection-error", "Connection error.", "retry", "retry", "retry"),
@@ -531,7 +591,8 @@ CORPUS: tuple[Row, ...] = (
         "network-connection-reset-by-peer",
         "[Errno 104] Connection reset by peer",
         "none",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     Row(
         # R-5 knows no timeouts; pi 1.6.0 and strict do ("timed? out").
@@ -554,7 +615,8 @@ CORPUS: tuple[Row, ...] = (
         "504 Gateway Time-out: <html><head><title>504 Gateway Time-out</title></head><body>"
         "<center><h1>504 Gateway Time-out</h1></center></body></html>",
         "retry",
-        "retry", "retry",
+        "retry",
+        "retry",
     ),
     # --- pi 1.6.0's incidents (its CHANGELOG 0.76 … 1.5) -------------------------------
     Row(
@@ -572,7 +634,11 @@ CORPUS: tuple[Row, ...] = (
     Row("undici-other-side-closed", "other side closed", "none", "retry", "retry"),
     Row("network-connection-lost", "Network connection lost.", "none", "retry", "retry"),
     Row(
-        "dns-getaddrinfo-enotfound", "getaddrinfo ENOTFOUND api.anthropic.com", "none", "retry", "retry"
+        "dns-getaddrinfo-enotfound",
+        "getaddrinfo ENOTFOUND api.anthropic.com",
+        "none",
+        "retry",
+        "retry",
     ),
     Row("dns-eai-again", "getaddrinfo EAI_AGAIN api.openai.com", "none", "retry", "retry"),
     Row(
@@ -817,14 +883,24 @@ CORPUS: tuple[Row, ...] = (
     # --- No error message, or not an error (R-4) --------------------------------------
     Row("no-error-message-none", None, "none", "none", "none"),
     Row("no-error-message-empty", "", "none", "none", "none"),
-    Row("stop-with-stale-503", "503 Service Unavailable", "none", "none", "none", stop_reason="stop"),
-    Row("aborted-connection-error", "Connection error.", "none", "none", "none", stop_reason="aborted"),
+    Row(
+        "stop-with-stale-503", "503 Service Unavailable", "none", "none", "none", stop_reason="stop"
+    ),
+    Row(
+        "aborted-connection-error",
+        "Connection error.",
+        "none",
+        "none",
+        "none",
+        stop_reason="aborted",
+    ),
     Row("length-without-error", None, "none", "none", "none", stop_reason="length"),
     Row(
         "stop-with-overflow-wording",
         "prompt is too long: 213462 tokens > 200000 maximum",
         "none",
-        "none", "none",
+        "none",
+        "none",
         stop_reason="stop",
     ),
 )
@@ -893,7 +969,10 @@ def documented_table() -> str:
 
 
 def write_documented_table() -> None:
-    """Write the live difference table into the docs page (``python -m tests.test_classify_corpus``)."""
+    """Write the live difference table into the docs page.
+
+    Run as ``python -m tests.test_classify_corpus``.
+    """
     text = DOCS_PAGE.read_text(encoding="utf-8")
     head, rest = text.split(TABLE_BEGIN + "\n", 1)
     _old, tail = rest.split("\n" + TABLE_END, 1)
@@ -985,7 +1064,7 @@ def test_difference_table_row_by_row() -> None:
 
 
 def test_the_docs_hold_the_difference_table() -> None:
-    """R-60: docs/spec.md shows the live table (regenerate: python -m tests.test_classify_corpus)."""
+    """R-60: docs/spec.md shows the live table (python -m tests.test_classify_corpus writes it)."""
     assert documented_table() == render_difference_table()
 
 

@@ -30,7 +30,6 @@ from trio_session._agent import _RequestCache, request_messages
 from trio_session._logging import known_secrets
 from trio_session._messages import BashExecutionMessage
 from trio_session._retry.classify import (
-    OVERFLOW_PATTERNS,
     PI_1_6_CLASSIFIER,
     REFERENCE_CLASSIFIER,
     STRICT_CLASSIFIER,

@@ -325,7 +325,8 @@ _PI_1_6_OVERFLOW: tuple[tuple[str, str, str], ...] = (
     (
         "litellm-maximum-context-length",
         "overflow",
-        r"exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
+        r"exceeds (?:the )?(?:model'?s )?maximum context length"
+        r"(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
     ),
     ("litellm-context-window-exceeded", "overflow", r"context window exceeded"),
     ("gemini", "overflow", r"input token count.*exceeds the maximum"),
@@ -367,7 +368,10 @@ _PI_1_6_NOT_OVERFLOW: tuple[tuple[str, str, str], ...] = (
 
 _PI_1_6_BODYLESS = attrs.evolve(
     _pattern(
-        "javascript", "cerebras-no-body", "overflow", r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)"
+        "javascript",
+        "cerebras-no-body",
+        "overflow",
+        r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)",
     ),
     providers=frozenset({"cerebras"}),
 )
