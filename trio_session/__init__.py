@@ -83,18 +83,25 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._retry.backoff import exponential_delay_ms as exponential_delay_ms
     from ._retry.backoff import plan_delay as plan_delay
     from ._retry.classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+    from ._retry.classify import PI_1_6_CLASSIFIER as PI_1_6_CLASSIFIER
     from ._retry.classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
     from ._retry.classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
     from ._retry.classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
     from ._retry.classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
     from ._retry.classify import Classifier as Classifier
     from ._retry.classify import PatternClassifier as PatternClassifier
+    from ._retry.classify import classifier_for as classifier_for
     from ._retry.classify import error_status as error_status
     from ._retry.classify import is_context_overflow as is_context_overflow
     from ._retry.classify import is_retryable_error as is_retryable_error
     from ._retry.classify import is_usage_limit_error as is_usage_limit_error
     from ._retry.classify import parse_retry_after_ms as parse_retry_after_ms
     from ._retry.classify import provider_error as provider_error
+    from ._retry.tables import PI_1_6_PATTERNS as PI_1_6_PATTERNS
+    from ._retry.tables import SEED_PATTERNS as SEED_PATTERNS
+    from ._retry.tables import STRICT_PATTERNS as STRICT_PATTERNS
+    from ._retry.tables import NamedPattern as NamedPattern
+    from ._retry.tables import PatternTable as PatternTable
     from ._session import AgentSession as AgentSession
     from ._session_parts.hub import EventStream as EventStream
     from ._settings import CompactionSettings as CompactionSettings
@@ -169,12 +176,19 @@ _EXPORTS: dict[str, str] = {
     "plan_delay": "._retry.backoff",
     "BashResult": "._bash",
     "OVERFLOW_PATTERNS": "._retry.classify",
+    "PI_1_6_CLASSIFIER": "._retry.classify",
     "REFERENCE_CLASSIFIER": "._retry.classify",
     "RETRYABLE_PATTERN": "._retry.classify",
     "STRICT_CLASSIFIER": "._retry.classify",
     "USAGE_LIMIT_PATTERN": "._retry.classify",
     "Classifier": "._retry.classify",
     "PatternClassifier": "._retry.classify",
+    "classifier_for": "._retry.classify",
+    "PI_1_6_PATTERNS": "._retry.tables",
+    "SEED_PATTERNS": "._retry.tables",
+    "STRICT_PATTERNS": "._retry.tables",
+    "NamedPattern": "._retry.tables",
+    "PatternTable": "._retry.tables",
     "error_status": "._retry.classify",
     "is_context_overflow": "._retry.classify",
     "is_retryable_error": "._retry.classify",
@@ -334,9 +348,13 @@ if not TYPE_CHECKING:  # hidden from type checkers, which then flag a misspelt n
 
 __all__ = [
     "OVERFLOW_PATTERNS",
+    "PI_1_6_CLASSIFIER",
+    "PI_1_6_PATTERNS",
     "REFERENCE_CLASSIFIER",
     "RETRYABLE_PATTERN",
+    "SEED_PATTERNS",
     "STRICT_CLASSIFIER",
+    "STRICT_PATTERNS",
     "THINKING_LEVELS",
     "USAGE_LIMIT_PATTERN",
     "Agent",
@@ -390,9 +408,11 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelCost",
+    "NamedPattern",
     "OpenAIProvider",
     "OverloadedError",
     "PatternClassifier",
+    "PatternTable",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
@@ -444,6 +464,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "builtin_model",
+    "classifier_for",
     "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",

@@ -4,6 +4,7 @@ A reader who wants to know what happens to a failed request opens this folder. T
 modules, lowest first (each imports only those above it in this list):
 
 ```text
+tables.py       the classifier tables: each profile's named patterns         pure
 classify.py     which errors retry, which overflow, the server's wait hint   pure
 backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
 decide.py       the one decision after a run, the one maximum check         pure
@@ -22,6 +23,11 @@ R-1 R-2 R-3     decide.py:decide
 R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable
 R-7             classify.py:PatternClassifier.is_context_overflow
 R-8             classify.py:STRICT_CLASSIFIER
+R-57            tables.py (SEED_PATTERNS, PI_1_6_PATTERNS, STRICT_PATTERNS),
+                classify.py:classifier_for, PatternClassifier.from_table
+R-58            tables.py:PI_1_6_PATTERNS, classify.py:PI_1_6_CLASSIFIER
+R-59            tables.py:SEED_PATTERNS (R-5, R-7 as written, not 0.73.1's code)
+R-60            tables.py:STRICT_PATTERNS, classify.py:STRICT_CLASSIFIER
 R-9             chain.py:RetryChain.attempt
 R-10 R-14       controller.py:PromptController._settle
 R-11            decide.py:decide, chain.py:RetryChain._start_attempt
