@@ -29,8 +29,8 @@ from .._groups import unwrapped
 from .._messages import AssistantMessage, Message, UserMessage
 from .._settings_values import RetrySettings
 from .chain import RetryChain
-from .classify import CLASSIFIERS, Classifier
-from .decide import Next, SettingsSource, decide
+from .classify import Classifier, parse_retry_after_ms
+from .decide import Next, SettingsSource, asks_for_a_key, decide, profile_classifier
 from .keys import KeyRing
 
 #: ``unwrapped`` keeps no state: one instance serves every prompt.
@@ -134,6 +134,9 @@ class PromptController:
     # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
     _idle: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
+    # pi-1.6: a usage-limit error and what the credential store said about it, asked
+    # before the decision (R-53c); the chain takes the answer instead of asking again.
+    _told: tuple[AssistantMessage, bool] | None = attrs.field(default=None, init=False)
 
     # -- state ---------------------------------------------------------------------
 
@@ -149,8 +152,8 @@ class PromptController:
         return self._joined
 
     def policy(self) -> Classifier:
-        """The classifier in effect: the session's own, else ``retry.classifier``."""
-        return self.classifier or CLASSIFIERS[self.settings.current.retry.classifier]
+        """The classifier in effect: the session's own, else the profile's (R-53)."""
+        return self.classifier or profile_classifier(self.settings.current.retry)
 
     # -- a prompt ------------------------------------------------------------------
 
@@ -246,6 +249,7 @@ class PromptController:
             self.chain = None
             self._verdict = Next.DONE
             self._compacted = False
+            self._told = None
             if self._idle is not None:
                 self._idle.unpark_all()
 
@@ -254,15 +258,56 @@ class PromptController:
     def _decide(self, message: AssistantMessage) -> bool:
         """The agent's ``will_continue``: decide (R-1, R-2) just before ``agent_end``."""
         chain = self.live_chain
+        settings = self.settings.current
+        classifier = self.policy()
+        window = self.agent.model.context_window
+        attempt = chain.attempt if chain is not None else 0
+        told = self._told
+        rotated = told[1] if told is not None and told[0] is message else None
+        if rotated is None and self.keys is None and message.stop_reason == "error":
+            # R-53c: no credential store, no free key (``ask_store`` asks when there is one)
+            asked = asks_for_a_key(
+                message, settings, classifier, context_window=window, attempt=attempt
+            )
+            rotated = False if asked else None
         self._verdict = decide(
+            message,
+            settings,
+            classifier,
+            context_window=window,
+            attempt=attempt,
+            compacted=self._compacted,
+            rotated=rotated,
+        )
+        return self._verdict.will_retry
+
+    async def ask_store(self, message: AssistantMessage) -> None:
+        """The agent's ``on_failure``: under ``"pi-1.6"``, report a usage limit that may
+        be retried to the credential store before the decision, so that ``agent_end``
+        already knows whether a free key takes the re-attempt (R-53c, R-45a, R-56).
+
+        The store is told what the chain tells it under ``"seed"``, in the same order:
+        the server's wait hint for the fleet (R-28b), then the usage limit (R-17).
+
+        Args:
+            message: the run's last message, which failed.
+        """
+        self._told = None
+        chain = self.live_chain
+        asked = self.keys is not None and asks_for_a_key(
             message,
             self.settings.current,
             self.policy(),
             context_window=self.agent.model.context_window,
             attempt=chain.attempt if chain is not None else 0,
-            compacted=self._compacted,
         )
-        return self._verdict.will_retry
+        if not asked:
+            return
+        assert self.keys is not None
+        hint = parse_retry_after_ms(message.error_message or "")
+        if hint is not None:
+            await self.keys.share_cooldown(hint)
+        self._told = (message, await self.keys.rotate(hint))
 
     def _take_verdict(self) -> Next:
         """The decision of the run that just returned (read once, right after it)."""
@@ -345,6 +390,9 @@ class PromptController:
         Args:
             hint_ms: the server's wait hint, if any.
         """
+        told, self._told = self._told, None
+        if told is not None:  # pi-1.6: asked before the decision (R-53c), not again
+            return told[1]
         return self.keys is not None and await self.keys.rotate(hint_ms)
 
     async def share_cooldown(self, hint_ms: int) -> None:
@@ -353,7 +401,7 @@ class PromptController:
         Args:
             hint_ms: the server's wait hint.
         """
-        if self.keys is not None:
+        if self.keys is not None and self._told is None:  # pi-1.6 shared it already
             await self.keys.share_cooldown(hint_ms)
 
     async def cooldown_delay(self, delay_ms: int) -> int:
