@@ -186,8 +186,8 @@ async def test_r53a_two_503s_then_success(
 
 @PROFILES
 async def test_r53a_over_the_maximum(autojump_clock: trio.testing.MockClock, profile: str) -> None:
-    """R-53a, R-15: four 503s: three re-attempts, then the same final failure (attempt 3)
-    in both profiles."""
+    """R-53a, R-15, R-45a, R-56: four 503s: three re-attempts, then the same final failure
+    (attempt 3), willRetry false on the last run only, in both profiles."""
     provider, rec, reply, returned = await run([err()] * 4, profiled(profile))
     assert provider.request_times == [0.0, 2.0, 6.0, 14.0]
     assert rec.of(AutoRetryEnd) == [AutoRetryEnd(False, 3, ERR_503)]
