@@ -35,6 +35,7 @@ from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, assert_idle, check_retry_events, err, hang, ok
 from .test_cli import rpc_process, trio_session, write_settings
+from .test_rpc_server import in_memory
 
 PROFILES = pytest.mark.parametrize("profile", ["seed", "pi-1.6"])
 USAGE_LIMIT = "429 usage_limit_reached: The usage limit has been reached\nretry-after: 600"
@@ -430,3 +431,38 @@ async def test_r34a_r36_a_prompt_in_the_backoff_joins_the_reattempt(
     sent = [m.text for m in provider.requests[1].messages if isinstance(m, UserMessage)]
     assert (sent, provider.request_times) == (["p", "x"], [0.0, 0.5])
     assert rec.of(AutoRetryEnd) == [AutoRetryEnd(True, 1)]
+
+
+def without_timestamps(value: Any) -> Any:
+    """A JSON value with every ``timestamp`` key left out, however deep."""
+    if isinstance(value, dict):
+        return {k: without_timestamps(v) for k, v in value.items() if k != "timestamp"}
+    if isinstance(value, list):
+        return [without_timestamps(v) for v in value]
+    return value
+
+
+async def test_r54_the_protocol_is_the_same_in_both_profiles(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-54: over RPC, two 503s then an answer read the same in both profiles, line for
+    line (willRetry and our other fields included); get_state differs in retryProfile only."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    states: dict[str, dict[str, Any]] = {}
+    for profile in ("seed", "pi-1.6"):
+        script: list[Any] = [{"error": ERR_503}, {"error": ERR_503}, {"text": "ok"}]
+        async with in_memory(script, profiled(profile)) as s:
+            await s.raw.send({"id": 1, "type": "prompt", "message": "p"})
+            lines = []
+            while (obj := await s.raw.read()).get("willRetry") is not False:
+                lines.append(obj)
+            await s.raw.send({"id": 2, "type": "get_state"})
+            states[profile] = (await s.raw.read())["data"]
+        seen[profile] = [without_timestamps(o) for o in lines]
+    assert seen["seed"] == seen["pi-1.6"]
+    assert [o["type"] for o in seen["seed"]].count("auto_retry_start") == 2
+    assert states["seed"].pop("retryProfile") == "seed"
+    assert states["pi-1.6"].pop("retryProfile") == "pi-1.6"
+    states["seed"].pop("sessionId")
+    states["pi-1.6"].pop("sessionId")
+    assert states["seed"] == states["pi-1.6"]

@@ -402,7 +402,7 @@ class Agent:
             and the exception propagates.
         on_failure: awaited with a run's last message when it failed, before
             ``will_continue`` decides (the session asks its credential store about a
-            usage limit there, R-53c).
+            usage limit there, R-53b).
         messages: the initial runtime context.
         thinking_level: sent with every turn's request (already clamped to ``model``).
         steering: messages to deliver after a turn, before the next request (and at

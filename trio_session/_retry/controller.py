@@ -135,7 +135,7 @@ class PromptController:
     _idle: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     # pi-1.6: a usage-limit error and what the credential store said about it, asked
-    # before the decision (R-53c); the chain takes the answer instead of asking again.
+    # before the decision (R-53b); the chain takes the answer instead of asking again.
     _told: tuple[AssistantMessage, bool] | None = attrs.field(default=None, init=False)
 
     # -- state ---------------------------------------------------------------------
@@ -265,7 +265,7 @@ class PromptController:
         told = self._told
         rotated = told[1] if told is not None and told[0] is message else None
         if rotated is None and self.keys is None and message.stop_reason == "error":
-            # R-53c: no credential store, no free key (``ask_store`` asks when there is one)
+            # R-53b: no credential store, no free key (``ask_store`` asks when there is one)
             asked = asks_for_a_key(
                 message, settings, classifier, context_window=window, attempt=attempt
             )
@@ -284,7 +284,7 @@ class PromptController:
     async def ask_store(self, message: AssistantMessage) -> None:
         """The agent's ``on_failure``: under ``"pi-1.6"``, report a usage limit that may
         be retried to the credential store before the decision, so that ``agent_end``
-        already knows whether a free key takes the re-attempt (R-53c, R-45a, R-56).
+        already knows whether a free key takes the re-attempt (R-53b, R-45a, R-56).
 
         The store is told what the chain tells it under ``"seed"``, in the same order:
         the server's wait hint for the fleet (R-28b), then the usage limit (R-17).
@@ -391,7 +391,7 @@ class PromptController:
             hint_ms: the server's wait hint, if any.
         """
         told, self._told = self._told, None
-        if told is not None:  # pi-1.6: asked before the decision (R-53c), not again
+        if told is not None:  # pi-1.6: asked before the decision (R-53b), not again
             return told[1]
         return self.keys is not None and await self.keys.rotate(hint_ms)
 

@@ -6,7 +6,7 @@ and a chain that is already running reads it to go on or to end. It is the only 
 the maximum is checked (R-13, R-15, R-27):
 
 ```text
-store asked (R-53c)?  a free key         → RETRY     (pi-1.6: a usage limit, R-55)
+store asked (R-53b)?  a free key         → RETRY     (pi-1.6: a usage limit, R-55)
                       none left          → DONE      (pi-1.6: no exponential wait)
 retryable (R-4)?      retry.enabled off  → DONE      (R-12: no chain, no event)
                       attempt + 1 > max  → GIVE_UP   (R-15: the chain ends, attempt unchanged)
@@ -21,7 +21,7 @@ anything else                            → DONE
 Under ``retry.profile: "pi-1.6"`` a usage-limit error (R-17) that may be retried is a
 question for the credential store before it is a decision (``asks_for_a_key``): the
 controller asks before ``agent_end`` and hands the answer in as ``rotated``, so that
-``willRetry`` is true only when a free key takes the re-attempt (R-53c, R-56).
+``willRetry`` is true only when a free key takes the re-attempt (R-53b, R-56).
 
 Pure: a function of the message and the values handed in.
 """
@@ -103,7 +103,7 @@ def decide(
     Returns:
         The next step; its ``will_retry`` is the run's ``agent_end.willRetry``.
     """
-    if rotated is not None:  # R-53c, R-55: pi-1.6 retries a usage limit only on a free key
+    if rotated is not None:  # R-53b, R-55: pi-1.6 retries a usage limit only on a free key
         return Next.RETRY if rotated else Next.DONE
     if classifier.is_retryable(message, context_window):
         retry = settings.retry
@@ -129,7 +129,7 @@ def asks_for_a_key(
     context_window: int | None,
     attempt: int,
 ) -> bool:
-    """R-53c: under ``"pi-1.6"``, whether the credential store decides what follows.
+    """R-53b: under ``"pi-1.6"``, whether the credential store decides what follows.
 
     True for a usage-limit error (R-17's pattern, not an overflow) when a retry may
     follow at all (``retry.enabled``, and the next attempt within ``maxRetries``): a
