@@ -69,6 +69,8 @@ def test_the_rule_list_is_read_from_the_spec() -> None:
         "R-34a",
         "R-36a",
         "R-45a",
+        "R-53a",
+        "R-53b",
         "R-56a",
         "R-56b",
         "R-56c",

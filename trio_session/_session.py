@@ -171,6 +171,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         )
         if keys is not None:
             agent.key_source = control.api_key
+            agent.on_failure = control.ask_store  # R-53b: pi-1.6 asks before deciding
         loaded = file.loaded if file is not None else None
         if loaded is not None:
             # Resuming: the history is the branch ending at the file's leaf; the context is

@@ -18,7 +18,10 @@ from ._errors import SettingsError
 
 Jitter: TypeAlias = Literal["none", "full", "equal"]
 ClassifierName: TypeAlias = Literal["reference", "strict"]
-ProfileName: TypeAlias = Literal["seed", "pi-1.6"]
+#: ``retry.profile`` (R-53): whose retry rules the session follows.
+RetryProfile: TypeAlias = Literal["seed", "pi-1.6"]
+#: The profiles, in the order messages list them.
+RETRY_PROFILES: tuple[RetryProfile, ...] = ("seed", "pi-1.6")
 #: How queued steering and follow-up messages are delivered (pi's ``steeringMode``).
 QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
 #: pi's thinking levels (``defaultThinkingLevel``).
@@ -67,12 +70,14 @@ class RetrySettings:
         respect_retry_after: ``retry.respectRetryAfter`` — wait at least what the
             server asked for, on every retryable error (R-28).
         classifier: ``retry.classifier`` — ``"reference"`` or ``"strict"`` (R-8).
+        profile: ``retry.profile`` — ``"seed"`` (pi 0.73.1's rules, the default) or
+            ``"pi-1.6"`` (pi 1.6.0's) (R-53).
+        max_agent_delay_ms: ``retry.maxAgentDelayMs`` — under ``"pi-1.6"``, the cap on
+            the exponential wait between attempts (R-53a); not read under ``"seed"``.
         shared_cooldown: ``retry.sharedCooldown`` — a server's wait hint on a key holds
             every session using that key (every worker, with a Redis credential
             store) until it has passed, plus jitter (R-28, docs/fleet.md).
         provider: the ``retry.provider`` group.
-        profile: ``retry.profile`` — ``"seed"`` (pi 0.73.1's rules) or ``"pi-1.6"``
-            (pi 1.6.0's), SPEC R-53.
     """
 
     enabled: bool = True
@@ -82,9 +87,10 @@ class RetrySettings:
     jitter: Jitter = "none"
     respect_retry_after: bool = False
     classifier: ClassifierName = "reference"
+    profile: RetryProfile = "seed"
+    max_agent_delay_ms: int = 60_000
     shared_cooldown: bool = False
     provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
-    profile: ProfileName = "seed"
 
 
 @attrs.frozen
@@ -201,6 +207,7 @@ RANGES: Mapping[str, tuple[int, int]] = {
     "retry.maxRetries": (0, 100),
     "retry.baseDelayMs": (0, 3_600_000),
     "retry.maxDelayMs": (1, 86_400_000),
+    "retry.maxAgentDelayMs": (0, 86_400_000),
     "retry.provider.maxRetryDelayMs": (0, 86_400_000),
     "retry.provider.timeoutMs": (1_000, 86_400_000),
     "retry.provider.idleTimeoutMs": (1_000, 3_600_000),
@@ -224,8 +231,9 @@ SCHEMA: dict[str, _Rule] = {
     "retry.jitter": _one_of("none", "full", "equal"),
     "retry.respectRetryAfter": _BOOL,
     "retry.classifier": _one_of("reference", "strict"),
+    "retry.profile": _one_of(*RETRY_PROFILES),
+    "retry.maxAgentDelayMs": _ranged("retry.maxAgentDelayMs"),
     "retry.sharedCooldown": _BOOL,
-    "retry.profile": _one_of("seed", "pi-1.6"),
     "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
     "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),
     "retry.provider.idleTimeoutMs": _ranged("retry.provider.idleTimeoutMs"),

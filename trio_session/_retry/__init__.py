@@ -1,4 +1,4 @@
-"""The retry policy, in one folder: SPEC §1–§6 (docs/spec.md), rule by rule.
+"""The retry policy, in one folder: SPEC §1–§6 and §12 (docs/spec.md), rule by rule.
 
 A reader who wants to know what happens to a failed request opens this folder. The
 modules, lowest first (each imports only those above it in this list):
@@ -16,7 +16,7 @@ keys.py         credentials: the key per request, rotation, cooldowns        the
 controller.py   the prompt's scope tree: run, settle, join, abort, succeed   the agent
 ```
 
-Where each rule of SPEC §1–§6 lives (``file:function``):
+Where each rule of SPEC §1–§6 and §12 lives (``file:function``):
 
 ```text
 R-1 R-2 R-3     decide.py:decide
@@ -54,7 +54,11 @@ R-34a           chain.py:RetryChain.skip_wait, controller.py:PromptController.jo
 R-35            controller.py:PromptController.run
 R-36            controller.py:PromptController.refuse
 R-36a           controller.py:PromptController.end
-R-53            profile.py:retry_profile (the one reader of retry.profile)
+R-53            profile.py:retry_profile (the one reader of retry.profile),
+                decide.py:profile_classifier (the one call site of a profile's classifier)
+R-53a           backoff.py:agent_delay_cap, backoff.py:plan_delay
+R-53b R-56      decide.py:asks_for_a_key, decide.py:decide (rotated),
+                controller.py:PromptController.ask_store
 R-56 R-56a-d    overflow.py:overflow_step, via controller.py:PromptController._decide
 R-56c           controller.py:PromptController._settle (the "recovery failed" end)
 R-56e           controller.py:PromptController.drop_from_context

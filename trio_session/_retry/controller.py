@@ -29,8 +29,8 @@ from .._groups import unwrapped
 from .._messages import AssistantMessage, Message, UserMessage
 from .._settings_values import RetrySettings
 from .chain import RetryChain
-from .classify import CLASSIFIERS, Classifier
-from .decide import Next, SettingsSource, decide
+from .classify import Classifier, parse_retry_after_ms
+from .decide import Next, SettingsSource, asks_for_a_key, decide, profile_classifier
 from .keys import KeyRing
 from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED, overflow_step
 from .profile import is_pi16
@@ -146,6 +146,9 @@ class PromptController:
     # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
     _idle: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
+    # pi-1.6: a usage-limit error and what the credential store said about it, asked
+    # before the decision (R-53b); the chain takes the answer instead of asking again.
+    _told: tuple[AssistantMessage, bool] | None = attrs.field(default=None, init=False)
 
     # -- state ---------------------------------------------------------------------
 
@@ -161,8 +164,8 @@ class PromptController:
         return self._joined
 
     def policy(self) -> Classifier:
-        """The classifier in effect: the session's own, else ``retry.classifier``."""
-        return self.classifier or CLASSIFIERS[self.settings.current.retry.classifier]
+        """The classifier in effect: the session's own, else the profile's (R-53)."""
+        return self.classifier or profile_classifier(self.settings.current.retry)
 
     # -- a prompt ------------------------------------------------------------------
 
@@ -258,6 +261,7 @@ class PromptController:
             self.chain = None
             self._verdict = Next.DONE
             self._compacted = False
+            self._told = None
             if self._idle is not None:
                 self._idle.unpark_all()
 
@@ -267,29 +271,68 @@ class PromptController:
         """The agent's ``will_continue``: decide (R-1, R-2) just before ``agent_end``."""
         chain = self.live_chain
         settings = self.settings.current
-        policy = self.policy()
+        classifier = self.policy()
         model = self.agent.model
+        window = model.context_window
+        attempt = chain.attempt if chain is not None else 0
+        told = self._told
+        rotated = told[1] if told is not None and told[0] is message else None
+        if rotated is None and self.keys is None and message.stop_reason == "error":
+            # R-53b: no credential store, no free key (``ask_store`` asks when there is one)
+            asked = asks_for_a_key(
+                message, settings, classifier, context_window=window, attempt=attempt
+            )
+            rotated = False if asked else None
         step = decide(
             message,
             settings,
-            policy,
-            context_window=model.context_window,
-            attempt=chain.attempt if chain is not None else 0,
+            classifier,
+            context_window=window,
+            attempt=attempt,
             compacted=self._compacted,
+            rotated=rotated,
         )
         if step is not Next.RETRY and step is not Next.GIVE_UP:  # the overflow path (R-56)
             step = overflow_step(
                 step,
                 message,
                 settings,
-                policy,
-                context_window=model.context_window,
+                classifier,
+                context_window=window,
                 max_tokens=model.max_tokens,
                 compacted=self._compacted,
                 can_compact=lambda: self.recovery.can_compact(without_last=True),
             )
         self._verdict = step
         return step.will_retry
+
+    async def ask_store(self, message: AssistantMessage) -> None:
+        """The agent's ``on_failure``: under ``"pi-1.6"``, report a usage limit that may
+        be retried to the credential store before the decision, so that ``agent_end``
+        already knows whether a free key takes the re-attempt (R-53b, R-45a, R-56).
+
+        The store is told what the chain tells it under ``"seed"``, in the same order:
+        the server's wait hint for the fleet (R-28b), then the usage limit (R-17).
+
+        Args:
+            message: the run's last message, which failed.
+        """
+        self._told = None
+        chain = self.live_chain
+        asked = self.keys is not None and asks_for_a_key(
+            message,
+            self.settings.current,
+            self.policy(),
+            context_window=self.agent.model.context_window,
+            attempt=chain.attempt if chain is not None else 0,
+        )
+        if not asked:
+            return
+        assert self.keys is not None
+        hint = parse_retry_after_ms(message.error_message or "")
+        if hint is not None:
+            await self.keys.share_cooldown(hint)
+        self._told = (message, await self.keys.rotate(hint))
 
     def _take_verdict(self) -> Next:
         """The decision of the run that just returned (read once, right after it)."""
@@ -394,6 +437,9 @@ class PromptController:
         Args:
             hint_ms: the server's wait hint, if any.
         """
+        told, self._told = self._told, None
+        if told is not None:  # pi-1.6: asked before the decision (R-53b), not again
+            return told[1]
         return self.keys is not None and await self.keys.rotate(hint_ms)
 
     async def share_cooldown(self, hint_ms: int) -> None:
@@ -402,7 +448,7 @@ class PromptController:
         Args:
             hint_ms: the server's wait hint.
         """
-        if self.keys is not None:
+        if self.keys is not None and self._told is None:  # pi-1.6 shared it already
             await self.keys.share_cooldown(hint_ms)
 
     async def cooldown_delay(self, delay_ms: int) -> int:

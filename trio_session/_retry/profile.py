@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-from .._settings_values import ProfileName, Settings
+from .._settings_values import RetryProfile, Settings
 
-SEED: ProfileName = "seed"
-PI_16: ProfileName = "pi-1.6"
+SEED: RetryProfile = "seed"
+PI_16: RetryProfile = "pi-1.6"
 
 
-def retry_profile(settings: Settings) -> ProfileName:
+def retry_profile(settings: Settings) -> RetryProfile:
     """The profile in effect: ``retry.profile``.
 
     Args:
