@@ -7,6 +7,7 @@ meant for a person; the command line prints it and exits 2. Nothing here prints 
 from __future__ import annotations
 
 import datetime
+import difflib
 import getpass
 import importlib
 import ipaddress
@@ -692,7 +693,15 @@ def timestamp() -> str:
 
 
 def auth_add(provider: str, label: str | None, *, stdin: TextIO = sys.stdin) -> str:
-    """Store a key read from the terminal (hidden) or one line of stdin."""
+    """Store a key read from the terminal (hidden) or one line of stdin.
+
+    A provider name neither ours nor pi's is refused before the key is asked for.
+    """
+    known = sorted({*KEY_VARIABLES, *PROVIDER_APIS, *BUILT_IN_PROVIDERS})
+    if provider not in known:
+        near = difflib.get_close_matches(provider, known, n=1)
+        guess = f"; did you mean '{near[0]}'?" if near else ""
+        raise CommandError(f"unknown provider '{provider}'{guess} (known: {', '.join(known)})")
     key = getpass.getpass(f"API key for {provider}: ") if stdin.isatty() else stdin.readline()
     key = key.strip()
     if not key:
@@ -719,9 +728,10 @@ def _when(epoch: float) -> str:
 
 
 def auth_remove(provider: str, which: str) -> str:
-    """Remove a key by label or 0-based index."""
+    """Remove a key by label or by its index as ``auth list`` prints it (``#0``, or ``0``)."""
+    index = which.removeprefix("#")
     with _store() as store:
-        target: str | int = int(which) if which.isdigit() else which
+        target: str | int = int(index) if index.isdigit() else which
         info = store.remove(provider, target)
     return f"removed {info.provider} key {info.label} ({info.redacted})"
 
