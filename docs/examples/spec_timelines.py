@@ -237,28 +237,40 @@ USAGE_LIMIT = "429 usage_limit_reached"
 
 
 async def usage_limit_no_key_left(profile: str) -> None:
-    """One key, and it hits its usage limit: the seed waits, pi-1.6 ends (R-55)."""
-    provider = FauxProvider([FauxReply(error=USAGE_LIMIT), FauxReply(text="Hello!")])
-    store = InMemoryCredentialStore(keys={"faux": ["only"]}, clock=trio.current_time)
+    """One key hits its usage limit: the seed waits, pi-1.6 ends (R-55)."""
+    provider = FauxProvider(
+        [FauxReply(error=USAGE_LIMIT), FauxReply(text="Hello!")]
+    )
+    store = InMemoryCredentialStore(
+        keys={"faux": ["only"]}, clock=trio.current_time
+    )
     settings = {"retry": {"profile": profile}}
-    async with open_session(provider, settings=settings, credentials=store) as session:
+    async with open_session(
+        provider, settings=settings, credentials=store
+    ) as session:
         _printer(session)
         reply = await session.prompt("Say hello")
-        print(f"t={trio.current_time():5.1f}s  prompt() returns {reply.stop_reason!r}")
+        now = trio.current_time()
+        print(f"t={now:5.1f}s  prompt() returns {reply.stop_reason!r}")
         print(f"requests sent: {len(provider.requests)}")
 
 
 async def long_base_delay(profile: str) -> None:
-    """baseDelayMs 40 000, three 503s, then an answer: pi-1.6 caps each wait (R-53a)."""
-    provider = FauxProvider([FauxReply(error=OVERLOADED)] * 3 + [FauxReply(text="Hello!")])
+    """baseDelayMs 40 000, 503 thrice, then an answer; pi-1.6 caps (R-53a)."""
+    provider = FauxProvider(
+        [FauxReply(error=OVERLOADED)] * 3 + [FauxReply(text="Hello!")]
+    )
     settings = {"retry": {"profile": profile, "baseDelayMs": 40_000}}
     async with open_session(provider, settings=settings) as session:
         _printer(session)
         reply = await session.prompt("Say hello")
-        print(f"t={trio.current_time():5.1f}s  prompt() returns {reply.stop_reason!r}")
+        now = trio.current_time()
+        print(f"t={now:5.1f}s  prompt() returns {reply.stop_reason!r}")
 
 
-def _in(profile: str, scenario: Callable[[str], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+def _in(
+    profile: str, scenario: Callable[[str], Awaitable[None]]
+) -> Callable[[], Awaitable[None]]:
     async def run() -> None:
         await scenario(profile)
 
