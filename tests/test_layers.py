@@ -42,7 +42,6 @@ SPLIT_PENDING = {
     "trio_session._agent": "split pending (issue 26): Tool moves to _tools with the circle",
     "trio_session._commands": "split pending (issue 26): the CLI work changes it now",
     "trio_session.providers._http": "split pending (issue 26)",
-    "trio_session.providers._base": "split pending (issue 26): 601 lines after the merges",
 }
 
 #: Import edges allowed to close a circle, each with why it stays for now.

@@ -53,14 +53,8 @@ from ._messages import (
     now_ms,
     to_llm,
 )
-from .providers._base import (
-    Model,
-    Provider,
-    ProviderRequest,
-    StreamEnd,
-    ToolSpec,
-    invalid_response_message,
-)
+from .providers._base import Model, Provider, ProviderRequest, StreamEnd, ToolSpec
+from .providers._error_text import invalid_response_message
 
 Emit = Callable[[SessionEvent], None]
 

@@ -27,7 +27,8 @@ from ._errors import SettingsError, TrioSessionError
 from ._files import check_regular
 from ._pi_config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
 from ._settings import Settings, SettingsLayer, SettingsStore, default_settings_paths
-from .providers._base import Model, Provider, excerpt
+from .providers._base import Model, Provider
+from .providers._error_text import excerpt
 from .providers._models import PROVIDER_APIS, builtin_model
 from .store._credentials import CredentialStore, InMemoryCredentialStore
 from .store._history import MAX_SESSION_FILE_BYTES, default_sessions_dir, latest_session

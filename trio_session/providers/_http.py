@@ -54,12 +54,9 @@ import trio
 
 from .._json import loads
 from .._text import valid_unicode
-from ._base import (
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink
+from ._error_text import (
     STREAM_CUT_MESSAGE,
-    Model,
-    ProviderRequest,
-    StreamEnd,
-    StreamSink,
     excerpt,
     http_error_message,
     invalid_response_message,
