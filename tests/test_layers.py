@@ -38,18 +38,12 @@ SPLIT_PENDING = {
     "trio_session.rpc._protocol": "split pending (issue 26)",
     "trio_session.rpc._client": "split pending (issue 26)",
     "trio_session.tui._app": "split pending (issue 26)",
-    "trio_session._tools": "split pending (issue 26): the depth-bounds work changes it now",
-    "trio_session._agent": "split pending (issue 26): Tool moves to _tools with the circle",
     "trio_session._commands": "split pending (issue 26): the CLI work changes it now",
     "trio_session.providers._http": "split pending (issue 26)",
 }
 
 #: Import edges allowed to close a circle, each with why it stays for now.
 CIRCLE_EDGES = {
-    ("trio_session._tools", "trio_session._agent"): (
-        "Tool (in _agent) and function_tool (in _tools) build on each other; the fix is "
-        "moving Tool into _tools, which the depth-bounds work is changing now"
-    ),
     ("trio_session._messages", "trio_session._retry.classify"): (
         "AssistantMessage.raise_for_error (public) maps the message through the "
         "classifier, whose public functions take an AssistantMessage"

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if imported here
     from ._agent import Agent as Agent
-    from ._agent import Tool as Tool
     from ._bash import BashResult as BashResult
     from ._codec import event_from_json as event_from_json
     from ._codec import event_to_json as event_to_json
@@ -106,6 +105,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
     from ._stream import ReplyStream as ReplyStream
+    from ._tools import Tool as Tool
     from ._tools import ToolArgumentError as ToolArgumentError
     from ._tools import tool as tool
     from .providers._anthropic import AnthropicProvider as AnthropicProvider
@@ -159,7 +159,7 @@ __version__ = "0.1.0.dev0"
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
     "Agent": "._agent",
-    "Tool": "._agent",
+    "Tool": "._tools",
     "DelayPlan": "._retry.backoff",
     "exponential_delay_ms": "._retry.backoff",
     "plan_delay": "._retry.backoff",

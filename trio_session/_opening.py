@@ -15,7 +15,6 @@ from typing import Any
 
 import trio
 
-from ._agent import Tool
 from ._compaction import Compactor
 from ._extensions import DEFAULT_HANDLER_TIMEOUT, Extension, ExtensionRunner, load_extension_file
 from ._groups import unwrapped
@@ -23,6 +22,7 @@ from ._retry.classify import Classifier
 from ._session import DEFAULT_COMPACTOR as _DEFAULT_COMPACTOR
 from ._session import AgentSession
 from ._settings import Settings, SettingsStore
+from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
 from .store._session_file import SessionFile, open_history

@@ -28,7 +28,7 @@ from typing import Any, Literal, overload
 import attrs
 import trio
 
-from ._agent import Agent, Tool
+from ._agent import Agent
 from ._bash import BashRun
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, SessionBusyError
@@ -50,6 +50,7 @@ from ._session_parts.switches import SwitchesPart
 from ._settings import Settings, SettingsStore
 from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
+from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
 from .store._history import runtime_context
