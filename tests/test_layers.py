@@ -44,10 +44,6 @@ SPLIT_PENDING = {
 
 #: Import edges allowed to close a circle, each with why it stays for now.
 CIRCLE_EDGES = {
-    ("trio_session._messages", "trio_session._retry.classify"): (
-        "AssistantMessage.raise_for_error (public) maps the message through the "
-        "classifier, whose public functions take an AssistantMessage"
-    ),
     ("trio_session._extensions", "trio_session._session"): (
         "ExtensionAPI.session is public and typed AgentSession (an extension may call "
         "any of its methods); a narrower Protocol would change the public type"

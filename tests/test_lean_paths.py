@@ -29,7 +29,8 @@ from trio_session import (
 from trio_session._agent import _RequestCache, request_messages
 from trio_session._logging import known_secrets
 from trio_session._messages import BashExecutionMessage
-from trio_session._retry.classify import OVERFLOW_PATTERNS, REFERENCE_CLASSIFIER, STRICT_CLASSIFIER
+from trio_session._retry.classify import REFERENCE_CLASSIFIER, STRICT_CLASSIFIER
+from trio_session._retry.patterns import OVERFLOW_PATTERNS
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, assert_idle, check_retry_events, err, ok, retry_settings
@@ -283,7 +284,7 @@ def test_the_overflow_alternation_matches_as_the_patterns_one_by_one(
 
 
 def _overflow_one_by_one(classifier: object, text: str) -> bool:
-    from trio_session._retry.classify import NO_BODY_OVERFLOW_PATTERN
+    from trio_session._retry.patterns import NO_BODY_OVERFLOW_PATTERN
 
     if not text:
         return False

@@ -77,19 +77,19 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._retry.backoff import DelayPlan as DelayPlan
     from ._retry.backoff import exponential_delay_ms as exponential_delay_ms
     from ._retry.backoff import plan_delay as plan_delay
-    from ._retry.classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
     from ._retry.classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
-    from ._retry.classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
     from ._retry.classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
-    from ._retry.classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
     from ._retry.classify import Classifier as Classifier
     from ._retry.classify import PatternClassifier as PatternClassifier
-    from ._retry.classify import error_status as error_status
     from ._retry.classify import is_context_overflow as is_context_overflow
     from ._retry.classify import is_retryable_error as is_retryable_error
-    from ._retry.classify import is_usage_limit_error as is_usage_limit_error
-    from ._retry.classify import parse_retry_after_ms as parse_retry_after_ms
     from ._retry.classify import provider_error as provider_error
+    from ._retry.patterns import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+    from ._retry.patterns import RETRYABLE_PATTERN as RETRYABLE_PATTERN
+    from ._retry.patterns import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
+    from ._retry.patterns import error_status as error_status
+    from ._retry.patterns import is_usage_limit_error as is_usage_limit_error
+    from ._retry.patterns import parse_retry_after_ms as parse_retry_after_ms
     from ._session import AgentSession as AgentSession
     from ._session_parts.hub import EventStream as EventStream
     from ._settings import CompactionSettings as CompactionSettings
@@ -164,18 +164,18 @@ _EXPORTS: dict[str, str] = {
     "exponential_delay_ms": "._retry.backoff",
     "plan_delay": "._retry.backoff",
     "BashResult": "._bash",
-    "OVERFLOW_PATTERNS": "._retry.classify",
+    "OVERFLOW_PATTERNS": "._retry.patterns",
     "REFERENCE_CLASSIFIER": "._retry.classify",
-    "RETRYABLE_PATTERN": "._retry.classify",
+    "RETRYABLE_PATTERN": "._retry.patterns",
     "STRICT_CLASSIFIER": "._retry.classify",
-    "USAGE_LIMIT_PATTERN": "._retry.classify",
+    "USAGE_LIMIT_PATTERN": "._retry.patterns",
     "Classifier": "._retry.classify",
     "PatternClassifier": "._retry.classify",
-    "error_status": "._retry.classify",
+    "error_status": "._retry.patterns",
     "is_context_overflow": "._retry.classify",
     "is_retryable_error": "._retry.classify",
-    "is_usage_limit_error": "._retry.classify",
-    "parse_retry_after_ms": "._retry.classify",
+    "is_usage_limit_error": "._retry.patterns",
+    "parse_retry_after_ms": "._retry.patterns",
     "provider_error": "._retry.classify",
     "event_from_json": "._codec",
     "event_to_json": "._codec",

@@ -4,7 +4,8 @@ A reader who wants to know what happens to a failed request opens this folder. T
 modules, lowest first (each imports only those above it in this list):
 
 ```text
-classify.py     which errors retry, which overflow, the server's wait hint   pure
+patterns.py     what an error text says: patterns, status, the wait hint     pure
+classify.py     the classifiers: which errors retry, which overflow          pure
 backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
 decide.py       the one decision after a run, the one maximum check         pure
 chain.py        the retry chain: one task, one scope, one auto_retry_end     trio
@@ -16,8 +17,8 @@ Where each rule of SPEC §1–§6 lives (``file:function``):
 
 ```text
 R-1 R-2 R-3     decide.py:decide
-R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable
-R-7             classify.py:PatternClassifier.is_context_overflow
+R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable → patterns.py:is_retryable
+R-7             classify.py:PatternClassifier.is_context_overflow → patterns.py:overflows
 R-8             classify.py:STRICT_CLASSIFIER
 R-9             chain.py:RetryChain.attempt
 R-10 R-14       controller.py:PromptController._settle
@@ -28,7 +29,7 @@ R-13 R-15 R-27  decide.py:decide (the one maximum check)
 R-15a           controller.py:PromptController._settle
 R-16            backoff.py:exponential_delay_ms
 R-17            chain.py:RetryChain._start_attempt, keys.py:KeyRing.rotate
-R-18            classify.py:parse_retry_after_ms
+R-18            patterns.py:parse_retry_after_ms
 R-19            chain.py:RetryChain._start_attempt
 R-20 R-20a      controller.py:PromptController.drop_from_context
 R-21            chain.py:RetryChain.run
@@ -74,6 +75,6 @@ A 503 then a success, followed from ``AgentSession.prompt``:
 ``controller.py:PromptController.saw_message`` → ``chain.py:RetryChain.succeed``
 (``auto_retry_end``).
 
-This ``__init__`` imports nothing, so ``classify`` (which the providers use) costs no
+This ``__init__`` imports nothing, so ``patterns`` (which the providers use) costs no
 more than itself.
 """

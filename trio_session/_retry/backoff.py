@@ -27,7 +27,7 @@ from typing import Literal
 import attrs
 
 from .._settings_values import RetrySettings
-from .classify import MAX_HINT_MS
+from .patterns import MAX_HINT_MS
 
 #: The longest wait ever planned, in milliseconds: 2**53 - 1 (about 285 000 years),
 #: the largest integer a JSON client reading doubles holds exactly.
