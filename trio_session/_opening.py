@@ -16,7 +16,8 @@ from typing import Any
 import trio
 
 from ._compaction import Compactor
-from ._extensions import DEFAULT_HANDLER_TIMEOUT, Extension, ExtensionRunner, load_extension_file
+from ._extension_runner import DEFAULT_HANDLER_TIMEOUT, ExtensionRunner
+from ._extensions import Extension, activate_extensions, load_extension_file
 from ._groups import unwrapped
 from ._retry.classify import Classifier
 from ._session import DEFAULT_COMPACTOR as _DEFAULT_COMPACTOR
@@ -239,7 +240,7 @@ async def _open_session(
             session_id = history_file.header.id
         runner = None
         if loaded:
-            runner = ExtensionRunner(loaded, report=_no_report, handler_timeout=extension_timeout)
+            runner = ExtensionRunner(report=_no_report, handler_timeout=extension_timeout)
         session = AgentSession(
             provider=provider,
             model=model,
@@ -264,7 +265,7 @@ async def _open_session(
             return
         with _UNWRAPPED:
             async with trio.open_nursery() as nursery:
-                runner.activate(session)
+                activate_extensions(loaded, session, runner)
                 await nursery.start(runner.run)
                 try:
                     yield session

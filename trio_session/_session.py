@@ -33,7 +33,7 @@ from ._bash import BashRun
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, SessionBusyError
 from ._events import CompactionResult, MessageEnd, SessionEvent
-from ._extensions import ExtensionRunner
+from ._extension_runner import ExtensionRunner
 from ._logging import SessionObserver
 from ._messages import AssistantMessage, ImageContent, Message, UserMessage
 from ._retry.classify import Classifier
