@@ -50,10 +50,6 @@ UPWARD = dict(CIRCLE_EDGES)
 
 #: ``(reading module, private attribute)`` pairs allowed, each with its reason.
 PRIVATE_READS = {
-    ("trio_session._session", "_api_key"): (
-        "the observer must know an HTTP provider's own key to scrub it from records and "
-        "spans; providers have no public accessor for it (adding one would widen their API)"
-    ),
     ("trio_session.providers._http", "_get_content_decoder"): (
         "httpx decodes a body it was handed raw only through this helper of its Response"
     ),

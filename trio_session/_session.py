@@ -132,10 +132,14 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _control: PromptController = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        # An HTTP provider's own key (``api_key=``), so that no record or span shows it.
-        key = getattr(self._provider, "_api_key", None)
+        # A provider's own secrets (an HTTP provider's ``api_key=``), so that no record or
+        # span shows them; ``secrets()`` is optional (see ``Provider``).
+        secrets = getattr(self._provider, "secrets", None)
         observer = self._observer = SessionObserver.install(
-            self, self._tracer_provider, provider_key=key, classifier=self._classifier
+            self,
+            self._tracer_provider,
+            provider_secrets=secrets() if callable(secrets) else (),
+            classifier=self._classifier,
         )
         hub = self._hub = EventHub(observer, self._extensions)
         if self._extensions is not None:

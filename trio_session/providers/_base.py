@@ -259,7 +259,13 @@ class StreamSink(Protocol):
 
 
 class Provider(Protocol):
-    """A model provider. ``FauxProvider`` is the one to use in tests."""
+    """A model provider. ``FauxProvider`` is the one to use in tests.
+
+    A provider that holds secrets of its own (an API key it was built with) may also
+    have a ``secrets()`` method returning them as a tuple of strings, as
+    ``HttpProvider`` does: a session then keeps them out of its logs and spans. The
+    method is optional, so it is not part of this protocol.
+    """
 
     @property
     def name(self) -> str:

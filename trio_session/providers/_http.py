@@ -291,6 +291,15 @@ class HttpProvider:
 
     # -- configuration -------------------------------------------------------------
 
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets this provider holds — its own ``api_key``, if it was given one —
+        for a session to keep out of its logs and spans (see ``Provider``).
+
+        Returns:
+            The provider's own key, or nothing.
+        """
+        return (self._api_key,) if self._api_key else ()
+
     @property
     def name(self) -> str:
         """The provider name credentials are keyed by."""
