@@ -31,7 +31,8 @@ from .providers._base import Model, Provider
 from .providers._error_text import excerpt
 from .providers._models import PROVIDER_APIS, builtin_model
 from .store._credentials import CredentialStore, InMemoryCredentialStore
-from .store._history import MAX_SESSION_FILE_BYTES, default_sessions_dir, latest_session
+from .store._entries import MAX_SESSION_FILE_BYTES
+from .store._session_list import default_sessions_dir, latest_session
 
 # The HTTP adapters (and httpx), the faux provider and the SQLite credential store are
 # imported where a command needs them: ``rpc --faux`` loads no HTTP client, and a key

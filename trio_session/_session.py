@@ -53,7 +53,7 @@ from ._text import valid_text
 from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
-from .store._history import runtime_context
+from .store._loaded import runtime_context
 from .store._session_file import SessionFile
 
 __all__ = ["DEFAULT_COMPACTOR", "AgentSession", "EventStream"]

@@ -18,7 +18,7 @@ from .._opening import open_session
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
 from .._settings import SettingsStore
-from ..store._history import HistoryError
+from ..store._entries import HistoryError
 from ._output import Printer, is_terminal, show
 from ._setup import (
     credentials_url,

@@ -37,7 +37,7 @@ from .._dirs import fsync_directory, make_private_dirs
 from .._events import CompactionResult
 from .._files import open_regular
 from .._messages import Message, UserContent, UserMessage
-from ._history import (
+from ._entries import (
     MAX_SESSION_FILE_BYTES,
     BranchSummaryEntry,
     CompactionEntry,
@@ -46,22 +46,19 @@ from ._history import (
     HistoryEntry,
     HistoryError,
     LabelEntry,
-    LoadedSession,
     MessageEntry,
     ModelChangeEntry,
     SessionHeader,
     SessionInfoEntry,
     SettingsChangeEntry,
     ThinkingLevelChangeEntry,
-    _dump,
-    _encode,
-    _fresh_id,
-    _iso,
-    _load_fd,
-    default_sessions_dir,
-    load_session,
-    session_file_name,
+    dump_line,
+    encode_record,
+    iso_time,
 )
+from ._history import fresh_id, load_fd, load_session
+from ._loaded import LoadedSession
+from ._session_list import default_sessions_dir, session_file_name
 
 if sys.platform != "win32":
     import fcntl
@@ -186,7 +183,7 @@ class SessionFile:
         where = str(Path(cwd).absolute()) if cwd is not None else os.getcwd()
         header = SessionHeader(
             id=session_id if session_id is not None else str(uuid.uuid4()),
-            timestamp=_iso(clock()),
+            timestamp=iso_time(clock()),
             cwd=where,
             parent_session=parent_session,
         )
@@ -207,7 +204,7 @@ class SessionFile:
         file = cls(path, header, fd=fd, clock=clock)
         try:
             _lock(fd, path)
-            file._write(_dump(_encode(header)))
+            file._write(dump_line(encode_record(header)))
             fsync_directory(path.parent)
         except BaseException:
             os.close(fd)
@@ -246,7 +243,7 @@ class SessionFile:
             raise HistoryError(msg, path=path) from exc
         try:
             _lock(fd, path)
-            loaded = _load_fd(path, fd)
+            loaded = load_fd(path, fd)
             if loaded.migrated_from is not None:
                 fd = _rewrite_migrated(fd, loaded)
                 note = (
@@ -301,9 +298,11 @@ class SessionFile:
     ) -> str:
         self._check_open()
         entry_id = self._new_id()
-        when = _iso(self._clock() if at is None else at)
+        when = iso_time(self._clock() if at is None else at)
         entry = make(id=entry_id, parent_id=self._last_id, timestamp=when, **fields)
-        line = _dump(_encode(entry))  # may raise for a value JSON cannot hold: nothing staged
+        line = dump_line(
+            encode_record(entry)
+        )  # may raise for a value JSON cannot hold: nothing staged
         self._pending.append(_Staged(entry_id, self._last_id, line))
         self._ids.add(entry_id)
         self._tree[entry_id] = (self._last_id, entry.type)
@@ -686,7 +685,7 @@ def _write_new(path: Path, lines: bytes) -> None:
 
 
 def _records(header: SessionHeader, entries: list[dict[str, Any]]) -> bytes:
-    return _dump(_encode(header)) + b"".join(_dump(e) for e in entries)
+    return dump_line(encode_record(header)) + b"".join(dump_line(e) for e in entries)
 
 
 def _rewrite_migrated(fd: int, loaded: LoadedSession) -> int:
@@ -767,10 +766,10 @@ def fork_session(
     for target, (label, stamp) in labels.items():
         if target not in on_path:
             continue
-        label_id = _fresh_id(taken)
+        label_id = fresh_id(taken)
         taken.add(label_id)
         records.append(
-            _encode(
+            encode_record(
                 LabelEntry(
                     id=label_id, parent_id=parent, timestamp=stamp, target_id=target, label=label
                 )
@@ -779,7 +778,7 @@ def fork_session(
         parent = label_id
     header = SessionHeader(
         id=str(uuid.uuid4()),
-        timestamp=_iso(clock()),
+        timestamp=iso_time(clock()),
         cwd=str(Path(cwd).absolute()) if cwd is not None else loaded.header.cwd,
         parent_session=str(source),
     )

@@ -44,7 +44,8 @@ from .._messages import AssistantMessage, UserMessage
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession, EventStream
 from ..providers._base import Model
-from ..store._history import HistoryError, SessionSummary, list_sessions
+from ..store._entries import HistoryError
+from ..store._session_list import SessionSummary, list_sessions
 from ._controller import EventController, js_round
 from ._editor import Editor
 from ._input_history import InputHistory
