@@ -50,7 +50,8 @@ from trio_session.store._entries import (
 )
 from trio_session.store._history import load_session
 from trio_session.store._loaded import LoadedSession, runtime_context
-from trio_session.store._session_file import SessionFile, open_history
+from trio_session.store._open_history import open_history
+from trio_session.store._session_file import SessionFile
 from trio_session.store._session_list import default_sessions_dir, latest_session, session_file_name
 
 from .conftest import ERR_503, ERR_OVERFLOW

@@ -29,7 +29,8 @@ from trio_session._files import RefusedFileError, check_regular, open_regular, r
 from trio_session.rpc._client import default_command
 from trio_session.store._entries import MAX_SESSION_FILE_BYTES, HistoryError
 from trio_session.store._history import load_session
-from trio_session.store._session_file import SessionFile, open_history
+from trio_session.store._open_history import open_history
+from trio_session.store._session_file import SessionFile
 from trio_session.store._session_list import latest_session, list_sessions
 from trio_session.store._sqlite_credentials import SqliteCredentialStore
 from trio_session.tui._input_history import (

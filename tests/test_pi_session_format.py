@@ -60,9 +60,11 @@ from trio_session.store._entries import (
     MessageEntry,
     OtherEntry,
 )
+from trio_session.store._fork import fork_session
 from trio_session.store._history import load_session
 from trio_session.store._loaded import runtime_context, session_context
-from trio_session.store._session_file import SessionFile, fork_session, open_history
+from trio_session.store._open_history import open_history
+from trio_session.store._session_file import SessionFile
 from trio_session.store._session_list import default_sessions_dir
 
 from .conftest import ERR_503, ERR_OVERFLOW

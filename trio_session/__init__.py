@@ -137,15 +137,15 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .store._credentials import CredentialStore as CredentialStore
     from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
     from .store._entries import HistoryError as HistoryError
+    from .store._fork import fork_session as fork_session
     from .store._history import load_session as load_session
     from .store._loaded import LoadedSession as LoadedSession
     from .store._loaded import runtime_context as runtime_context
     from .store._loaded import session_context as session_context
+    from .store._open_history import open_history as open_history
     from .store._redis_credentials import RedisCredentialStore as RedisCredentialStore
     from .store._redis_credentials import open_redis_credentials as open_redis_credentials
     from .store._session_file import SessionFile as SessionFile
-    from .store._session_file import fork_session as fork_session
-    from .store._session_file import open_history as open_history
     from .store._session_list import SessionSummary as SessionSummary
     from .store._session_list import default_sessions_dir as default_sessions_dir
     from .store._session_list import latest_session as latest_session
@@ -291,8 +291,8 @@ _EXPORTS: dict[str, str] = {
     "runtime_context": ".store._loaded",
     "session_context": ".store._loaded",
     "SessionFile": ".store._session_file",
-    "fork_session": ".store._session_file",
-    "open_history": ".store._session_file",
+    "fork_session": ".store._fork",
+    "open_history": ".store._open_history",
     "CredentialStoreError": ".store._sqlite_credentials",
     "SqliteCredentialStore": ".store._sqlite_credentials",
     "open_sqlite_credentials": ".store._sqlite_credentials",

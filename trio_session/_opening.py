@@ -26,7 +26,8 @@ from ._settings import Settings, SettingsStore
 from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
-from .store._session_file import SessionFile, open_history
+from .store._open_history import open_history
+from .store._session_file import SessionFile
 
 
 def _no_report(event: object) -> None:

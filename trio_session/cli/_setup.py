@@ -219,7 +219,7 @@ def session_start(
     Raises:
         CommandError: no session matches, or ``--fork`` came with another.
     """
-    from ..store._session_file import fork_session  # a session file is only for these
+    from ..store._fork import fork_session
 
     config: AgentDirConfig | None = args.agent_dir_config
     directory = (
