@@ -136,6 +136,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .rpc import serve_rpc as serve_rpc
     from .store._credentials import CredentialStore as CredentialStore
     from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
+    from .store._credentials_file import CredentialStoreError as CredentialStoreError
     from .store._entries import HistoryError as HistoryError
     from .store._fork import fork_session as fork_session
     from .store._history import load_session as load_session
@@ -150,7 +151,6 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .store._session_list import default_sessions_dir as default_sessions_dir
     from .store._session_list import latest_session as latest_session
     from .store._session_list import list_sessions as list_sessions
-    from .store._sqlite_credentials import CredentialStoreError as CredentialStoreError
     from .store._sqlite_credentials import SqliteCredentialStore as SqliteCredentialStore
     from .store._sqlite_credentials import open_sqlite_credentials as open_sqlite_credentials
 
@@ -293,7 +293,7 @@ _EXPORTS: dict[str, str] = {
     "SessionFile": ".store._session_file",
     "fork_session": ".store._fork",
     "open_history": ".store._open_history",
-    "CredentialStoreError": ".store._sqlite_credentials",
+    "CredentialStoreError": ".store._credentials_file",
     "SqliteCredentialStore": ".store._sqlite_credentials",
     "open_sqlite_credentials": ".store._sqlite_credentials",
     "RedisCredentialStore": ".store._redis_credentials",

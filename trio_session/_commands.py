@@ -569,7 +569,8 @@ def credential_store(
         return None
     if api_key:
         return InMemoryCredentialStore(keys={provider: [api_key]})
-    from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
+    from .store._credentials_file import DEFAULT_ENV_VARS
+    from .store._sqlite_credentials import SqliteCredentialStore
 
     environ: Mapping[str, str] = os.environ
     found = env_api_key(provider)
@@ -609,8 +610,9 @@ async def open_credentials(
             if callable(close):
                 close()
         return
+    from .store._credentials_file import DEFAULT_ENV_VARS
     from .store._redis_credentials import check_url, open_redis_credentials
-    from .store._sqlite_credentials import DEFAULT_ENV_VARS, SqliteCredentialStore
+    from .store._sqlite_credentials import SqliteCredentialStore
 
     check_url(url)
     env_vars: dict[str, str] = {}
