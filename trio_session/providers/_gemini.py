@@ -84,7 +84,8 @@ from ._error_text import (
     http_error_message,
     invalid_response_message,
 )
-from ._http import HttpProvider, StreamParser
+from ._http import HttpProvider
+from ._http_body import StreamParser
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")

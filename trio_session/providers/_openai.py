@@ -49,7 +49,8 @@ from .._messages import (
 )
 from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
 from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
-from ._http import HttpProvider, StreamParser
+from ._http import HttpProvider
+from ._http_body import StreamParser
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")
