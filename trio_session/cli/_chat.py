@@ -13,7 +13,8 @@ from typing import BinaryIO, TextIO
 
 import trio
 
-from .._commands import history_path, open_credentials
+from .._command_keys import open_credentials
+from .._commands import history_path
 from .._opening import open_session
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession

@@ -7,7 +7,7 @@ import contextlib
 import signal
 from collections.abc import AsyncIterator
 
-from .._commands import open_credentials
+from .._command_keys import open_credentials
 from .._opening import open_session
 from .._session import AgentSession
 from .._settings import SettingsStore
