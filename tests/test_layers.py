@@ -34,7 +34,6 @@ SPLIT_PENDING = {
     "trio_session.rpc._server": "split pending (issue 26)",
     "trio_session.rpc._protocol": "split pending (issue 26)",
     "trio_session.rpc._client": "split pending (issue 26)",
-    "trio_session.tui._app": "split pending (issue 26)",
 }
 
 #: Import edges allowed to close a circle, each with why it stays for now.

@@ -164,8 +164,8 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
 
         if is_terminal():
             # The terminal UI: it shows the file, its load warnings, the conversation so far.
-            from ..tui._app import run_terminal_chat
             from ..tui._input_history import InputHistory, default_history_path
+            from ..tui._terminal_chat import run_terminal_chat
 
             try:
                 await run_terminal_chat(
