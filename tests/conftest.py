@@ -51,6 +51,17 @@ def retry_settings(**retry: Any) -> dict[str, Any]:
     return {"retry": retry}
 
 
+#: The retry profiles (R-53): a rule that holds in both is tested in both.
+PROFILES = pytest.mark.parametrize("profile", ["seed", "pi-1.6"])
+
+
+def in_profile(profile: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``settings`` (file form) with ``retry.profile`` set to ``profile``."""
+    settings = dict(settings or {})
+    settings["retry"] = {**settings.get("retry", {}), "profile": profile}
+    return settings
+
+
 def check_retry_events(events: Sequence[SessionEvent]) -> int:
     """Every ``auto_retry_start`` is followed by exactly one ``auto_retry_end`` of its
     chain, and a chain never stays open. Returns the number of chains."""

@@ -9,8 +9,10 @@ import pytest
 
 from trio_session import REFERENCE_CLASSIFIER, STRICT_CLASSIFIER, Settings, Usage
 from trio_session._messages import AssistantMessage, TextContent
-from trio_session._retry.decide import Next, decide
+from trio_session._retry.decide import Next, asks_for_a_key, decide
 from trio_session._settings import SettingsStore
+
+from .conftest import PROFILES
 
 ERROR_503 = AssistantMessage(stop_reason="error", error_message="503 Service Unavailable")
 OVERFLOW = AssistantMessage(stop_reason="error", error_message="prompt is too long")
@@ -18,8 +20,9 @@ AUTH = AssistantMessage(stop_reason="error", error_message="401 Unauthorized")
 ANSWER = AssistantMessage(content=(TextContent("hi"),))
 
 
-def _settings(**groups: dict[str, object]) -> Settings:
-    return SettingsStore.coerce(groups).current
+def _settings(profile: str = "seed", **groups: dict[str, object]) -> Settings:
+    retry = {**groups.pop("retry", {}), "profile": profile}
+    return SettingsStore.coerce({**groups, "retry": retry}).current
 
 
 def _decide(
@@ -40,27 +43,32 @@ def _decide(
     )
 
 
+@PROFILES
 @pytest.mark.parametrize(
     ("attempt", "max_retries", "step"),
     [(0, 3, Next.RETRY), (2, 3, Next.RETRY), (3, 3, Next.GIVE_UP), (0, 0, Next.GIVE_UP)],
 )
-def test_the_one_maximum_check(attempt: int, max_retries: int, step: Next) -> None:
-    """R-13, R-15, R-27: the next attempt (attempt + 1) may not exceed maxRetries."""
-    settings = _settings(retry={"maxRetries": max_retries})
+def test_the_one_maximum_check(attempt: int, max_retries: int, step: Next, profile: str) -> None:
+    """R-13, R-15, R-27: the next attempt (attempt + 1) may not exceed maxRetries, in
+    both profiles."""
+    settings = _settings(profile, retry={"maxRetries": max_retries})
     assert _decide(ERROR_503, settings, attempt=attempt) is step
 
 
-def test_retry_disabled_is_done() -> None:
+@PROFILES
+def test_retry_disabled_is_done(profile: str) -> None:
     """R-12: retryable, but retry.enabled is false: nothing follows (no chain, no event)."""
-    assert _decide(ERROR_503, _settings(retry={"enabled": False})) is Next.DONE
+    assert _decide(ERROR_503, _settings(profile, retry={"enabled": False})) is Next.DONE
 
 
-def test_overflow_compacts_once() -> None:
+@PROFILES
+def test_overflow_compacts_once(profile: str) -> None:
     """R-2, R-50: an overflow error compacts and continues; after a compaction, not again;
-    with compaction off, nothing."""
-    assert _decide(OVERFLOW) is Next.COMPACT
-    assert _decide(OVERFLOW, compacted=True) is Next.DONE
-    assert _decide(OVERFLOW, _settings(compaction={"enabled": False})) is Next.DONE
+    with compaction off, nothing (both profiles)."""
+    assert _decide(OVERFLOW, _settings(profile)) is Next.COMPACT
+    assert _decide(OVERFLOW, _settings(profile), compacted=True) is Next.DONE
+    off = _settings(profile, compaction={"enabled": False})
+    assert _decide(OVERFLOW, off) is Next.DONE
 
 
 def test_a_silent_overflow_compacts_without_continuing() -> None:
@@ -70,10 +78,11 @@ def test_a_silent_overflow_compacts_without_continuing() -> None:
     assert _decide(big) is Next.DONE  # no window known: nothing overflowed
 
 
-def test_anything_else_is_done() -> None:
-    """R-1: a good answer or a non-retryable error: nothing follows."""
-    assert _decide(ANSWER) is Next.DONE
-    assert _decide(AUTH) is Next.DONE
+@PROFILES
+def test_anything_else_is_done(profile: str) -> None:
+    """R-1: a good answer or a non-retryable error: nothing follows (both profiles)."""
+    assert _decide(ANSWER, _settings(profile)) is Next.DONE
+    assert _decide(AUTH, _settings(profile)) is Next.DONE
 
 
 def test_the_classifier_decides_what_retries() -> None:
@@ -102,3 +111,46 @@ def test_will_retry_and_retries(step: Next, will_retry: bool, retries: bool) -> 
     a chain acts on RETRY and GIVE_UP."""
     assert step.will_retry is will_retry
     assert step.retries is retries
+
+
+LIMIT = AssistantMessage(stop_reason="error", error_message="429 usage_limit_reached")
+
+
+@pytest.mark.parametrize(("rotated", "step"), [(True, Next.RETRY), (False, Next.DONE)])
+def test_the_store_answers_for_a_usage_limit(rotated: bool, step: Next) -> None:
+    """R-53b, R-55: the store was asked: a free key retries, none left ends (no exponential
+    wait), whatever the classifier says of the text."""
+    settings = _settings("pi-1.6")
+    got = decide(
+        LIMIT,
+        settings,
+        REFERENCE_CLASSIFIER,
+        context_window=None,
+        attempt=0,
+        compacted=False,
+        rotated=rotated,
+    )
+    assert got is step
+
+
+@pytest.mark.parametrize(
+    ("profile", "message", "retry", "attempt", "asked"),
+    [
+        ("pi-1.6", LIMIT, {}, 0, True),
+        ("pi-1.6", LIMIT, {}, 2, True),
+        ("seed", LIMIT, {}, 0, False),  # the seed's chain asks, after deciding (R-17)
+        ("pi-1.6", ERROR_503, {}, 0, False),  # not a usage limit
+        ("pi-1.6", LIMIT, {"enabled": False}, 0, False),  # R-12: nothing follows anyway
+        ("pi-1.6", LIMIT, {}, 3, False),  # R-15: past the budget, nothing could follow
+    ],
+)
+def test_when_pi16_asks_the_store(
+    profile: str, message: AssistantMessage, retry: dict[str, object], attempt: int, asked: bool
+) -> None:
+    """R-53b: only pi-1.6 asks the store before deciding, only for a usage limit that
+    could be retried."""
+    settings = _settings(profile, retry=retry)
+    got = asks_for_a_key(
+        message, settings, REFERENCE_CLASSIFIER, context_window=None, attempt=attempt
+    )
+    assert got is asked

@@ -381,9 +381,9 @@ def test_unknown_keys_anywhere_are_warnings_not_errors(tmp_path: Path) -> None:
     assert layer.values == {"retry.enabled": False}
     assert layer.warnings == (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
-        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, sharedCooldown, "
-        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
-        f"provider.maxRetries) (in {path}); ignored",
+        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, profile, "
+        "maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+        f"provider.idleTimeoutMs, provider.maxRetries) (in {path}); ignored",
         "compaction.x is not a known setting (known compaction keys: enabled, "
         f"keepRecentTurns, reserveTokens, keepRecentTokens) (in {path}); ignored",
         "myTool is not a known setting (known groups: retry.*, compaction.*, credentials.*) "
@@ -578,7 +578,8 @@ async def test_unknown_keys_warn_and_the_command_runs(tmp_path: Path) -> None:
     assert err.splitlines() == [
         "trio-session: warning: retry.maxRetry is not a known setting (known retry keys: "
         "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-        "sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+        "profile, maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, "
+        "provider.timeoutMs, provider.idleTimeoutMs, "
         f"provider.maxRetries) (in {settings}); ignored",
         "trio-session: warning: myTool is not a known setting (known groups: retry.*, "
         f"compaction.*, credentials.*) (in {settings}); ignored",

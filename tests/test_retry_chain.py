@@ -18,6 +18,8 @@ from trio_session._messages import AssistantMessage, TextContent
 from trio_session._retry.chain import CANCELLED, RetryChain
 from trio_session._retry.decide import Next
 
+from .conftest import PROFILES
+
 ERROR = AssistantMessage(stop_reason="error", error_message="503 Service Unavailable")
 ANSWER = AssistantMessage(content=(TextContent("done"),))
 
@@ -69,8 +71,11 @@ class ScriptHost:
         return message, step
 
 
-def _host(*script: tuple[AssistantMessage, Next] | BaseException) -> ScriptHost:
-    return ScriptHost(list(script), RetryChain())
+def _host(
+    *script: tuple[AssistantMessage, Next] | BaseException, profile: str = "seed"
+) -> ScriptHost:
+    settings = RetrySettings(profile=profile)  # type: ignore[arg-type]
+    return ScriptHost(list(script), RetryChain(), settings=settings)
 
 
 async def test_success_on_the_first_reattempt(autojump_clock: trio.testing.MockClock) -> None:
@@ -88,9 +93,13 @@ async def test_success_on_the_first_reattempt(autojump_clock: trio.testing.MockC
     assert host.chain.ended
 
 
-async def test_two_errors_then_success(autojump_clock: trio.testing.MockClock) -> None:
-    """R-13, R-16: attempts 1 and 2 wait 2 s and 4 s; the end names attempt 2."""
-    host = _host((ERROR, Next.RETRY), (ANSWER, Next.DONE))
+@PROFILES
+async def test_two_errors_then_success(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
+    """R-13, R-16, R-53a: attempts 1 and 2 wait 2 s and 4 s, in both profiles (under the
+    cap); the end names attempt 2."""
+    host = _host((ERROR, Next.RETRY), (ANSWER, Next.DONE), profile=profile)
     await host.chain.run(host, ERROR, Next.RETRY)
     assert [e.delay_ms for e in host.events if isinstance(e, AutoRetryStart)] == [2000, 4000]
     assert host.reattempts == [2.0, 6.0]
@@ -118,22 +127,26 @@ async def test_give_up_at_once(autojump_clock: trio.testing.MockClock) -> None:
     assert host.dropped == []
 
 
-async def test_a_different_error_ends_the_chain(autojump_clock: trio.testing.MockClock) -> None:
-    """R-25: a re-attempt that ends in a non-retryable error ends the chain with it; the
-    chain hands the message back for the session to act on."""
+@PROFILES
+async def test_a_different_error_ends_the_chain(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
+    """R-25, R-55: in both profiles, a re-attempt that ends in a non-retryable error ends
+    the chain with it; the chain hands the message back for the session to act on."""
     auth = AssistantMessage(stop_reason="error", error_message="401 Unauthorized")
-    host = _host((auth, Next.DONE))
+    host = _host((auth, Next.DONE), profile=profile)
     assert await host.chain.run(host, ERROR, Next.RETRY) == (auth, Next.DONE)
     assert host.events[-1] == AutoRetryEnd(False, 1, "401 Unauthorized")
 
 
+@PROFILES
 @pytest.mark.parametrize("moment", [0.5, 1.0, 1.999])
 async def test_r30_cancelled_in_the_sleep(
-    autojump_clock: trio.testing.MockClock, moment: float
+    autojump_clock: trio.testing.MockClock, moment: float, profile: str
 ) -> None:
     """R-29, R-30, R-34: ``cancel()`` during the backoff sleep ends the chain once, with
-    "Retry cancelled", at that moment; no re-attempt is made."""
-    host = _host((ANSWER, Next.DONE))
+    "Retry cancelled", at that moment; no re-attempt is made (both profiles)."""
+    host = _host((ANSWER, Next.DONE), profile=profile)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(host.chain.run, host, ERROR, Next.RETRY)
         await trio.sleep(moment)
@@ -145,10 +158,13 @@ async def test_r30_cancelled_in_the_sleep(
     assert trio.current_time() == moment
 
 
-async def test_r30_cancelled_during_the_reattempt(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r30_cancelled_during_the_reattempt(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-31, R-30: the scope encloses the re-attempt: cancelled while it streams, the
-    chain ends "Retry cancelled" at that moment."""
-    host = _host((ANSWER, Next.DONE))
+    chain ends "Retry cancelled" at that moment (both profiles)."""
+    host = _host((ANSWER, Next.DONE), profile=profile)
     host.streams_for = 1.0
     async with trio.open_nursery() as nursery:
         nursery.start_soon(host.chain.run, host, ERROR, Next.RETRY)
@@ -181,9 +197,13 @@ async def test_cancel_after_the_end_changes_nothing(
     assert sum(isinstance(e, AutoRetryEnd) for e in host.events) == 1
 
 
-async def test_skip_wait_reattempts_at_once(autojump_clock: trio.testing.MockClock) -> None:
-    """R-34a: ``skip_wait()`` ends the sleep: the re-attempt is made at that moment."""
-    host = _host((ANSWER, Next.DONE))
+@PROFILES
+async def test_skip_wait_reattempts_at_once(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
+    """R-34a: ``skip_wait()`` ends the sleep: the re-attempt is made at that moment (both
+    profiles)."""
+    host = _host((ANSWER, Next.DONE), profile=profile)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(host.chain.run, host, ERROR, Next.RETRY)
         await trio.sleep(0.25)
@@ -204,13 +224,27 @@ async def test_a_failing_reattempt_ends_the_chain_with_its_error(
     assert host.events[-1] == AutoRetryEnd(False, 1, "disk full")
 
 
+@PROFILES
 async def test_a_usage_limit_with_a_spare_key_does_not_wait(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, profile: str
 ) -> None:
-    """R-17: when the host rotated to another key, the re-attempt goes at once."""
+    """R-17, R-55: when the host rotated to another key, the re-attempt goes at once (both
+    profiles)."""
     limit = AssistantMessage(stop_reason="error", error_message="429 usage limit reached")
-    host = _host((ANSWER, Next.DONE))
+    host = _host((ANSWER, Next.DONE), profile=profile)
     host.rotated = True
     await host.chain.run(host, limit, Next.RETRY)
     assert host.events[0] == AutoRetryStart(1, 3, 0, "429 usage limit reached")
     assert host.reattempts == [0.0]
+
+
+@pytest.mark.parametrize(("profile", "waits"), [("seed", [90_000]), ("pi-1.6", [60_000])])
+async def test_the_chain_plans_by_profile(
+    autojump_clock: trio.testing.MockClock, profile: str, waits: list[int]
+) -> None:
+    """R-53a: baseDelayMs 90 000: the seed waits it, pi-1.6 waits maxAgentDelayMs 60 000."""
+    host = _host((ANSWER, Next.DONE), profile=profile)
+    host.settings = attrs.evolve(host.settings, base_delay_ms=90_000)
+    await host.chain.run(host, ERROR, Next.RETRY)
+    assert [e.delay_ms for e in host.events if isinstance(e, AutoRetryStart)] == waits
+    assert host.reattempts == [waits[0] / 1000]

@@ -194,6 +194,7 @@ async def test_get_state_when_idle(autojump_clock: trio.testing.MockClock) -> No
             "autoRetryEnabled": True,
             "isRetrying": False,
             "retryAttempt": 0,
+            "retryProfile": "seed",
         },
     }
 

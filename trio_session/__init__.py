@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import CompactionEnd as CompactionEnd
     from ._events import CompactionResult as CompactionResult
     from ._events import CompactionStart as CompactionStart
+    from ._events import EntryAppended as EntryAppended
     from ._events import ExtensionError as ExtensionError
     from ._events import HistoryWriteFailed as HistoryWriteFailed
     from ._events import MessageEnd as MessageEnd
@@ -56,6 +57,9 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import QueueUpdate as QueueUpdate
     from ._events import SessionEvent as SessionEvent
     from ._events import SessionInfoChanged as SessionInfoChanged
+    from ._events import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
+    from ._events import SummarizationRetryFinished as SummarizationRetryFinished
+    from ._events import SummarizationRetryScheduled as SummarizationRetryScheduled
     from ._events import ThinkingLevelChanged as ThinkingLevelChanged
     from ._events import ToolExecutionEnd as ToolExecutionEnd
     from ._events import ToolExecutionStart as ToolExecutionStart
@@ -77,19 +81,26 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._retry.backoff import DelayPlan as DelayPlan
     from ._retry.backoff import exponential_delay_ms as exponential_delay_ms
     from ._retry.backoff import plan_delay as plan_delay
+    from ._retry.classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+    from ._retry.classify import PI_1_6_CLASSIFIER as PI_1_6_CLASSIFIER
     from ._retry.classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
+    from ._retry.classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
     from ._retry.classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
+    from ._retry.classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
     from ._retry.classify import Classifier as Classifier
     from ._retry.classify import PatternClassifier as PatternClassifier
+    from ._retry.classify import classifier_for as classifier_for
+    from ._retry.classify import error_status as error_status
     from ._retry.classify import is_context_overflow as is_context_overflow
     from ._retry.classify import is_retryable_error as is_retryable_error
+    from ._retry.classify import is_usage_limit_error as is_usage_limit_error
+    from ._retry.classify import parse_retry_after_ms as parse_retry_after_ms
     from ._retry.classify import provider_error as provider_error
-    from ._retry.patterns import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
-    from ._retry.patterns import RETRYABLE_PATTERN as RETRYABLE_PATTERN
-    from ._retry.patterns import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
-    from ._retry.patterns import error_status as error_status
-    from ._retry.patterns import is_usage_limit_error as is_usage_limit_error
-    from ._retry.patterns import parse_retry_after_ms as parse_retry_after_ms
+    from ._retry.tables import PI_1_6_PATTERNS as PI_1_6_PATTERNS
+    from ._retry.tables import SEED_PATTERNS as SEED_PATTERNS
+    from ._retry.tables import STRICT_PATTERNS as STRICT_PATTERNS
+    from ._retry.tables import NamedPattern as NamedPattern
+    from ._retry.tables import PatternTable as PatternTable
     from ._session import AgentSession as AgentSession
     from ._session_parts.hub import EventStream as EventStream
     from ._settings import CompactionSettings as CompactionSettings
@@ -164,18 +175,25 @@ _EXPORTS: dict[str, str] = {
     "exponential_delay_ms": "._retry.backoff",
     "plan_delay": "._retry.backoff",
     "BashResult": "._bash",
-    "OVERFLOW_PATTERNS": "._retry.patterns",
+    "OVERFLOW_PATTERNS": "._retry.classify",
+    "PI_1_6_CLASSIFIER": "._retry.classify",
     "REFERENCE_CLASSIFIER": "._retry.classify",
-    "RETRYABLE_PATTERN": "._retry.patterns",
+    "RETRYABLE_PATTERN": "._retry.classify",
     "STRICT_CLASSIFIER": "._retry.classify",
-    "USAGE_LIMIT_PATTERN": "._retry.patterns",
+    "USAGE_LIMIT_PATTERN": "._retry.classify",
     "Classifier": "._retry.classify",
     "PatternClassifier": "._retry.classify",
-    "error_status": "._retry.patterns",
+    "classifier_for": "._retry.classify",
+    "PI_1_6_PATTERNS": "._retry.tables",
+    "SEED_PATTERNS": "._retry.tables",
+    "STRICT_PATTERNS": "._retry.tables",
+    "NamedPattern": "._retry.tables",
+    "PatternTable": "._retry.tables",
+    "error_status": "._retry.classify",
     "is_context_overflow": "._retry.classify",
     "is_retryable_error": "._retry.classify",
-    "is_usage_limit_error": "._retry.patterns",
-    "parse_retry_after_ms": "._retry.patterns",
+    "is_usage_limit_error": "._retry.classify",
+    "parse_retry_after_ms": "._retry.classify",
     "provider_error": "._retry.classify",
     "event_from_json": "._codec",
     "event_to_json": "._codec",
@@ -210,6 +228,7 @@ _EXPORTS: dict[str, str] = {
     "CompactionEnd": "._events",
     "CompactionResult": "._events",
     "CompactionStart": "._events",
+    "EntryAppended": "._events",
     "ExtensionError": "._events",
     "HistoryWriteFailed": "._events",
     "MessageEnd": "._events",
@@ -218,6 +237,9 @@ _EXPORTS: dict[str, str] = {
     "QueueUpdate": "._events",
     "SessionEvent": "._events",
     "SessionInfoChanged": "._events",
+    "SummarizationRetryAttemptStart": "._events",
+    "SummarizationRetryFinished": "._events",
+    "SummarizationRetryScheduled": "._events",
     "ThinkingLevelChanged": "._events",
     "ToolExecutionEnd": "._events",
     "ToolExecutionStart": "._events",
@@ -326,9 +348,13 @@ if not TYPE_CHECKING:  # hidden from type checkers, which then flag a misspelt n
 
 __all__ = [
     "OVERFLOW_PATTERNS",
+    "PI_1_6_CLASSIFIER",
+    "PI_1_6_PATTERNS",
     "REFERENCE_CLASSIFIER",
     "RETRYABLE_PATTERN",
+    "SEED_PATTERNS",
     "STRICT_CLASSIFIER",
+    "STRICT_PATTERNS",
     "THINKING_LEVELS",
     "USAGE_LIMIT_PATTERN",
     "Agent",
@@ -360,6 +386,7 @@ __all__ = [
     "CredentialsSettings",
     "DelayPlan",
     "DropOldestCompactor",
+    "EntryAppended",
     "EventStream",
     "EventStreamLagged",
     "Extension",
@@ -381,9 +408,11 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelCost",
+    "NamedPattern",
     "OpenAIProvider",
     "OverloadedError",
     "PatternClassifier",
+    "PatternTable",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
@@ -415,6 +444,9 @@ __all__ = [
     "SqliteCredentialStore",
     "StreamEnd",
     "StreamSink",
+    "SummarizationRetryAttemptStart",
+    "SummarizationRetryFinished",
+    "SummarizationRetryScheduled",
     "SummarizingCompactor",
     "TextContent",
     "ThinkingLevelChanged",
@@ -432,6 +464,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "builtin_model",
+    "classifier_for",
     "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",

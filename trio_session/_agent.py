@@ -49,6 +49,7 @@ from .providers._base import Model, Provider, ProviderRequest, StreamEnd
 ABORTED = "Request was aborted"
 KeySource = Callable[[], Awaitable[str | None]]
 Checkpoint = Callable[[], Awaitable[None]]
+FailureHook = Callable[[AssistantMessage], Awaitable[None]]
 
 
 def _last_assistant(messages: Sequence[Message]) -> AssistantMessage | None:
@@ -148,6 +149,9 @@ class Agent:
             before ``agent_end`` (the session makes what the run produced durable
             there); if it raises, the run ends (``agent_end``, ``willRetry: false``)
             and the exception propagates.
+        on_failure: awaited with a run's last message when it failed, before
+            ``will_continue`` decides (the session asks its credential store about a
+            usage limit there, R-53b).
         messages: the initial runtime context.
         thinking_level: sent with every turn's request (already clamped to ``model``).
         steering: messages to deliver after a turn, before the next request (and at
@@ -162,6 +166,7 @@ class Agent:
     system_prompt: str | None = None
     key_source: KeySource | None = None
     checkpoint: Checkpoint | None = None
+    on_failure: FailureHook | None = None
     messages: list[Message] = attrs.field(factory=list)
     thinking_level: str = "off"
     steering: MessageQueue = attrs.field(factory=MessageQueue)
@@ -323,6 +328,8 @@ class Agent:
                     await self._run_tools(last, produced, results)
                 turn_open = False
                 self.emit(TurnEnd(message=last, tool_results=tuple(results)))
+            if last is not None and last.failed and self.on_failure is not None:
+                await self.on_failure(last)
         except BaseException:
             # Cancelled (or a bug): close what was opened, then let it propagate.
             if turn_open:

@@ -13,6 +13,13 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+# pi 1.6.0's events live in _events_pi16 (this file's size); they are named here too.
+from ._events_pi16 import CompactionReason as CompactionReason
+from ._events_pi16 import EntryAppended as EntryAppended
+from ._events_pi16 import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
+from ._events_pi16 import SummarizationRetryFinished as SummarizationRetryFinished
+from ._events_pi16 import SummarizationRetryScheduled as SummarizationRetryScheduled
+from ._events_pi16 import SummarySource as SummarySource
 from ._messages import (
     AssistantMessage,
     ContentPart,
@@ -366,9 +373,6 @@ class CompactionResult:
     details: Mapping[str, Any] | None = None
 
 
-CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
-
-
 @attrs.frozen
 class CompactionStart:
     """Compaction began (the reference's ``compaction_start``).
@@ -530,6 +534,10 @@ SessionEvent: TypeAlias = (
     | SessionInfoChanged
     | ExtensionError
     | HistoryWriteFailed
+    | SummarizationRetryScheduled
+    | SummarizationRetryAttemptStart
+    | SummarizationRetryFinished
+    | EntryAppended
 )
 """Every event a session emits: the agent's (``AgentStart`` … ``AgentEnd``) and the session's
 own (``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a ``type``
@@ -554,4 +562,8 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     SessionInfoChanged,
     ExtensionError,
     HistoryWriteFailed,
+    SummarizationRetryScheduled,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    EntryAppended,
 )

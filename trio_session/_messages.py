@@ -250,9 +250,9 @@ class AssistantMessage:
         """
         if self.stop_reason != "error":
             return self
-        from ._retry.patterns import reply_error
+        from ._retry.classify import provider_error
 
-        raise reply_error(self, context_window)
+        raise provider_error(self, context_window)
 
 
 @attrs.frozen

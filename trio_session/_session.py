@@ -156,7 +156,9 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         if file is not None:
             agent.checkpoint = journal.flush  # what a run produced is on disk first
         settings = self._settings
-        self._compaction = Compaction(self._compactor, agent, settings, file, hub)
+        self._compaction = Compaction(
+            self._compactor, agent, settings, file, hub, classifier=self._classifier
+        )
         keys = None
         if self._credentials is not None:
             keys = KeyRing(
@@ -174,6 +176,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         )
         if keys is not None:
             agent.key_source = control.api_key
+            agent.on_failure = control.ask_store  # R-53b: pi-1.6 asks before deciding
         loaded = file.loaded if file is not None else None
         if loaded is not None:
             # Resuming: the history is the branch ending at the file's leaf; the context is

@@ -55,12 +55,14 @@ from ._settings_values import (
     MOOT_PROVIDER_RETRIES as MOOT_PROVIDER_RETRIES,
 )
 from ._settings_values import RANGES as RANGES
+from ._settings_values import RETRY_PROFILES as RETRY_PROFILES
 from ._settings_values import ClassifierName as ClassifierName
 from ._settings_values import CompactionSettings as CompactionSettings
 from ._settings_values import CredentialsSettings as CredentialsSettings
 from ._settings_values import Jitter as Jitter
 from ._settings_values import ProviderRetrySettings as ProviderRetrySettings
 from ._settings_values import QueueMode as QueueMode
+from ._settings_values import RetryProfile as RetryProfile
 from ._settings_values import RetrySettings as RetrySettings
 from ._settings_values import Settings as Settings
 from ._settings_values import ThinkingLevel as ThinkingLevel

@@ -18,6 +18,10 @@ from ._errors import SettingsError
 
 Jitter: TypeAlias = Literal["none", "full", "equal"]
 ClassifierName: TypeAlias = Literal["reference", "strict"]
+#: ``retry.profile`` (R-53): whose retry rules the session follows.
+RetryProfile: TypeAlias = Literal["seed", "pi-1.6"]
+#: The profiles, in the order messages list them.
+RETRY_PROFILES: tuple[RetryProfile, ...] = ("seed", "pi-1.6")
 #: How queued steering and follow-up messages are delivered (pi's ``steeringMode``).
 QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
 #: pi's thinking levels (``defaultThinkingLevel``).
@@ -66,6 +70,10 @@ class RetrySettings:
         respect_retry_after: ``retry.respectRetryAfter`` — wait at least what the
             server asked for, on every retryable error (R-28).
         classifier: ``retry.classifier`` — ``"reference"`` or ``"strict"`` (R-8).
+        profile: ``retry.profile`` — ``"seed"`` (pi 0.73.1's rules, the default) or
+            ``"pi-1.6"`` (pi 1.6.0's) (R-53).
+        max_agent_delay_ms: ``retry.maxAgentDelayMs`` — under ``"pi-1.6"``, the cap on
+            the exponential wait between attempts (R-53a); not read under ``"seed"``.
         shared_cooldown: ``retry.sharedCooldown`` — a server's wait hint on a key holds
             every session using that key (every worker, with a Redis credential
             store) until it has passed, plus jitter (R-28, docs/fleet.md).
@@ -79,6 +87,8 @@ class RetrySettings:
     jitter: Jitter = "none"
     respect_retry_after: bool = False
     classifier: ClassifierName = "reference"
+    profile: RetryProfile = "seed"
+    max_agent_delay_ms: int = 60_000
     shared_cooldown: bool = False
     provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
 
@@ -197,6 +207,7 @@ RANGES: Mapping[str, tuple[int, int]] = {
     "retry.maxRetries": (0, 100),
     "retry.baseDelayMs": (0, 3_600_000),
     "retry.maxDelayMs": (1, 86_400_000),
+    "retry.maxAgentDelayMs": (0, 86_400_000),
     "retry.provider.maxRetryDelayMs": (0, 86_400_000),
     "retry.provider.timeoutMs": (1_000, 86_400_000),
     "retry.provider.idleTimeoutMs": (1_000, 3_600_000),
@@ -220,6 +231,8 @@ SCHEMA: dict[str, _Rule] = {
     "retry.jitter": _one_of("none", "full", "equal"),
     "retry.respectRetryAfter": _BOOL,
     "retry.classifier": _one_of("reference", "strict"),
+    "retry.profile": _one_of(*RETRY_PROFILES),
+    "retry.maxAgentDelayMs": _ranged("retry.maxAgentDelayMs"),
     "retry.sharedCooldown": _BOOL,
     "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
     "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),

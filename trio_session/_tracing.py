@@ -62,7 +62,8 @@ from ._events import (
     TurnStart,
 )
 from ._messages import AssistantMessage
-from ._retry.classify import CLASSIFIERS, Classifier
+from ._retry.classify import Classifier
+from ._retry.decide import profile_classifier
 from ._settings_values import Settings
 from .providers._base import Model
 from .store._credentials import redact
@@ -485,11 +486,11 @@ def classify_for(
     ref: weakref.ref[ObservedSession], message: AssistantMessage, own: Classifier | None
 ) -> str:
     """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says:
-    ``own`` (the one it was given), else its ``retry.classifier``."""
+    ``own`` (the one it was given), else its profile's (R-53)."""
     session = ref()
     if session is None:  # pragma: no cover - events come from a live session
         return "fatal"
-    classifier = own or CLASSIFIERS[session.settings.retry.classifier]
+    classifier = own or profile_classifier(session.settings.retry)
     window = session.model.context_window
     if classifier.is_retryable(message, window):
         return "retryable"

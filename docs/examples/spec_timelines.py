@@ -21,6 +21,7 @@ from trio_session import (
     AgentSession,
     FauxProvider,
     FauxReply,
+    InMemoryCredentialStore,
     Model,
     SessionEvent,
     Usage,
@@ -179,6 +180,38 @@ async def follow_up_during_backoff() -> None:
         print(f"t={trio.current_time():5.1f}s  prompt() returns {reply.text!r}")
 
 
+USAGE_LIMIT = "429 usage_limit_reached"
+
+
+async def usage_limit_no_key_left(profile: str) -> None:
+    """One key, and it hits its usage limit: the seed waits, pi-1.6 ends (R-55)."""
+    provider = FauxProvider([FauxReply(error=USAGE_LIMIT), FauxReply(text="Hello!")])
+    store = InMemoryCredentialStore(keys={"faux": ["only"]}, clock=trio.current_time)
+    settings = {"retry": {"profile": profile}}
+    async with open_session(provider, settings=settings, credentials=store) as session:
+        _printer(session)
+        reply = await session.prompt("Say hello")
+        print(f"t={trio.current_time():5.1f}s  prompt() returns {reply.stop_reason!r}")
+        print(f"requests sent: {len(provider.requests)}")
+
+
+async def long_base_delay(profile: str) -> None:
+    """baseDelayMs 40 000, three 503s, then an answer: pi-1.6 caps each wait (R-53a)."""
+    provider = FauxProvider([FauxReply(error=OVERLOADED)] * 3 + [FauxReply(text="Hello!")])
+    settings = {"retry": {"profile": profile, "baseDelayMs": 40_000}}
+    async with open_session(provider, settings=settings) as session:
+        _printer(session)
+        reply = await session.prompt("Say hello")
+        print(f"t={trio.current_time():5.1f}s  prompt() returns {reply.stop_reason!r}")
+
+
+def _in(profile: str, scenario: Callable[[str], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        await scenario(profile)
+
+    return run
+
+
 SCENARIOS: dict[str, Callable[[], Awaitable[None]]] = {
     "success": two_503s_then_success,
     "exceeded": max_retries_exceeded,
@@ -186,6 +219,10 @@ SCENARIOS: dict[str, Callable[[], Awaitable[None]]] = {
     "abort_reattempt": abort_during_reattempt,
     "overflow": overflow_then_compaction,
     "queue": follow_up_during_backoff,
+    "usage_limit_seed": _in("seed", usage_limit_no_key_left),
+    "usage_limit_pi16": _in("pi-1.6", usage_limit_no_key_left),
+    "long_delay_seed": _in("seed", long_base_delay),
+    "long_delay_pi16": _in("pi-1.6", long_base_delay),
 }
 
 

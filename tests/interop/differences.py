@@ -39,7 +39,6 @@ RULES = frozenset(
         "will-retry",
         "compaction-result",
         "http-error-wording",
-        "cost-arithmetic",
         "message-update-snapshot",
         "message-update-delta",
         "abort-update-stop-reason",
@@ -161,7 +160,6 @@ class Normalizer:
         self.snapshot = declared.has("message-update-snapshot")
         self.http = declared.has("http-error-wording")
         self.system = declared.has("system-message")
-        self.cost = declared.has("cost-arithmetic")
 
     def _placeholder(self, table: dict[str, str], kind: str, value: str) -> str:
         if value not in table:
@@ -180,8 +178,6 @@ class Normalizer:
         return text
 
     def __call__(self, value: Any, key: str | None = None) -> Any:
-        if self.cost and key == "cost":
-            value = _significant(value)
         if isinstance(value, dict):
             kind = value.get("type")
             if self.snapshot and kind == "message_update":
@@ -204,15 +200,6 @@ class Normalizer:
                 return self._placeholder(self.ids, "id", value)
             return self.string(value)
         return value
-
-
-def _significant(value: Any) -> Any:
-    """Every float in ``value`` to 12 significant digits (``cost-arithmetic``)."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, dict):
-        return {k: _significant(v) for k, v in value.items()}
-    return value
 
 
 def is_system(value: Any) -> bool:

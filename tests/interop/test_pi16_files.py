@@ -17,6 +17,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import trio
+import trio.testing
+
 from tests.interop.test_pi_files import random_session
 from trio_session import message_to_json
 from trio_session.store._entries import (
@@ -132,3 +135,53 @@ def test_pi16_reads_our_files(node22: Path, pi16_package: Path, tmp_path: Path) 
         assert theirs["context"]["thinkingLevel"] == loaded.thinking_level, path.name
         assert theirs["sessionName"] == loaded.session_name, path.name
         assert [e["id"] for e in theirs["branch"]] == [e.id for e in loaded.branch()], path.name
+
+
+def _write_pi16_profile_session(path: Path) -> list[dict[str, Any]]:
+    """A session run under retry.profile "pi-1.6": an overflow with nothing to compact, a
+    503 retried, a length-cut reply compacted and retried; its live context."""
+    from trio_session import FauxProvider, FauxReply, Model, Usage, open_session
+
+    model = Model(id="small", provider="faux", context_window=1000, max_tokens=100)
+    provider = FauxProvider(
+        [
+            FauxReply(error="400 prompt is too long: 213462 tokens > 200000 maximum"),
+            FauxReply(error="503 Service Unavailable"),
+            FauxReply(text="a1"),
+            FauxReply(text="cut", stop_reason="length", usage=Usage(output=40)),
+            FauxReply(text="the summary"),
+            FauxReply(text="a2"),
+        ]
+    )
+    live: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        settings = {"retry": {"profile": "pi-1.6"}}
+        async with open_session(provider, model, settings=settings, history=path) as session:
+            for text in ("huge", "q1", "q2"):
+                await session.prompt(text)
+            live.extend(message_to_json(m) for m in session.messages)
+
+    trio.run(run, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert provider.remaining == 0
+    return live
+
+
+def test_pi16_builds_the_context_of_our_pi16_profile_file(
+    node22: Path, pi16_package: Path, tmp_path: Path
+) -> None:
+    """R-56e: a file we wrote under retry.profile "pi-1.6" (an overflow with nothing to
+    compact, a retried 503, a length cut compacted and retried) holds pi's context_edit
+    entries; pi 1.6.0's SessionManager builds the same context as our resume, and that
+    is the live session's context."""
+    path = tmp_path / "pi16-profile.jsonl"
+    live = _write_pi16_profile_session(path)
+    loaded = load_session(path)
+    edits = [e for e in loaded.entries if isinstance(e, ContextEditEntry)]
+    assert len(edits) == 3  # the overflow error, the 503, the length-cut reply
+    assert all(e.replacement is None for e in edits)
+    seen = pi16(node22, pi16_package, tmp_path / "home", "read", path)
+    assert [loaded.raw[e.id] for e in loaded.entries] == seen["entries"]
+    assert pis_context(seen) == ours(loaded)
+    assert [message_to_json(m) for m in runtime_context(loaded)] == live
+    assert ours(loaded) == live

@@ -1,25 +1,33 @@
-"""The retry policy, in one folder: SPEC §1–§6 (docs/spec.md), rule by rule.
+"""The retry policy, in one folder: SPEC §1–§6 and §12 (docs/spec.md), rule by rule.
 
 A reader who wants to know what happens to a failed request opens this folder. The
 modules, lowest first (each imports only those above it in this list):
 
 ```text
-patterns.py     what an error text says: patterns, status, the wait hint     pure
-classify.py     the classifiers: which errors retry, which overflow          pure
+tables.py       the classifier tables: each profile's named patterns         pure
+classify.py     which errors retry, which overflow, the server's wait hint   pure
 backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
 decide.py       the one decision after a run, the one maximum check         pure
+profile.py      which profile's rules apply: retry.profile                   pure
+overflow.py     the overflow path's rules per profile, on decide's answer     pure
 chain.py        the retry chain: one task, one scope, one auto_retry_end     trio
+summary.py      a compaction's summary request retried (pi-1.6)             trio
 keys.py         credentials: the key per request, rotation, cooldowns        the store
 controller.py   the prompt's scope tree: run, settle, join, abort, succeed   the agent
 ```
 
-Where each rule of SPEC §1–§6 lives (``file:function``):
+Where each rule of SPEC §1–§6 and §12 lives (``file:function``):
 
 ```text
 R-1 R-2 R-3     decide.py:decide
-R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable → patterns.py:is_retryable
-R-7             classify.py:PatternClassifier.is_context_overflow → patterns.py:overflows
+R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable
+R-7             classify.py:PatternClassifier.is_context_overflow
 R-8             classify.py:STRICT_CLASSIFIER
+R-57            tables.py (SEED_PATTERNS, PI_1_6_PATTERNS, STRICT_PATTERNS),
+                classify.py:classifier_for, PatternClassifier.from_table
+R-58            tables.py:PI_1_6_PATTERNS, classify.py:PI_1_6_CLASSIFIER
+R-59            tables.py:SEED_PATTERNS (R-5, R-7 as written, not 0.73.1's code)
+R-60            tables.py:STRICT_PATTERNS, classify.py:STRICT_CLASSIFIER
 R-9             chain.py:RetryChain.attempt
 R-10 R-14       controller.py:PromptController._settle
 R-11            decide.py:decide, chain.py:RetryChain._start_attempt
@@ -29,7 +37,7 @@ R-13 R-15 R-27  decide.py:decide (the one maximum check)
 R-15a           controller.py:PromptController._settle
 R-16            backoff.py:exponential_delay_ms
 R-17            chain.py:RetryChain._start_attempt, keys.py:KeyRing.rotate
-R-18            patterns.py:parse_retry_after_ms
+R-18            classify.py:parse_retry_after_ms
 R-19            chain.py:RetryChain._start_attempt
 R-20 R-20a      controller.py:PromptController.drop_from_context
 R-21            chain.py:RetryChain.run
@@ -46,6 +54,15 @@ R-34a           chain.py:RetryChain.skip_wait, controller.py:PromptController.jo
 R-35            controller.py:PromptController.run
 R-36            controller.py:PromptController.refuse
 R-36a           controller.py:PromptController.end
+R-53            profile.py:retry_profile (the one reader of retry.profile),
+                decide.py:profile_classifier (the one call site of a profile's classifier)
+R-53a           backoff.py:agent_delay_cap, backoff.py:plan_delay
+R-53b R-56      decide.py:asks_for_a_key, decide.py:decide (rotated),
+                controller.py:PromptController.ask_store
+R-56 R-56a-d    overflow.py:overflow_step, via controller.py:PromptController._decide
+R-56c           controller.py:PromptController._settle (the "recovery failed" end)
+R-56e           controller.py:PromptController.drop_from_context
+R-56f           summary.py:RetryingAsk
 ```
 
 The scope tree of one prompt, as ``controller.py:PromptController.run`` builds it:
@@ -75,6 +92,6 @@ A 503 then a success, followed from ``AgentSession.prompt``:
 ``controller.py:PromptController.saw_message`` → ``chain.py:RetryChain.succeed``
 (``auto_retry_end``).
 
-This ``__init__`` imports nothing, so ``patterns`` (which the providers use) costs no
+This ``__init__`` imports nothing, so ``classify`` (which the providers use) costs no
 more than itself.
 """

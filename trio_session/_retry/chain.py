@@ -34,8 +34,8 @@ from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
 from .._messages import AssistantMessage
 from .._settings_values import RetrySettings
 from .backoff import plan_delay
+from .classify import is_usage_limit_error, parse_retry_after_ms
 from .decide import Next
-from .patterns import is_usage_limit_error, parse_retry_after_ms
 
 CANCELLED = "Retry cancelled"
 

@@ -15,23 +15,25 @@ implement them, so nothing here imports the session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 import trio
 
 from .._agent import Agent
 from .._errors import SessionBusyError, SessionClosedError
-from .._events import AutoRetryEnd, SessionEvent
+from .._events import AutoRetryEnd, CompactionEnd, EntryAppended, SessionEvent
 from .._groups import unwrapped
 from .._messages import AssistantMessage, Message, UserMessage
 from .._settings_values import RetrySettings
 from .chain import RetryChain
-from .classify import CLASSIFIERS, Classifier
-from .decide import Next, SettingsSource, decide
+from .classify import Classifier, parse_retry_after_ms
+from .decide import Next, SettingsSource, asks_for_a_key, decide, profile_classifier
 from .keys import KeyRing
+from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED, overflow_step
+from .profile import is_pi16
 
 #: ``unwrapped`` keeps no state: one instance serves every prompt.
 _UNWRAPPED = unwrapped()
@@ -73,12 +75,22 @@ class PromptJournal(Protocol):
         """Write what is staged as the prompt ends (nothing after a failed write)."""
         ...
 
+    def omit(self, message: Message) -> Mapping[str, Any] | None:
+        """Stage a ``context_edit`` leaving ``message`` out of later context (R-56e);
+        the entry as written, or ``None`` without a file or an entry for it."""
+        ...
+
 
 class Recovery(Protocol):
     """The overflow path's compaction (the session's ``Compaction``)."""
 
     async def compact(self, reason: Literal["overflow"], *, will_retry: bool) -> object | None:
         """Compact the runtime context; ``None`` when there was nothing to remove."""
+        ...
+
+    def can_compact(self, *, without_last: bool) -> bool:
+        """Whether compacting would find anything to remove (R-56a), asked before
+        ``agent_end``; ``without_last``: once the last message has left the context."""
         ...
 
 
@@ -134,6 +146,9 @@ class PromptController:
     # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
     _idle: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
+    # pi-1.6: a usage-limit error and what the credential store said about it, asked
+    # before the decision (R-53b); the chain takes the answer instead of asking again.
+    _told: tuple[AssistantMessage, bool] | None = attrs.field(default=None, init=False)
 
     # -- state ---------------------------------------------------------------------
 
@@ -149,8 +164,8 @@ class PromptController:
         return self._joined
 
     def policy(self) -> Classifier:
-        """The classifier in effect: the session's own, else ``retry.classifier``."""
-        return self.classifier or CLASSIFIERS[self.settings.current.retry.classifier]
+        """The classifier in effect: the session's own, else the profile's (R-53)."""
+        return self.classifier or profile_classifier(self.settings.current.retry)
 
     # -- a prompt ------------------------------------------------------------------
 
@@ -246,6 +261,7 @@ class PromptController:
             self.chain = None
             self._verdict = Next.DONE
             self._compacted = False
+            self._told = None
             if self._idle is not None:
                 self._idle.unpark_all()
 
@@ -254,15 +270,69 @@ class PromptController:
     def _decide(self, message: AssistantMessage) -> bool:
         """The agent's ``will_continue``: decide (R-1, R-2) just before ``agent_end``."""
         chain = self.live_chain
-        self._verdict = decide(
+        settings = self.settings.current
+        classifier = self.policy()
+        model = self.agent.model
+        window = model.context_window
+        attempt = chain.attempt if chain is not None else 0
+        told = self._told
+        rotated = told[1] if told is not None and told[0] is message else None
+        if rotated is None and self.keys is None and message.stop_reason == "error":
+            # R-53b: no credential store, no free key (``ask_store`` asks when there is one)
+            asked = asks_for_a_key(
+                message, settings, classifier, context_window=window, attempt=attempt
+            )
+            rotated = False if asked else None
+        step = decide(
+            message,
+            settings,
+            classifier,
+            context_window=window,
+            attempt=attempt,
+            compacted=self._compacted,
+            rotated=rotated,
+        )
+        if step is not Next.RETRY and step is not Next.GIVE_UP:  # the overflow path (R-56)
+            step = overflow_step(
+                step,
+                message,
+                settings,
+                classifier,
+                context_window=window,
+                max_tokens=model.max_tokens,
+                compacted=self._compacted,
+                can_compact=lambda: self.recovery.can_compact(without_last=True),
+            )
+        self._verdict = step
+        return step.will_retry
+
+    async def ask_store(self, message: AssistantMessage) -> None:
+        """The agent's ``on_failure``: under ``"pi-1.6"``, report a usage limit that may
+        be retried to the credential store before the decision, so that ``agent_end``
+        already knows whether a free key takes the re-attempt (R-53b, R-45a, R-56).
+
+        The store is told what the chain tells it under ``"seed"``, in the same order:
+        the server's wait hint for the fleet (R-28b), then the usage limit (R-17).
+
+        Args:
+            message: the run's last message, which failed.
+        """
+        self._told = None
+        chain = self.live_chain
+        asked = self.keys is not None and asks_for_a_key(
             message,
             self.settings.current,
             self.policy(),
             context_window=self.agent.model.context_window,
             attempt=chain.attempt if chain is not None else 0,
-            compacted=self._compacted,
         )
-        return self._verdict.will_retry
+        if not asked:
+            return
+        assert self.keys is not None
+        hint = parse_retry_after_ms(message.error_message or "")
+        if hint is not None:
+            await self.keys.share_cooldown(hint)
+        self._told = (message, await self.keys.rotate(hint))
 
     def _take_verdict(self) -> Next:
         """The decision of the run that just returned (read once, right after it)."""
@@ -277,9 +347,16 @@ class PromptController:
                 chain = self.chain = RetryChain()
                 self._nursery.start_soon(self._run_chain, chain, message, step)
                 return
-            if step in (Next.COMPACT, Next.COMPACT_ONLY):
-                message, step = await self._compact(message, resume=step is Next.COMPACT)
+            if step in (Next.COMPACT, Next.COMPACT_ONLY, Next.DROP):
+                message, step = await self._compact(message, step)
                 continue
+            if step is Next.OVERFLOW_FAILED:  # R-56c: pi 1.6.0 says so; the failure stays
+                failed = (
+                    LENGTH_RECOVERY_FAILED
+                    if message.stop_reason == "length"
+                    else OVERFLOW_RECOVERY_FAILED
+                )
+                self.hub.emit(CompactionEnd("overflow", None, False, False, failed))
             return
 
     async def _run_chain(self, chain: RetryChain, error: AssistantMessage, step: Next) -> None:
@@ -288,10 +365,16 @@ class PromptController:
             await self._settle(*leftover)
 
     async def _compact(
-        self, message: AssistantMessage, *, resume: bool
+        self, message: AssistantMessage, step: Next
     ) -> tuple[AssistantMessage, Next]:
-        """The overflow path (R-50): drop the error, compact, continue once."""
-        if resume:
+        """The overflow path (R-50, R-56): drop the failure, compact, continue once.
+
+        ``COMPACT_ONLY`` keeps the answer and does not continue; ``DROP`` (nothing to
+        compact) drops the failure and does not continue either: under ``"seed"`` the
+        compaction events still say so, as pi 0.73.1's; under ``"pi-1.6"`` there are none.
+        """
+        resume = step is Next.COMPACT
+        if step is not Next.COMPACT_ONLY:
             self.drop_from_context(message)
             self._compacted = True
         result = await self.recovery.compact("overflow", will_retry=resume)
@@ -308,7 +391,8 @@ class PromptController:
             message: the message just ended.
         """
         if isinstance(message, AssistantMessage) and not message.failed:
-            self._compacted = False
+            if message.stop_reason != "length":  # a length cut is what R-56b recovers
+                self._compacted = False
             chain = self.live_chain
             if chain is not None and chain.attempt > 0:
                 chain.succeed(self)
@@ -333,11 +417,19 @@ class PromptController:
     def drop_from_context(self, message: AssistantMessage) -> None:
         """Remove ``message`` from the end of the runtime context (R-20); history keeps it.
 
+        Under ``retry.profile`` ``"pi-1.6"`` the session file says so too: a
+        ``context_edit`` entry leaves it out of the context a resume (ours or pi
+        1.6.0's) rebuilds, announced by ``entry_appended`` (R-56e).
+
         Args:
             message: the failed attempt.
         """
         if self.agent.messages and self.agent.messages[-1] is message:
             self.agent.messages.pop()
+            if self.journal.file is not None and is_pi16(self.settings.current):
+                entry = self.journal.omit(message)
+                if entry is not None:
+                    self.hub.emit(EntryAppended(entry))
 
     async def rotate_credential(self, hint_ms: int | None) -> bool:
         """R-17 through the key ring; False without a credential store.
@@ -345,6 +437,9 @@ class PromptController:
         Args:
             hint_ms: the server's wait hint, if any.
         """
+        told, self._told = self._told, None
+        if told is not None:  # pi-1.6: asked before the decision (R-53b), not again
+            return told[1]
         return self.keys is not None and await self.keys.rotate(hint_ms)
 
     async def share_cooldown(self, hint_ms: int) -> None:
@@ -353,7 +448,7 @@ class PromptController:
         Args:
             hint_ms: the server's wait hint.
         """
-        if self.keys is not None:
+        if self.keys is not None and self._told is None:  # pi-1.6 shared it already
             await self.keys.share_cooldown(hint_ms)
 
     async def cooldown_delay(self, delay_ms: int) -> int:

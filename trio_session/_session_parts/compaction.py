@@ -5,6 +5,11 @@ compactor; the summary (if the compactor made one) enters the context as a
 ``CompactionSummaryMessage`` and the session file gets a compaction entry whose
 ``firstKeptEntryId`` is the first message kept. The overflow path around it (drop
 the error, compact, continue once) is the controller's (``trio_session._retry``).
+
+Under ``retry.profile`` ``"pi-1.6"`` (SPEC R-56) an automatic compaction that would find
+nothing to remove emits nothing (pi 1.6.0 checks before its ``compaction_start``), and
+the compactor's summary request is retried under the retry policy
+(``trio_session._retry.summary``).
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ import attrs
 import trio
 
 from .._agent import Agent
-from .._compaction import Compactor
+from .._compaction import Compactor, can_compact
 from .._events import CompactionEnd, CompactionReason, CompactionResult, CompactionStart
 from .._messages import CompactionSummaryMessage
+from .._retry.classify import CLASSIFIERS, Classifier
 from .._retry.decide import SettingsSource
+from .._retry.profile import is_pi16
+from .._retry.summary import RetryingAsk
 from ..store._session_file import SessionFile
 from .hub import EventHub
 
@@ -40,6 +48,8 @@ class Compaction:
         settings: the effective settings, read fresh (the ``compaction`` group).
         file: the session file the compaction is recorded in, if any.
         hub: where ``compaction_start`` and ``compaction_end`` go.
+        classifier: the session's own classifier, if any (else ``retry.classifier``),
+            for the summary request's retries.
         running: a compaction is in progress (``is_compacting``).
     """
 
@@ -48,7 +58,23 @@ class Compaction:
     settings: SettingsSource
     file: SessionFile | None
     hub: EventHub
+    classifier: Classifier | None = None
     running: bool = attrs.field(default=False, init=False)
+
+    def can_compact(self, *, without_last: bool) -> bool:
+        """Whether the compactor would find anything to remove (R-56a).
+
+        Args:
+            without_last: ask about the context once its last message has left it.
+        """
+        messages = self.agent.messages
+        context = messages[:-1] if without_last and messages else messages
+        return can_compact(
+            self.compactor,
+            context,
+            model=self.agent.model,
+            settings=self.settings.current.compaction,
+        )
 
     async def compact(
         self, reason: CompactionReason, *, will_retry: bool
@@ -81,14 +107,28 @@ class Compaction:
                 remove; a failure is raised after its ``compaction_end``.
         """
         agent = self.agent
+        settings = self.settings.current
+        pi16 = is_pi16(settings)
+        if pi16 and reason != "manual" and not self.can_compact(without_last=False):
+            return None  # R-56a: pi 1.6.0 finds nothing to summarize before it starts
+        ask = agent.complete
+        if pi16:  # R-56f: the summary request is retried as a run is
+            ask = RetryingAsk(
+                agent.complete,
+                lambda: self.settings.current.retry,
+                self.classifier or CLASSIFIERS[settings.retry.classifier],
+                self.hub.emit,
+                reason,
+                agent.model.context_window,
+            )
         self.running = True
         self.hub.emit(CompactionStart(reason=reason))
         try:
             compaction = await self.compactor.compact(
                 tuple(agent.messages),
                 model=agent.model,
-                settings=self.settings.current.compaction,
-                ask=agent.complete,
+                settings=settings.compaction,
+                ask=ask,
                 **_instructions(self.compactor, custom_instructions),
                 **_reason(self.compactor, reason),
             )

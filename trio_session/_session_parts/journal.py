@@ -8,6 +8,8 @@ A failed write is reported once per prompt (``history_write_failed``) and raised
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import trio
 
@@ -122,6 +124,21 @@ class Journal:
         """The prompt is over: write what is staged, unless a write already failed."""
         if self.file is not None and not self.write_failed:
             await self.flush()
+
+    def omit(self, message: Message) -> dict[str, Any] | None:
+        """Stage a ``context_edit`` leaving ``message`` out of later context (R-56e).
+
+        Args:
+            message: a message of the runtime context that has an entry in the file.
+
+        Returns:
+            The entry as it will be written, or ``None`` without a file or an entry.
+        """
+        file = self.file
+        entry_id = file.entry_id_of(message) if file is not None else None
+        if file is None or entry_id is None:
+            return None
+        return file.append_context_edit_nowait(entry_id)
 
     def last_assistant(self) -> AssistantMessage:
         """The last assistant message of the history (a prompt always produces one)."""

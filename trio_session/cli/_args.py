@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .. import __version__
 from .._pi_config import AGENT_DIR_VARIABLE
-from .._settings import RANGES
+from .._settings import RANGES, RETRY_PROFILES
 
 #: ``--thinking``'s levels, pi's: ``max`` is pi 1.6.0's name above ``xhigh``.
 THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -25,6 +25,12 @@ def _settings_options(command: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="a settings JSON file, above the global and project ones (repeatable)",
+    )
+    command.add_argument(
+        "--retry-profile",
+        choices=RETRY_PROFILES,
+        help="whose retry rules to follow: seed (pi 0.73.1's, the default) or pi-1.6 "
+        "(pi 1.6.0's); over the settings' retry.profile (docs/spec.md R-53)",
     )
     command.add_argument(
         "--ignore-broken-settings",

@@ -87,6 +87,8 @@ def _run(args: argparse.Namespace) -> int:
         ignore_broken=args.ignore_broken_settings,
         agent_dir=args.agent_dir_config,
     )
+    if args.retry_profile is not None:  # above every file, never written to one
+        settings.set("retry.profile", args.retry_profile)
     if args.command == "demo":
         loaded = extensions(args.extension)
         interactive = is_terminal() and not args.json

@@ -83,11 +83,12 @@ class Model:
             usage: the token counts to price.
         """
         rate = self.cost
+        # The price per token first, then the count: pi's order, to the last digit.
         parts = (
-            rate.input * usage.input / 1e6,
-            rate.output * usage.output / 1e6,
-            rate.cache_read * usage.cache_read / 1e6,
-            rate.cache_write * usage.cache_write / 1e6,
+            rate.input / 1e6 * usage.input,
+            rate.output / 1e6 * usage.output,
+            rate.cache_read / 1e6 * usage.cache_read,
+            rate.cache_write / 1e6 * usage.cache_write,
         )
         if usage.cost is ZERO_COST and not any(parts):
             return usage  # nothing to price: the usage as it is (its cost is zero already)

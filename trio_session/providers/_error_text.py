@@ -15,7 +15,7 @@ from http import HTTPStatus
 from typing import Any
 
 from .._json import MAX_JSON_DEPTH, json_depth, loads
-from .._retry.patterns import USAGE_LIMIT_PATTERN
+from .._retry.classify import USAGE_LIMIT_PATTERN
 
 # -- failures as text (R-52) ------------------------------------------------------------
 #

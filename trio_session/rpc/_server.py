@@ -712,7 +712,9 @@ class RpcServer:
         backoff sleeps and compaction included — unlike the reference, where it
         drops between attempts. ``pendingMessageCount``, ``steeringMode`` and
         ``followUpMode`` are the session's queues. ``credentialStore`` is there when
-        the credential store reports a status (a Redis store).
+        the credential store reports a status (a Redis store). ``retryProfile`` is the
+        settings' ``retry.profile`` (R-53); pi 1.6.0 has no command to change it, nor
+        have we: it is set in a settings file or with ``--retry-profile``.
         """
         session = self.session
         return {
@@ -730,6 +732,7 @@ class RpcServer:
             "autoRetryEnabled": session.auto_retry_enabled,
             "isRetrying": session.is_retrying,
             "retryAttempt": session.retry_attempt,
+            "retryProfile": session.settings.retry.profile,
             **self._credential_store_state(),
         }
 

@@ -305,6 +305,8 @@ def encode_record(record: SessionHeader | HistoryEntry) -> dict[str, Any]:
         return data
     if isinstance(record, SettingsChangeEntry):
         data["value"] = to_json(record.value)  # null is a value here (retry.maxDelayMs)
+    if isinstance(record, ContextEditEntry):
+        data["replacement"] = to_json(record.replacement)  # null: left out of context
     ordered = {"type": data.pop("type"), "id": data.pop("id"), "parentId": record.parent_id}
     data.pop("parentId", None)
     ordered.update(data)

@@ -20,6 +20,7 @@ exclusive, non-blocking ``flock`` (POSIX; not on Windows).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -37,6 +38,7 @@ from .._messages import Message, UserContent, UserMessage
 from ._entries import (
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     HistoryEntry,
@@ -372,6 +374,29 @@ class SessionFile:
             msg = f"session file {self.path} has no entry {target_id!r} to label"
             raise HistoryError(msg, path=self.path)
         return self._stage(LabelEntry, target_id=target_id, label=label or None)
+
+    def append_context_edit_nowait(
+        self, target_id: str, replacement: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Stage a ``context_edit`` entry: pi 1.6.0's edit of ``target_id``'s part in later
+        context (``replacement`` ``None`` leaves it out; the entry itself stays).
+
+        Args:
+            target_id: the message entry the edit is about.
+            replacement: ``{"content": ...}`` to replace its content, ``None`` to omit it.
+
+        Returns:
+            The entry as it will be written (its JSON object).
+
+        Raises:
+            HistoryError: the file has no entry ``target_id``.
+        """
+        if target_id not in self._ids:
+            msg = f"session file {self.path} has no entry {target_id!r} to edit"
+            raise HistoryError(msg, path=self.path)
+        self._stage(ContextEditEntry, target_id=target_id, replacement=replacement)
+        written: dict[str, Any] = json.loads(self._pending[-1].line)
+        return written
 
     def branch(self, entry_id: str | None) -> None:
         """Move the leaf: the next entry becomes a child of ``entry_id`` (a new root if ``None``).

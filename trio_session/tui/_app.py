@@ -36,6 +36,7 @@ from .._events import (
     MessageStart,
     MessageUpdate,
     SessionEvent,
+    SummarizationRetryScheduled,
 )
 from .._messages import AssistantMessage, UserMessage
 from .._prompt_input import PromptInput, PromptRefused
@@ -378,6 +379,12 @@ class ChatApp:
         elif isinstance(event, AutoRetryEnd):
             if event.success:
                 self.transcript.note(f"  ✓ retry {event.attempt} succeeded")
+        elif isinstance(event, SummarizationRetryScheduled):  # R-56f: as a retry is shown
+            seconds = max(1, js_round(event.delay_ms / 1000))
+            self.transcript.note(
+                f"  ↻ summary retry {event.attempt}/{event.max_attempts} in {seconds}s: "
+                f"{event.error_message}"
+            )
         elif isinstance(event, CompactionStart):
             self.transcript.note("  ⇣ compacting the conversation")
         elif isinstance(event, CompactionEnd):
