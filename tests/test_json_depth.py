@@ -38,7 +38,7 @@ from trio_session._codec import to_json
 from trio_session._json import MAX_JSON_DEPTH, json_depth, loads
 from trio_session._text import valid_json_value
 from trio_session.providers._anthropic import AnthropicProvider
-from trio_session.providers._base import body_detail
+from trio_session.providers._error_text import body_detail
 from trio_session.providers._openai import OpenAIProvider
 from trio_session.rpc._client import default_command
 from trio_session.testing import EventRecorder

@@ -33,7 +33,8 @@ from trio_session import (
 )
 from trio_session._messages import CompactionSummaryMessage
 from trio_session._retry.overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED
-from trio_session.store._history import load_session, runtime_context
+from trio_session.store._history import load_session
+from trio_session.store._loaded import runtime_context
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, ERR_OVERFLOW, assert_idle, err, ok

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if imported here
     from ._agent import Agent as Agent
-    from ._agent import Tool as Tool
     from ._bash import BashResult as BashResult
     from ._codec import event_from_json as event_from_json
     from ._codec import event_to_json as event_to_json
@@ -117,6 +116,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
     from ._stream import ReplyStream as ReplyStream
+    from ._tools import Tool as Tool
     from ._tools import ToolArgumentError as ToolArgumentError
     from ._tools import tool as tool
     from .providers._anthropic import AnthropicProvider as AnthropicProvider
@@ -147,21 +147,21 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .rpc import serve_rpc as serve_rpc
     from .store._credentials import CredentialStore as CredentialStore
     from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
-    from .store._history import HistoryError as HistoryError
-    from .store._history import LoadedSession as LoadedSession
-    from .store._history import SessionSummary as SessionSummary
-    from .store._history import default_sessions_dir as default_sessions_dir
-    from .store._history import latest_session as latest_session
-    from .store._history import list_sessions as list_sessions
+    from .store._credentials_file import CredentialStoreError as CredentialStoreError
+    from .store._entries import HistoryError as HistoryError
+    from .store._fork import fork_session as fork_session
     from .store._history import load_session as load_session
-    from .store._history import runtime_context as runtime_context
-    from .store._history import session_context as session_context
+    from .store._loaded import LoadedSession as LoadedSession
+    from .store._loaded import runtime_context as runtime_context
+    from .store._loaded import session_context as session_context
+    from .store._open_history import open_history as open_history
     from .store._redis_credentials import RedisCredentialStore as RedisCredentialStore
     from .store._redis_credentials import open_redis_credentials as open_redis_credentials
     from .store._session_file import SessionFile as SessionFile
-    from .store._session_file import fork_session as fork_session
-    from .store._session_file import open_history as open_history
-    from .store._sqlite_credentials import CredentialStoreError as CredentialStoreError
+    from .store._session_list import SessionSummary as SessionSummary
+    from .store._session_list import default_sessions_dir as default_sessions_dir
+    from .store._session_list import latest_session as latest_session
+    from .store._session_list import list_sessions as list_sessions
     from .store._sqlite_credentials import SqliteCredentialStore as SqliteCredentialStore
     from .store._sqlite_credentials import open_sqlite_credentials as open_sqlite_credentials
 
@@ -170,7 +170,7 @@ __version__ = "0.1.0.dev0"
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
     "Agent": "._agent",
-    "Tool": "._agent",
+    "Tool": "._tools",
     "DelayPlan": "._retry.backoff",
     "exponential_delay_ms": "._retry.backoff",
     "plan_delay": "._retry.backoff",
@@ -303,19 +303,19 @@ _EXPORTS: dict[str, str] = {
     "serve_rpc": ".rpc",
     "CredentialStore": ".store._credentials",
     "InMemoryCredentialStore": ".store._credentials",
-    "HistoryError": ".store._history",
-    "LoadedSession": ".store._history",
-    "SessionSummary": ".store._history",
-    "default_sessions_dir": ".store._history",
-    "latest_session": ".store._history",
-    "list_sessions": ".store._history",
+    "HistoryError": ".store._entries",
+    "LoadedSession": ".store._loaded",
+    "SessionSummary": ".store._session_list",
+    "default_sessions_dir": ".store._session_list",
+    "latest_session": ".store._session_list",
+    "list_sessions": ".store._session_list",
     "load_session": ".store._history",
-    "runtime_context": ".store._history",
-    "session_context": ".store._history",
+    "runtime_context": ".store._loaded",
+    "session_context": ".store._loaded",
     "SessionFile": ".store._session_file",
-    "fork_session": ".store._session_file",
-    "open_history": ".store._session_file",
-    "CredentialStoreError": ".store._sqlite_credentials",
+    "fork_session": ".store._fork",
+    "open_history": ".store._open_history",
+    "CredentialStoreError": ".store._credentials_file",
     "SqliteCredentialStore": ".store._sqlite_credentials",
     "open_sqlite_credentials": ".store._sqlite_credentials",
     "RedisCredentialStore": ".store._redis_credentials",

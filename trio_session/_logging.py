@@ -189,7 +189,7 @@ class SessionObserver:
         session: ObservedSession,
         tracer_provider: Any = None,
         *,
-        provider_key: object = None,
+        provider_secrets: Iterable[str] = (),
         classifier: Classifier | None = None,
     ) -> SessionObserver:
         """A new observer of ``session``, which calls its ``on_event`` before any
@@ -198,12 +198,13 @@ class SessionObserver:
         Args:
             session: the session observed (held weakly).
             tracer_provider: where its spans go; the global one if ``None``.
-            provider_key: the provider's own API key, if it has one (never shown).
+            provider_secrets: the provider's own secrets (its API key, if it has one), as
+                its ``secrets()`` gives them; never shown.
             classifier: the session's own classifier, if it was given one.
         """
         observer = cls(weakref.ref(session), classifier=classifier)
-        if isinstance(provider_key, str):  # the provider's own key, if it has one
-            observer.saw_key(provider_key)
+        for secret in provider_secrets:
+            observer.saw_key(secret)
         # The tracer shares the observer's weak reference and key set, not the observer:
         # holding the observer that holds it would be a cycle only a full collection frees.
         observer._tracer = session_tracer(

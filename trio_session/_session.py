@@ -28,12 +28,12 @@ from typing import Any, Literal, overload
 import attrs
 import trio
 
-from ._agent import Agent, Tool
+from ._agent import Agent
 from ._bash import BashRun
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, SessionBusyError
 from ._events import CompactionResult, MessageEnd, SessionEvent
-from ._extensions import ExtensionRunner
+from ._extension_runner import ExtensionRunner
 from ._logging import SessionObserver
 from ._messages import AssistantMessage, ImageContent, Message, UserMessage
 from ._retry.classify import Classifier
@@ -50,9 +50,10 @@ from ._session_parts.switches import SwitchesPart
 from ._settings import Settings, SettingsStore
 from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
+from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
-from .store._history import runtime_context
+from .store._loaded import runtime_context
 from .store._session_file import SessionFile
 
 __all__ = ["DEFAULT_COMPACTOR", "AgentSession", "EventStream"]
@@ -131,10 +132,14 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _control: PromptController = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        # An HTTP provider's own key (``api_key=``), so that no record or span shows it.
-        key = getattr(self._provider, "_api_key", None)
+        # A provider's own secrets (an HTTP provider's ``api_key=``), so that no record or
+        # span shows them; ``secrets()`` is optional (see ``Provider``).
+        secrets = getattr(self._provider, "secrets", None)
         observer = self._observer = SessionObserver.install(
-            self, self._tracer_provider, provider_key=key, classifier=self._classifier
+            self,
+            self._tracer_provider,
+            provider_secrets=secrets() if callable(secrets) else (),
+            classifier=self._classifier,
         )
         hub = self._hub = EventHub(observer, self._extensions)
         if self._extensions is not None:

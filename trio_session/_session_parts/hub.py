@@ -15,7 +15,7 @@ import trio
 
 from .._errors import EventStreamLagged
 from .._events import SessionEvent
-from .._extensions import ExtensionRunner
+from .._extension_runner import ExtensionRunner
 from .._logging import SessionObserver
 
 logger = logging.getLogger("trio_session")

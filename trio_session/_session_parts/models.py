@@ -19,7 +19,8 @@ from ..providers._base import (
     clamp_thinking_level,
     supported_thinking_levels,
 )
-from ..store._history import LoadedSession, ModelChangeEntry, ThinkingLevelChangeEntry
+from ..store._entries import ModelChangeEntry, ThinkingLevelChangeEntry
+from ..store._loaded import LoadedSession
 
 if TYPE_CHECKING:
     from .._agent import Agent

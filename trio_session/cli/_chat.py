@@ -13,13 +13,14 @@ from typing import BinaryIO, TextIO
 
 import trio
 
-from .._commands import CommandError, history_path, open_credentials
+from .._command_keys import open_credentials
+from .._commands import CommandError, history_path
 from .._messages import AssistantMessage
 from .._opening import open_session
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
 from .._settings import SettingsStore
-from ..store._history import HistoryError
+from ..store._entries import HistoryError
 from ._output import Printer, is_terminal, show
 from ._setup import (
     credentials_url,
@@ -249,8 +250,8 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                 return await _print_answer(session, prompts, messages)
         if is_terminal():
             # The terminal UI: it shows the file, its load warnings, the conversation so far.
-            from ..tui._app import run_terminal_chat
             from ..tui._input_history import InputHistory, default_history_path
+            from ..tui._terminal_chat import run_terminal_chat
 
             try:
                 await run_terminal_chat(

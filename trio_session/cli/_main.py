@@ -11,7 +11,8 @@ from typing import Any
 
 import trio
 
-from .._commands import CommandError, auth_add, auth_list, auth_remove, load_settings
+from .._command_keys import auth_add, auth_list, auth_remove
+from .._commands import CommandError, load_settings
 from .._errors import TrioSessionError
 from ._args import parser, print_shorthand
 from ._output import is_terminal, run_demo

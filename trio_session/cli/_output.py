@@ -201,7 +201,7 @@ async def run_demo(
     )
     async with open_session(provider, model, settings=settings, extensions=extensions) as session:
         if interactive:
-            from ..tui._app import run_terminal_chat
+            from ..tui._terminal_chat import run_terminal_chat
 
             await run_terminal_chat(
                 session, first_prompt=DEMO_PROMPT, banner=banner + " (Esc cancels a retry)."

@@ -7,11 +7,12 @@ import contextlib
 import signal
 from collections.abc import AsyncIterator
 
-from .._commands import open_credentials
+from .._command_keys import open_credentials
 from .._opening import open_session
 from .._session import AgentSession
 from .._settings import SettingsStore
-from ..store._session_file import SessionFile, open_history
+from ..store._open_history import open_history
+from ..store._session_file import SessionFile
 from ._setup import (
     credentials_url,
     extensions,

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import attrs
 
+from .._command_keys import api_key_flag_warning, read_api_key_file
 from .._commands import (
     KEY_VARIABLES,
     CommandError,
-    api_key_flag_warning,
     history_path,
     missing_key,
     open_provider,
     preflight,
-    read_api_key_file,
     select_model,
     sessions_dir,
 )
@@ -219,7 +218,7 @@ def session_start(
     Raises:
         CommandError: no session matches, or ``--fork`` came with another.
     """
-    from ..store._session_file import fork_session  # a session file is only for these
+    from ..store._fork import fork_session
 
     config: AgentDirConfig | None = args.agent_dir_config
     directory = (
