@@ -126,7 +126,8 @@ class _Client:
     """pi's RPC protocol over the agent's stdin and stdout: commands by id, events recorded."""
 
     def __init__(self, process: trio.Process) -> None:
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
         self.process = process
         self.stdin = process.stdin
         self.stdout = process.stdout
@@ -164,13 +165,13 @@ class _Client:
     async def call(self, kind: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
         self.next_id += 1
         ident = f"c{self.next_id}"
-        done, box = trio.Event(), []
+        done, box = trio.Event(), list[dict[str, Any]]()
         self.waiting[ident] = (done, box)
         line = json.dumps({"id": ident, "type": kind, **(fields or {})}) + "\n"
         await self.stdin.send_all(line.encode())
         with trio.fail_after(RESPONSE_TIMEOUT_S):
             await done.wait()
-        response = box[0]
+        response: dict[str, Any] = box[0]
         if kind != "get_state":
             self.responses.append({k: v for k, v in response.items() if k != "id"})
         return response
@@ -205,9 +206,7 @@ async def _act(client: _Client, action: Action, nursery: trio.Nursery) -> None:
     client.listeners.clear()
 
 
-async def _run(
-    agent: Agent, scenario: Scenario, pi_package: Path, node22: Path, work: Path
-) -> Run:
+async def _run(agent: Agent, scenario: Scenario, pi_package: Path, node22: Path, work: Path) -> Run:
     agent_dir, cwd, home = work / "agent", work / "project", work / "home"
     for directory in (cwd, home):
         directory.mkdir(parents=True, exist_ok=True)
@@ -287,8 +286,12 @@ _WORDS = " ".join(f"word{i}" for i in range(400))
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("two-503s", (e503(), e503(), Stream("Answer.")), (Prompt("hello"),)),
+    Scenario("over-the-maximum", (e503(), e503(), e503()), (Prompt("hello"),), {"maxRetries": 2}),
     Scenario(
-        "over-the-maximum", (e503(), e503(), e503()), (Prompt("hello"),), {"maxRetries": 2}
+        "over-the-maximum-then-again",
+        (e503(), e503(), e503(), e503(), Stream("Answer.")),
+        (Prompt("hello"), Prompt("again")),
+        {"maxRetries": 2},
     ),
     Scenario(
         "abort-retry-in-backoff",
@@ -305,17 +308,23 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "retry-after",
         (
-            HttpError(429, error_body("Rate limit reached", "rate_limit_error"), (("retry-after", "1"),)),
+            HttpError(
+                429, error_body("Rate limit reached", "rate_limit_error"), (("retry-after", "1"),)
+            ),
             HttpError(503, error_body("Service Unavailable"), (("retry-after-ms", "700"),)),
             Stream("Answer."),
         ),
         (Prompt("hello"),),
     ),
     Scenario(
-        "stream-reset", (Stream("An answer cut short.", drop="reset"), Stream("Answer.")), (Prompt("hello"),)
+        "stream-reset",
+        (Stream("An answer cut short.", drop="reset"), Stream("Answer.")),
+        (Prompt("hello"),),
     ),
     Scenario(
-        "stream-closed", (Stream("An answer cut short.", drop="close"), Stream("Answer.")), (Prompt("hello"),)
+        "stream-closed",
+        (Stream("An answer cut short.", drop="close"), Stream("Answer.")),
+        (Prompt("hello"),),
     ),
     Scenario("usage-limit", (HttpError(429, _LIMIT), Stream("Answer.")), (Prompt("hello"),)),
     Scenario(
@@ -329,6 +338,19 @@ SCENARIOS: tuple[Scenario, ...] = (
             Stream("First answer."),
             Stream("Second answer."),
             HttpError(400, _OVERFLOW),
+            Stream("Summary of the conversation."),
+            Stream("Third answer."),
+        ),
+        (Prompt(f"one {_WORDS}"), Prompt(f"two {_WORDS}"), Prompt("three")),
+        compaction={"keepRecentTokens": 100},
+    ),
+    Scenario(
+        "overflow-summary-503",
+        (
+            Stream("First answer."),
+            Stream("Second answer."),
+            HttpError(400, _OVERFLOW),
+            e503(),
             Stream("Summary of the conversation."),
             Stream("Third answer."),
         ),

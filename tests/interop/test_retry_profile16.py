@@ -94,9 +94,7 @@ TABLE = read_table()
 
 def rules_for(scenario: str, table: Mapping[str, Row] = TABLE) -> frozenset[str]:
     """The ids of the rows that apply to ``scenario``."""
-    return frozenset(
-        r.id for r in table.values() if r.scenarios is None or scenario in r.scenarios
-    )
+    return frozenset(r.id for r in table.values() if r.scenarios is None or scenario in r.scenarios)
 
 
 def _error(text: Any, rules: frozenset[str]) -> Any:
@@ -121,7 +119,9 @@ def _event(data: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
         result = data.get("result")
         kept["summary"] = result.get("summary") if isinstance(result, dict) else None
         return {"type": kind, **kept}
-    return {k: _error(v, rules) if k in ("errorMessage", "finalError") else v for k, v in data.items()}
+    return {
+        k: _error(v, rules) if k in ("errorMessage", "finalError") else v for k, v in data.items()
+    }
 
 
 def events_of(run: Run, rules: frozenset[str]) -> list[dict[str, Any]]:
