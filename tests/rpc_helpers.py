@@ -239,7 +239,7 @@ def _overflow(base: int) -> list[Summary]:
     return [
         "response prompt ok started",
         *RUN_START,
-        *failed_attempt(True),
+        *failed_attempt(False),  # nothing old enough to compact, nothing follows
         {"type": "compaction_start", "reason": "overflow"},
         {"type": "compaction_end", "reason": "overflow", "aborted": False, "willRetry": False},
         "agent_settled",

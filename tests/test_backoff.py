@@ -18,7 +18,7 @@ from trio_session import (
     parse_retry_after_ms,
     plan_delay,
 )
-from trio_session._backoff import MAX_WAIT_MS
+from trio_session._retry.backoff import MAX_WAIT_MS, wait_cap
 from trio_session._settings import RANGES, Jitter
 
 DRAWS = 2000
@@ -297,3 +297,15 @@ def test_server_wait_is_a_floor_property(
     plan = plan_delay(attempt, settings, hint_ms=hint, rng=random.Random(seed))
     assert plan.delay_ms is not None
     assert hint <= plan.delay_ms <= max(base * 2 ** (attempt - 1), hint)
+
+
+def test_wait_cap_is_the_one_cap_rule() -> None:
+    """R-28, R-28b: the cap on a hint or a cooldown is retry.maxDelayMs, else
+    retry.provider.maxRetryDelayMs unless it is 0, else none."""
+    assert wait_cap(RetrySettings(max_delay_ms=5000)) == (5000, "retry.maxDelayMs")
+    provider = ProviderRetrySettings(max_retry_delay_ms=9000)
+    assert wait_cap(RetrySettings(provider=provider)) == (9000, "retry.provider.maxRetryDelayMs")
+    both = RetrySettings(max_delay_ms=5000, provider=provider)
+    assert wait_cap(both) == (5000, "retry.maxDelayMs")
+    none = RetrySettings(provider=ProviderRetrySettings(max_retry_delay_ms=0))
+    assert wait_cap(none) is None

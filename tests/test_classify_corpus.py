@@ -1,4 +1,4 @@
-"""The classifiers against a corpus of real provider error texts (R-4 … R-8).
+"""The classifiers against a corpus of real provider error texts (R-4 … R-8, R-57 … R-60).
 
 Every row is an ``errorMessage`` as our HTTP adapters format it (HTTP status first, then
 the server's own message, then retry headers as ``name: value`` lines), with the
@@ -10,7 +10,10 @@ decision each classifier should reach: ``"overflow"`` (goes to compaction), ``"r
   fragments, request ids and token counts trip it.
 * The ``strict`` column is the documented intent of ``retry.classifier: "strict"``:
   status codes only as whole numbers, billing/quota/auth errors never retried, a
-  per-minute rate limit never taken for an overflow.
+  per-minute rate limit never taken for an overflow, pi 1.6.0's transport wordings.
+* The ``pi16`` column is what pi 1.6.0 itself decides (the ``"pi-1.6"`` profile);
+  ``tests/interop/test_pi_classifiers.py`` feeds every row to pi 1.6.0's own function
+  under node 22 and checks the column.
 
 Rows where the code disagrees with that intent can be listed in
 :data:`STRICT_SUSPECTED_BUGS` and run as strict xfails, so fixing the classifier turns
@@ -18,20 +21,23 @@ them into failures that ask for the entry to be removed. (The four found when th
 corpus was written — "billing" links in OpenAI/Groq/Gemini rate limits, xAI's spending
 limit — are fixed.)
 
-:func:`render_difference_table` renders, row by row, where the two classifiers differ;
-the docs import it.
+:func:`render_difference_table` renders, row by row, where the three classifiers differ;
+docs/spec.md holds it between markers, and a test checks it is the live one
+(``python -m tests.test_classify_corpus`` rewrites it).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Literal, TypeAlias
 
 import attrs
 import pytest
 
 from trio_session import (
+    PI_1_6_CLASSIFIER,
     REFERENCE_CLASSIFIER,
     RETRYABLE_PATTERN,
     STRICT_CLASSIFIER,
@@ -59,11 +65,15 @@ class Row:
     text: str | None
     reference: Decision
     strict: Decision
+    pi16: Decision
     stop_reason: StopReason = "error"
+    provider: str = ""
 
     def message(self) -> AssistantMessage:
         """The assistant message that ended the run with this error text."""
-        return AssistantMessage(stop_reason=self.stop_reason, error_message=self.text)
+        return AssistantMessage(
+            stop_reason=self.stop_reason, error_message=self.text, provider=self.provider
+        )
 
 
 CORPUS: tuple[Row, ...] = (
@@ -74,6 +84,7 @@ CORPUS: tuple[Row, ...] = (
         " tokens per min (TPM): Limit 30000, Used 29500, Requested 1200. Please try again"
         " in 2.4s. Visit https://platform.openai.com/account/rate-limits to learn more."
         "\nretry-after: 2",
+        "retry",
         "retry",
         "retry",
     ),
@@ -87,6 +98,7 @@ CORPUS: tuple[Row, ...] = (
         " https://platform.openai.com/account/billing.\nretry-after: 20",
         "retry",
         "retry",
+        "none",
     ),
     Row(
         # "Request too large", not "request_too_large": no overflow pattern; 429 retries.
@@ -95,6 +107,7 @@ CORPUS: tuple[Row, ...] = (
         " tokens per min (TPM): Limit 30000, Requested 45210. The input or output tokens"
         " must be reduced in order to run successfully. Visit"
         " https://platform.openai.com/account/rate-limits to learn more.",
+        "retry",
         "retry",
         "retry",
     ),
@@ -106,6 +119,7 @@ CORPUS: tuple[Row, ...] = (
         " (insufficient_quota)",
         "retry",
         "none",
+        "none",
     ),
     Row(
         # Trap: "502" inside the key fragment.
@@ -113,6 +127,7 @@ CORPUS: tuple[Row, ...] = (
         "401 Unauthorized: Incorrect API key provided: sk-proj-abc502xyz. You can find your"
         " API key at https://platform.openai.com/account/api-keys.",
         "retry",
+        "none",
         "none",
     ),
     Row(
@@ -122,12 +137,14 @@ CORPUS: tuple[Row, ...] = (
         " access to it.",
         "retry",
         "none",
+        "none",
     ),
     Row(
         "openai-400-context-length-exceeded",
         "400 Bad Request: This model's maximum context length is 128000 tokens. However,"
         " your messages resulted in 131072 tokens. Please reduce the length of the"
         " messages. (context_length_exceeded)",
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -137,6 +154,7 @@ CORPUS: tuple[Row, ...] = (
         " your input and try again.",
         "overflow",
         "overflow",
+        "overflow",
     ),
     Row(
         "openai-500-server-error",
@@ -144,11 +162,13 @@ CORPUS: tuple[Row, ...] = (
         " Sorry about that!",
         "retry",
         "retry",
+        "retry",
     ),
     Row(
         "openai-503-engine-overloaded",
         "503 Service Unavailable: The engine is currently overloaded, please try again"
         " later.\nretry-after: 1",
+        "retry",
         "retry",
         "retry",
     ),
@@ -159,6 +179,7 @@ CORPUS: tuple[Row, ...] = (
         " (1504x1504, 31 MB) is larger than the 20 MB limit.",
         "retry",
         "none",
+        "none",
     ),
     Row(
         "openai-400-unsupported-parameter",
@@ -166,10 +187,12 @@ CORPUS: tuple[Row, ...] = (
         " model. Use 'max_completion_tokens' instead.",
         "none",
         "none",
+        "none",
     ),
     Row(
         "openai-403-project-model-access",
         "403 Forbidden: Project `proj_Xk2f` does not have access to model `o3-pro`",
+        "none",
         "none",
         "none",
     ),
@@ -180,6 +203,7 @@ CORPUS: tuple[Row, ...] = (
         '"request_id":"req_011CVx3qJ8"}',
         "retry",
         "retry",
+        "retry",
     ),
     Row(
         # 529 is not in R-5 and there is no "overloaded" to catch it.
@@ -187,6 +211,7 @@ CORPUS: tuple[Row, ...] = (
         "529 status code (no body)",
         "none",
         "retry",
+        "none",
     ),
     Row(
         "anthropic-429-rate-limit-error",
@@ -200,11 +225,13 @@ CORPUS: tuple[Row, ...] = (
         ' increase."}}\nretry-after: 14',
         "retry",
         "retry",
+        "retry",
     ),
     Row(
         "anthropic-413-request-too-large",
         '413 {"type":"error","error":{"type":"request_too_large","message":"Request exceeds'
         ' the maximum size"}}',
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -214,10 +241,12 @@ CORPUS: tuple[Row, ...] = (
         ' too long: 213462 tokens > 200000 maximum"}}',
         "overflow",
         "overflow",
+        "overflow",
     ),
     Row(
         "anthropic-500-api-error",
         '500 {"type":"error","error":{"type":"api_error","message":"Internal server error"}}',
+        "retry",
         "retry",
         "retry",
     ),
@@ -225,6 +254,7 @@ CORPUS: tuple[Row, ...] = (
         "anthropic-401-authentication-error",
         '401 {"type":"error","error":{"type":"authentication_error","message":"invalid'
         ' x-api-key"}}',
+        "none",
         "none",
         "none",
     ),
@@ -235,11 +265,13 @@ CORPUS: tuple[Row, ...] = (
         ' upgrade or purchase credits."}}',
         "none",
         "none",
+        "none",
     ),
     Row(
         "anthropic-403-permission-error",
         '403 {"type":"error","error":{"type":"permission_error","message":"Your API key'
         ' does not have permission to use the specified resource."}}',
+        "none",
         "none",
         "none",
     ),
@@ -251,6 +283,7 @@ CORPUS: tuple[Row, ...] = (
         ' claude-sonnet-4-5-20250929"}}',
         "retry",
         "none",
+        "none",
     ),
     Row(
         # Trap: "502" inside a tool_use id.
@@ -261,6 +294,7 @@ CORPUS: tuple[Row, ...] = (
         ' block in the next message."},"request_id":"req_011CV8a5mQ"}',
         "retry",
         "none",
+        "none",
     ),
     Row(
         # R-17 usage limit: retried (credential rotation decides the delay).
@@ -270,11 +304,13 @@ CORPUS: tuple[Row, ...] = (
         ' 00:00 UTC."}}',
         "retry",
         "retry",
+        "none",
     ),
     # --- Google Gemini ----------------------------------------------------------------
     Row(
         "gemini-429-resource-exhausted",
         "429 RESOURCE_EXHAUSTED: Resource has been exhausted (e.g. check quota).",
+        "retry",
         "retry",
         "retry",
     ),
@@ -289,11 +325,13 @@ CORPUS: tuple[Row, ...] = (
         " model: gemini-2.5-flash\nPlease retry in 43.2s.",
         "retry",
         "retry",
+        "none",
     ),
     Row(
         "gemini-400-input-token-count",
         "400 INVALID_ARGUMENT: The input token count (1196265) exceeds the maximum number of"
         " tokens allowed (1048575).",
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -303,16 +341,19 @@ CORPUS: tuple[Row, ...] = (
         " https://developers.generativeai.google/guide/troubleshooting",
         "retry",
         "retry",
+        "retry",
     ),
     Row(
         "gemini-503-unavailable",
         "503 UNAVAILABLE: The model is overloaded. Please try again later.",
         "retry",
         "retry",
+        "retry",
     ),
     Row(
         "gemini-400-api-key-invalid",
         "400 INVALID_ARGUMENT: API key not valid. Please pass a valid API key. (API_KEY_INVALID)",
+        "none",
         "none",
         "none",
     ),
@@ -324,6 +365,7 @@ CORPUS: tuple[Row, ...] = (
         "/overview?project=861123456789 then retry.",
         "none",
         "none",
+        "none",
     ),
     # --- OpenRouter -------------------------------------------------------------------
     Row(
@@ -331,6 +373,7 @@ CORPUS: tuple[Row, ...] = (
         "429 Too Many Requests: Provider returned error: deepseek/deepseek-chat-v3-0324:free"
         " is temporarily rate-limited upstream. Please retry shortly, or add your own key"
         " to accumulate your rate limits: https://openrouter.ai/settings/integrations",
+        "retry",
         "retry",
         "retry",
     ),
@@ -342,6 +385,7 @@ CORPUS: tuple[Row, ...] = (
         " https://openrouter.ai/settings/credits and upgrade to a paid account",
         "retry",
         "none",
+        "none",
     ),
     Row(
         "openrouter-400-maximum-context-length",
@@ -351,10 +395,12 @@ CORPUS: tuple[Row, ...] = (
         " compress your prompt automatically.",
         "overflow",
         "overflow",
+        "overflow",
     ),
     Row(
         "openrouter-502-provider-returned-error",
         "502 Bad Gateway: Provider returned error",
+        "retry",
         "retry",
         "retry",
     ),
@@ -369,10 +415,12 @@ CORPUS: tuple[Row, ...] = (
         "\nretry-after: 6",
         "retry",
         "retry",
+        "none",
     ),
     Row(
         "groq-400-reduce-length-of-messages",
         "400 Bad Request: Please reduce the length of the messages or completion.",
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -383,10 +431,12 @@ CORPUS: tuple[Row, ...] = (
         " model with 32768 maximum context length",
         "overflow",
         "overflow",
+        "overflow",
     ),
     Row(
         "mistral-429-requests-rate-limit",
         "429 Too Many Requests: Requests rate limit exceeded",
+        "retry",
         "retry",
         "retry",
     ),
@@ -395,10 +445,12 @@ CORPUS: tuple[Row, ...] = (
         "401 Unauthorized: Unauthorized",
         "none",
         "none",
+        "none",
     ),
     Row(
         "mistral-413-no-body",
         "413 status code (no body)",
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -407,6 +459,7 @@ CORPUS: tuple[Row, ...] = (
         "xai-400-maximum-prompt-length",
         "400 Bad Request: This model's maximum prompt length is 131072 but the request"
         " contains 145210 tokens.",
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -418,6 +471,7 @@ CORPUS: tuple[Row, ...] = (
         " purchase more credits or raise your spending limit.",
         "retry",
         "none",
+        "retry",
     ),
     # --- llama.cpp, vLLM, Ollama, LM Studio -------------------------------------------
     Row(
@@ -425,10 +479,12 @@ CORPUS: tuple[Row, ...] = (
         "400 Bad Request: the request exceeds the available context size, try increasing it",
         "overflow",
         "overflow",
+        "overflow",
     ),
     Row(
         "llamacpp-503-loading-model",
         "503 Service Unavailable: Loading model",
+        "retry",
         "retry",
         "retry",
     ),
@@ -439,16 +495,19 @@ CORPUS: tuple[Row, ...] = (
         " reduce the length of the messages or completion.",
         "overflow",
         "overflow",
+        "overflow",
     ),
     Row(
         "ollama-404-model-not-found",
         '404 Not Found: model "qwen2.5-coder:32b" not found, try pulling it first',
         "none",
         "none",
+        "none",
     ),
     Row(
         "ollama-500-runner-terminated",
         "500 Internal Server Error: llama runner process has terminated: exit status 2",
+        "retry",
         "retry",
         "retry",
     ),
@@ -458,12 +517,14 @@ CORPUS: tuple[Row, ...] = (
         "[Errno 111] Connection refused",
         "none",
         "retry",
+        "retry",
     ),
     Row(
         "lmstudio-400-greater-than-context-length",
         "400 Bad Request: The number of tokens to keep from the initial prompt is greater"
         " than the context length. Try to load the model with a larger context length, or"
         " provide a shorter input",
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -474,10 +535,12 @@ CORPUS: tuple[Row, ...] = (
         "429 ThrottlingException: Too many tokens, please wait before trying again.",
         "overflow",
         "retry",
+        "overflow",
     ),
     Row(
         "bedrock-400-input-too-long",
         "400 ValidationException: Input is too long for requested model.",
+        "overflow",
         "overflow",
         "overflow",
     ),
@@ -486,10 +549,12 @@ CORPUS: tuple[Row, ...] = (
         "429 ThrottlingException: Too many requests, please wait before trying again.",
         "retry",
         "retry",
+        "retry",
     ),
     Row(
         "bedrock-503-service-unavailable",
         "503 ServiceUnavailableException: Bedrock is unable to process your request.",
+        "retry",
         "retry",
         "retry",
     ),
@@ -499,6 +564,7 @@ CORPUS: tuple[Row, ...] = (
         " model ID.",
         "none",
         "none",
+        "none",
     ),
     # --- Cerebras ---------------------------------------------------------------------
     Row(
@@ -506,6 +572,8 @@ CORPUS: tuple[Row, ...] = (
         "400 status code (no body)",
         "overflow",
         "overflow",
+        "overflow",
+        provider="cerebras",
     ),
     Row(
         # Per-minute token limit worded "too many tokens": the reference calls it overflow.
@@ -513,27 +581,33 @@ CORPUS: tuple[Row, ...] = (
         "429 Too Many Requests: Tokens per minute limit exceeded - too many tokens processed.",
         "overflow",
         "retry",
+        "retry",
+        provider="cerebras",
     ),
     # --- Network and proxies ----------------------------------------------------------
-    Row("network-connection-error", "Connection error.", "retry", "retry"),
-    Row("network-fetch-failed", "fetch failed", "retry", "retry"),
+    Row("network-connection-error", "Connection error.", "retry", "retry", "retry"),
+    Row("network-fetch-failed", "fetch failed", "retry", "retry", "retry"),
     Row(
         "network-connection-reset-by-peer",
         "[Errno 104] Connection reset by peer",
         "none",
         "retry",
+        "retry",
     ),
     Row(
-        # Neither classifier knows timeouts (documented gap, not a bug of either).
+        # R-5 knows no timeouts; pi 1.6.0 and strict do ("timed? out").
         "network-read-timeout",
         "The read operation timed out",
         "none",
-        "none",
+        "retry",
+        "retry",
     ),
     Row(
+        # httpx's wording; strict's own addition.
         "network-server-disconnected",
         "Server disconnected without sending a response.",
         "none",
+        "retry",
         "none",
     ),
     Row(
@@ -542,16 +616,289 @@ CORPUS: tuple[Row, ...] = (
         "<center><h1>504 Gateway Time-out</h1></center></body></html>",
         "retry",
         "retry",
+        "retry",
+    ),
+    # --- pi 1.6.0's incidents (its CHANGELOG 0.76 … 1.5) -------------------------------
+    Row(
+        "gateway-api-error-connection-closed",
+        '{"type":"error","error":{"type":"api_error","message":"Connection closed."}}',
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row("node-read-econnreset", "read ECONNRESET", "none", "retry", "retry"),
+    Row("node-write-epipe", "write EPIPE", "none", "retry", "retry"),
+    Row("node-connect-etimedout", "connect ETIMEDOUT 104.18.32.47:443", "none", "retry", "retry"),
+    Row("node-socket-hang-up", "socket hang up", "none", "retry", "retry"),
+    Row("undici-terminated", "terminated", "none", "retry", "retry"),
+    Row("undici-other-side-closed", "other side closed", "none", "retry", "retry"),
+    Row("network-connection-lost", "Network connection lost.", "none", "retry", "retry"),
+    Row(
+        "dns-getaddrinfo-enotfound",
+        "getaddrinfo ENOTFOUND api.anthropic.com",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row("dns-eai-again", "getaddrinfo EAI_AGAIN api.openai.com", "none", "retry", "retry"),
+    Row(
+        "vertex-oauth-request-failed",
+        "request to https://oauth2.googleapis.com/token failed, reason: ",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "bun-socket-connection-closed",
+        "The socket connection was closed unexpectedly. For more information, pass `verbose:"
+        " true` in the second argument to fetch()",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "stream-ended-without-chunks",
+        "request ended without sending any chunks",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "anthropic-stream-ended-before-message-stop",
+        "Anthropic stream ended before message_stop",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "codex-proxy-stream-disconnected",
+        "stream disconnected before completion: stream closed before response.completed",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "magpie-cut-short",
+        "Claude Code's stream from Anthropic was cut short after the reply had begun",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "bedrock-http2-no-response",
+        "http2 request did not get a response",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "bedrock-pending-stream-canceled",
+        "The pending stream has been canceled (caused by: NGHTTP2_REFUSED_STREAM)",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "codex-websocket-connection-limit",
+        "Responses websocket connection limit reached (websocket_connection_limit_reached)",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "gateway-unable-to-forward-upstream",
+        "Unable to forward upstream stream",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "gateway-upstream-provider-returned-an-error",
+        "The upstream provider returned an error",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        # R-5's service.?unavailable allows one character between the words.
+        "service-is-temporarily-unavailable",
+        "The service is temporarily unavailable",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "deepseek-server-busy",
+        '{"error":{"code":"server_busy","message":"Servers are currently busy. Please try'
+        ' again later."}}',
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "model-at-capacity",
+        "Selected model is at capacity. Please try a different model.",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "azure-high-demand",
+        "We're currently experiencing high demand, which may cause temporary errors.",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "cloudflare-520-unknown-error",
+        "520 <unknown status code>: Web server is returning an unknown error",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "openai-responses-you-can-retry",
+        "An error occurred while processing your request. You can retry your request, or"
+        " contact us through our help center at help.openai.com if the error persists."
+        " Please include the request ID req_7f3e1d2c in your message.",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "nvidia-grpc-resource-exhausted",
+        "grpc error: ResourceExhausted: the model is out of capacity",
+        "none",
+        "retry",
+        "retry",
+    ),
+    Row(
+        "dashscope-400-range-of-input-length",
+        "400 InvalidParameter: Range of input length should be [1, 129024]",
+        "none",
+        "overflow",
+        "overflow",
+    ),
+    Row(
+        "copilot-413-failed-to-parse",
+        "413 failed to parse request",
+        "none",
+        "overflow",
+        "overflow",
+    ),
+    Row(
+        "together-400-input-longer-than-context",
+        "400 Bad Request: Input (40960 tokens) is longer than the model's context length"
+        " (32768 tokens)",
+        "none",
+        "overflow",
+        "overflow",
+    ),
+    Row(
+        # pi 1.6.0 reads a bodyless 400 as an overflow only from Cerebras.
+        "openai-400-no-body-not-cerebras",
+        "400 status code (no body)",
+        "overflow",
+        "overflow",
+        "none",
+        provider="openai",
+    ),
+    # --- Traps of pi 1.6.0: digits inside ids and byte counts (#11057), quota (#4991) ---
+    Row(
+        "trap-request-id-and-length-digits",
+        "400 Bad Request: Invalid 'messages[3].content': string too long. Expected a string"
+        " with maximum length 1048576, but got a string with length 5029441 instead."
+        " (request id: req_a4293c500f)",
+        "retry",
+        "none",
+        "none",
+    ),
+    Row(
+        "trap-image-byte-count",
+        "400 Bad Request: image exceeds 5 MB maximum: 5503504 bytes > 5242880 bytes",
+        "retry",
+        "none",
+        "none",
+    ),
+    Row(
+        # A daily quota: pi 1.6.0's "quota exceeded" and strict's "per day" never retry it.
+        "gemini-429-daily-quota-exceeded",
+        "429 RESOURCE_EXHAUSTED: Quota exceeded for quota metric 'Generate Content API"
+        " requests per day' and limit 'GenerateContent request limit per day' of service"
+        " 'generativelanguage.googleapis.com'",
+        "retry",
+        "none",
+        "none",
+    ),
+    Row(
+        "litellm-429-out-of-budget",
+        "429 Too Many Requests: team is out of budget (spend 50.12 > max budget 50.0)",
+        "retry",
+        "none",
+        "none",
+    ),
+    Row(
+        # Plan usage limits: pi 1.6.0 never retries them (#11537); seed and strict retry,
+        # so that R-17 rotates the credential first (the profile decides when none is left).
+        "zai-429-code-1308",
+        '429 {"error":{"code":"1308","message":"Usage limit reached for 5 hour. Your limit'
+        ' will reset at 2026-01-12 18:04:07"}}',
+        "retry",
+        "retry",
+        "none",
+    ),
+    Row(
+        "opencode-go-usage-limit",
+        '429 {"type":"error","error":{"type":"GoUsageLimitError","message":"Monthly usage'
+        ' limit reached. Enable available balance usage to continue."}}',
+        "retry",
+        "retry",
+        "none",
+    ),
+    Row(
+        "chatgpt-subscription-usage-limit",
+        '{"error":{"type":"usage_limit_reached","code":"subscription_sharing_usage_limit'
+        '_exceeded","message":"You have hit your ChatGPT usage limit (plus plan). Try again'
+        ' in ~158 min."}}',
+        "retry",
+        "retry",
+        "none",
+    ),
+    Row(
+        # pi 1.6.0's bare "timeout" retries a parameter error; strict's does not.
+        "trap-unsupported-parameter-timeout",
+        "400 Bad Request: Unsupported parameter: 'timeout' is not supported with this model.",
+        "none",
+        "none",
+        "retry",
+    ),
+    Row(
+        # pi 1.6.0's bare "terminated" retries a closed account; strict never does.
+        "trap-account-terminated",
+        "403 Forbidden: This account has been terminated for violating the usage policies.",
+        "none",
+        "none",
+        "retry",
     ),
     # --- No error message, or not an error (R-4) --------------------------------------
-    Row("no-error-message-none", None, "none", "none"),
-    Row("no-error-message-empty", "", "none", "none"),
-    Row("stop-with-stale-503", "503 Service Unavailable", "none", "none", stop_reason="stop"),
-    Row("aborted-connection-error", "Connection error.", "none", "none", stop_reason="aborted"),
-    Row("length-without-error", None, "none", "none", stop_reason="length"),
+    Row("no-error-message-none", None, "none", "none", "none"),
+    Row("no-error-message-empty", "", "none", "none", "none"),
+    Row(
+        "stop-with-stale-503", "503 Service Unavailable", "none", "none", "none", stop_reason="stop"
+    ),
+    Row(
+        "aborted-connection-error",
+        "Connection error.",
+        "none",
+        "none",
+        "none",
+        stop_reason="aborted",
+    ),
+    Row("length-without-error", None, "none", "none", "none", stop_reason="length"),
     Row(
         "stop-with-overflow-wording",
         "prompt is too long: 213462 tokens > 200000 maximum",
+        "none",
         "none",
         "none",
         stop_reason="stop",
@@ -562,23 +909,16 @@ CORPUS: tuple[Row, ...] = (
 #: Each runs as a strict xfail; when the classifier is fixed, remove the entry.
 STRICT_SUSPECTED_BUGS: dict[str, str] = {}
 
-#: The ids where reference and strict *should* differ (from the columns above).
-EXPECTED_DIFFERENCES: frozenset[str] = frozenset(
-    {
-        "openai-429-insufficient-quota",
-        "openai-401-api-key-fragment",
-        "openai-404-model-name-digits",
-        "openai-400-image-1504x1504",
-        "anthropic-529-no-body",
-        "anthropic-400-max-tokens-digits",
-        "anthropic-400-tool-use-id-digits",
-        "openrouter-402-insufficient-credits",
-        "xai-429-credits-spending-limit",
-        "ollama-connection-refused",
-        "bedrock-429-throttling-too-many-tokens",
-        "cerebras-429-tokens-per-minute",
-        "network-connection-reset-by-peer",
-    }
+#: The page that holds the difference table, between these two markers.
+DOCS_PAGE = Path(__file__).parent.parent / "docs" / "spec.md"
+TABLE_BEGIN = "<!-- classifier-differences: begin (tests/test_classify_corpus.py writes it) -->"
+TABLE_END = "<!-- classifier-differences: end -->"
+
+#: The three classifiers, in the table's column order, with their corpus column.
+COLUMNS: tuple[tuple[str, PatternClassifier, str], ...] = (
+    ("seed", REFERENCE_CLASSIFIER, "reference"),
+    ("pi-1.6", PI_1_6_CLASSIFIER, "pi16"),
+    ("strict", STRICT_CLASSIFIER, "strict"),
 )
 
 
@@ -602,27 +942,45 @@ def _excerpt(text: str | None, width: int = 60) -> str:
     return flat.replace("`", "'").replace("|", "\\|") or "(empty)"
 
 
-def differences(rows: Sequence[Row] = CORPUS) -> Iterator[tuple[Row, Decision, Decision]]:
-    """The rows where the two classifiers, as shipped, decide differently."""
+def differences(rows: Sequence[Row] = CORPUS) -> Iterator[tuple[Row, tuple[Decision, ...]]]:
+    """The rows where the three classifiers, as shipped, do not all decide alike."""
     for row in rows:
         message = row.message()
-        reference = decide(REFERENCE_CLASSIFIER, message)
-        strict = decide(STRICT_CLASSIFIER, message)
-        if reference != strict:
-            yield row, reference, strict
+        decisions = tuple(decide(classifier, message) for _, classifier, _ in COLUMNS)
+        if len(set(decisions)) > 1:
+            yield row, decisions
 
 
 def render_difference_table(rows: Sequence[Row] = CORPUS) -> str:
-    """A Markdown table of the rows where reference and strict differ (R-8)."""
-    lines = ["| id | text excerpt | reference | strict |", "| --- | --- | --- | --- |"]
+    """A Markdown table of the rows where seed, pi-1.6 and strict differ (R-8, R-60)."""
+    names = " | ".join(name for name, _, _ in COLUMNS)
+    lines = [f"| id | text excerpt | {names} |", "| --- | --- | --- | --- | --- |"]
     lines.extend(
-        f"| {row.id} | {_excerpt(row.text)} | {reference} | {strict} |"
-        for row, reference, strict in differences(rows)
+        f"| {row.id} | {_excerpt(row.text)} | {' | '.join(decisions)} |"
+        for row, decisions in differences(rows)
     )
     return "\n".join(lines) + "\n"
 
 
-def _params(column: Literal["reference", "strict"]) -> list[pytest.ParameterSet]:
+def documented_table() -> str:
+    """The difference table as the docs page holds it, between its markers."""
+    text = DOCS_PAGE.read_text(encoding="utf-8")
+    return text.split(TABLE_BEGIN + "\n", 1)[1].split("\n" + TABLE_END, 1)[0].strip() + "\n"
+
+
+def write_documented_table() -> None:
+    """Write the live difference table into the docs page.
+
+    Run as ``python -m tests.test_classify_corpus``.
+    """
+    text = DOCS_PAGE.read_text(encoding="utf-8")
+    head, rest = text.split(TABLE_BEGIN + "\n", 1)
+    _old, tail = rest.split("\n" + TABLE_END, 1)
+    table = render_difference_table()
+    DOCS_PAGE.write_text(f"{head}{TABLE_BEGIN}\n\n{table}\n{TABLE_END}{tail}", encoding="utf-8")
+
+
+def _params(column: Literal["reference", "strict", "pi16"]) -> list[pytest.ParameterSet]:
     params: list[pytest.ParameterSet] = []
     for row in CORPUS:
         reason = STRICT_SUSPECTED_BUGS.get(row.id) if column == "strict" else None
@@ -634,22 +992,28 @@ def _params(column: Literal["reference", "strict"]) -> list[pytest.ParameterSet]
 def test_corpus_is_well_formed() -> None:
     """R-8: the corpus is big enough, and its ids are unique and known to the bug list."""
     ids = [row.id for row in CORPUS]
-    assert len(ids) >= 45
+    assert len(ids) >= 100
     assert len(set(ids)) == len(ids)
     assert set(STRICT_SUSPECTED_BUGS).issubset(ids)
-    assert EXPECTED_DIFFERENCES.issubset(ids)
 
 
 @pytest.mark.parametrize("row", _params("reference"))
 def test_reference_classifier(row: Row) -> None:
-    """R-4, R-5, R-7: the reference classifier on one provider error text."""
+    """R-4, R-5, R-7: the reference (seed) classifier on one provider error text."""
     assert decide(REFERENCE_CLASSIFIER, row.message()) == row.reference
 
 
 @pytest.mark.parametrize("row", _params("strict"))
 def test_strict_classifier(row: Row) -> None:
-    """R-8: the strict classifier on one provider error text."""
+    """R-8, R-60: the strict classifier on one provider error text."""
     assert decide(STRICT_CLASSIFIER, row.message()) == row.strict
+
+
+@pytest.mark.parametrize("row", _params("pi16"))
+def test_pi16_classifier(row: Row) -> None:
+    """R-58: the pi-1.6 classifier on one provider error text (tests/interop checks the
+    column against pi 1.6.0's own function)."""
+    assert decide(PI_1_6_CLASSIFIER, row.message()) == row.pi16
 
 
 def test_reference_pattern_is_spec_r5() -> None:
@@ -673,8 +1037,8 @@ def test_reference_retryable_is_spec_r5_on_every_row(row: Row) -> None:
 
 
 def test_overflow_is_never_retryable() -> None:
-    """R-2: for both classifiers, no row is both an overflow and retryable."""
-    for classifier in (REFERENCE_CLASSIFIER, STRICT_CLASSIFIER):
+    """R-2: for every classifier, no row is both an overflow and retryable."""
+    for _name, classifier, _column in COLUMNS:
         for row in CORPUS:
             message = row.message()
             assert not (
@@ -682,38 +1046,38 @@ def test_overflow_is_never_retryable() -> None:
             ), (classifier.name, row.id)
 
 
-def test_expected_differences_match_the_columns() -> None:
-    """R-8: the written-down difference set is exactly where the two columns differ."""
-    assert {row.id for row in CORPUS if row.reference != row.strict} == EXPECTED_DIFFERENCES
-
-
 def test_difference_table_row_by_row() -> None:
-    """R-8: reference vs strict, row by row."""
-    live = {row.id for row, _, _ in differences()}
-    # Each suspected strict bug flips whether its row differs, so until they are fixed
-    # the shipped table is the intended one with exactly those rows toggled.
-    assert live == EXPECTED_DIFFERENCES ^ set(STRICT_SUSPECTED_BUGS)
+    """R-8, R-60: seed vs pi-1.6 vs strict, row by row, as the columns say."""
+    intended = {row.id for row in CORPUS if len({row.reference, row.pi16, row.strict}) > 1}
+    live = {row.id for row, _ in differences()}
+    # Each suspected strict bug may flip whether its row differs.
+    assert live ^ intended <= set(STRICT_SUSPECTED_BUGS)
 
     table = render_difference_table()
     lines = table.splitlines()
-    assert lines[0] == "| id | text excerpt | reference | strict |"
-    assert lines[1] == "| --- | --- | --- | --- |"
+    assert lines[0] == "| id | text excerpt | seed | pi-1.6 | strict |"
+    assert lines[1] == "| --- | --- | --- | --- | --- |"
     assert len(lines) == 2 + len(live)
     assert {line.split(" | ")[0].removeprefix("| ") for line in lines[2:]} == live
     assert "| bedrock-429-throttling-too-many-tokens | 429 ThrottlingException" in table
-    assert all(line.endswith(" |") and line.count(" | ") == 3 for line in lines[2:])
+    assert all(line.endswith(" |") and line.count(" | ") == 4 for line in lines[2:])
+
+
+def test_the_docs_hold_the_difference_table() -> None:
+    """R-60: docs/spec.md shows the live table (python -m tests.test_classify_corpus writes it)."""
+    assert documented_table() == render_difference_table()
 
 
 def test_difference_table_escapes_cells() -> None:
     """R-8: excerpts stay on one line and cannot break the table's columns."""
     text = "key sk-abc502 a|b `c`\n" + "x" * 80
-    row = Row("pipe-and-newline", text, "retry", "none")
+    row = Row("pipe-and-newline", text, "retry", "none", "none")
     table = render_difference_table([row])
     assert table.splitlines()[2] == (
-        "| pipe-and-newline | key sk-abc502 a\\|b 'c' " + "x" * 37 + "… | retry | none |"
+        "| pipe-and-newline | key sk-abc502 a\\|b 'c' " + "x" * 37 + "… | retry | none | none |"
     )
     assert render_difference_table([]) == (
-        "| id | text excerpt | reference | strict |\n| --- | --- | --- | --- |\n"
+        "| id | text excerpt | seed | pi-1.6 | strict |\n| --- | --- | --- | --- | --- |\n"
     )
 
 
@@ -760,3 +1124,7 @@ def test_silent_overflow_counts_input_and_cache_read_only(classifier: PatternCla
     assert classifier.is_context_overflow(
         AssistantMessage(stop_reason="stop", usage=Usage(input=1, cache_read=200_000)), 200_000
     )
+
+
+if __name__ == "__main__":
+    write_documented_table()

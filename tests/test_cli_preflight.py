@@ -1,13 +1,15 @@
 """``trio-session chat|rpc`` pre-flight, run as real subprocesses.
 
-A missing key (where the provider's own service needs one) or a base URL that is not an
-absolute http(s) URL with a host stops the command before any session opens: exit 2,
-one line on stderr, no traceback, never a key. A custom endpoint (a local server)
+A base URL that is not an absolute http(s) URL with a host stops the command before any
+session opens: exit 2, one line on stderr, no traceback, never a key. A missing key (where
+the provider's own service needs one) does not: as in pi, the command starts and the
+prompt that needs the key is refused, in pi's words. A custom endpoint (a local server)
 needs no key; ``--provider gemini`` works end to end.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -79,38 +81,79 @@ def assert_one_line_exit_2(result: subprocess.CompletedProcess[str], expected: s
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("command", ["chat", "rpc"])
-def test_no_key_for_openai(tmp_path: Path, command: str) -> None:
-    """No flag, variable, stored key: one line saying how to give one, before anything."""
-    result = run(tmp_path, command, "--provider", "openai")
-    assert_one_line_exit_2(
-        result,
-        "no API key for openai: set OPENAI_API_KEY, run 'trio-session auth add openai' "
-        "or pass --api-key-file PATH",
+def no_key(provider: str, ways: str) -> str:
+    """pi's words for a prompt whose provider has no key, then ours on how to give one."""
+    return f"No API key found for {provider}.\n\nTo give one: {ways}."
+
+
+OPENAI_WAYS = "set OPENAI_API_KEY, run 'trio-session auth add openai' or pass --api-key-file PATH"
+
+
+def rpc_lines(result: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    """The JSON lines ``rpc`` wrote."""
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_rpc_without_a_key_starts_and_refuses_the_prompt_as_pi(tmp_path: Path) -> None:
+    """rpc with no key starts and answers get_state; the prompt alone is refused, with an
+    error response in pi's words (pi 1.6.0's formatNoApiKeyFoundMessage), and no run."""
+    commands = [
+        {"id": "s", "type": "get_state"},
+        {"id": "p", "type": "prompt", "message": "hi"},
+        {"id": "m", "type": "get_messages"},
+    ]
+    result = run(
+        tmp_path,
+        "rpc",
+        "--provider",
+        "openai",
+        stdin="".join(json.dumps(c) + "\n" for c in commands),
     )
-    assert not (tmp_path / "data" / "trio-session" / "sessions").exists()
+    assert (result.returncode, result.stderr) == (0, "")
+    state, prompt, messages = rpc_lines(result)
+    assert (state["id"], state["success"]) == ("s", True)
+    assert prompt == {
+        "id": "p",
+        "type": "response",
+        "command": "prompt",
+        "success": False,
+        "error": no_key("openai", OPENAI_WAYS),
+    }
+    assert messages["data"] == {"messages": []}
+
+
+def test_chat_without_a_key_says_so_at_the_prompt(tmp_path: Path) -> None:
+    """chat on a pipe with no key starts, and the line it cannot send is refused on stderr
+    in pi's words; exit 1, nothing on stdout."""
+    result = run(tmp_path, "chat", "--provider", "openai", "--no-session", stdin="hi\n")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"trio-session: {no_key('openai', OPENAI_WAYS)}\n"
 
 
 def test_no_key_for_gemini_names_both_variables(tmp_path: Path) -> None:
     """gemini's key may be GEMINI_API_KEY or GOOGLE_API_KEY; both are named."""
-    result = run(tmp_path, "chat", "--provider", "gemini")
-    assert_one_line_exit_2(
-        result,
-        "no API key for gemini: set GEMINI_API_KEY or GOOGLE_API_KEY, run 'trio-session "
-        "auth add gemini' or pass --api-key-file PATH",
+    result = run(tmp_path, "chat", "--provider", "gemini", "--no-save", stdin="hi\n")
+    ways = (
+        "set GEMINI_API_KEY or GOOGLE_API_KEY, run 'trio-session auth add gemini' or pass "
+        "--api-key-file PATH"
     )
+    assert result.stderr == f"trio-session: {no_key('gemini', ways)}\n"
 
 
 def test_no_key_with_pi_agent_dir_names_auth_json(tmp_path: Path) -> None:
     """With pi's agent directory, its auth.json is one more way."""
     agent = tmp_path / "agent"
     agent.mkdir()
-    result = run(tmp_path, "rpc", "--agent-dir", str(agent), "--provider", "anthropic")
-    assert_one_line_exit_2(
-        result,
-        "no API key for anthropic: set ANTHROPIC_API_KEY, run 'trio-session auth add "
-        f"anthropic', pass --api-key-file PATH or add it to {agent / 'auth.json'}",
+    prompt = json.dumps({"type": "prompt", "message": "hi"}) + "\n"
+    result = run(
+        tmp_path, "rpc", "--agent-dir", str(agent), "--provider", "anthropic", stdin=prompt
     )
+    ways = (
+        "set ANTHROPIC_API_KEY, run 'trio-session auth add anthropic', pass --api-key-file "
+        f"PATH or add it to {agent / 'auth.json'}"
+    )
+    (answer,) = rpc_lines(result)
+    assert answer["error"] == no_key("anthropic", ways)
 
 
 def test_a_stored_key_passes_the_preflight(tmp_path: Path) -> None:

@@ -45,7 +45,13 @@ from trio_session import (
     message_from_json,
     message_to_json,
 )
-from trio_session._events import EVENT_TYPES
+from trio_session._events import (
+    EVENT_TYPES,
+    EntryAppended,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
+)
 from trio_session._messages import StopReason
 
 USER = UserMessage(content="Read README.md and summarise it.", timestamp=1_700_000_000_000)
@@ -141,6 +147,20 @@ EVENTS: list[SessionEvent] = [
     SessionInfoChanged(name="release work"),
     ExtensionError(extension="notify", event="auto_retry_end", error="ValueError: bad"),
     HistoryWriteFailed(path="/s/a.jsonl", error="cannot write session file /s/a.jsonl: EFBIG"),
+    SummarizationRetryScheduled(1, 3, 2000, "503 Service Unavailable"),
+    SummarizationRetryAttemptStart("compaction", "overflow"),
+    SummarizationRetryAttemptStart("branchSummary"),
+    SummarizationRetryFinished(),
+    EntryAppended(
+        {
+            "type": "context_edit",
+            "id": "g6h7i8j9",
+            "parentId": "f6g7h8i9",
+            "timestamp": "2026-12-04T14:11:00.000Z",
+            "targetId": "c3d4e5f6",
+            "replacement": None,
+        }
+    ),
 ]
 
 MESSAGES: list[Message] = [USER, TOOL_USE, TOOL_RESULT, TOOL_ERROR, ERROR, DONE]
@@ -264,6 +284,34 @@ def test_auto_compaction_shapes() -> None:
         "aborted": False,
         "willRetry": True,
     }
+
+
+def test_summarization_retry_and_entry_appended_in_pi16_shapes() -> None:
+    """R-56e, R-56f: pi 1.6.0's summarization_retry_* and entry_appended objects, exactly
+    as its docs/json.md shows them (a null replacement is kept: it is the edit)."""
+    assert [event_to_json(e) for e in EVENTS[-5:]] == [
+        {
+            "type": "summarization_retry_scheduled",
+            "attempt": 1,
+            "maxAttempts": 3,
+            "delayMs": 2000,
+            "errorMessage": "503 Service Unavailable",
+        },
+        {"type": "summarization_retry_attempt_start", "source": "compaction", "reason": "overflow"},
+        {"type": "summarization_retry_attempt_start", "source": "branchSummary"},
+        {"type": "summarization_retry_finished"},
+        {
+            "type": "entry_appended",
+            "entry": {
+                "type": "context_edit",
+                "id": "g6h7i8j9",
+                "parentId": "f6g7h8i9",
+                "timestamp": "2026-12-04T14:11:00.000Z",
+                "targetId": "c3d4e5f6",
+                "replacement": None,
+            },
+        },
+    ]
 
 
 def test_compaction_end_in_the_reference_shape() -> None:
@@ -413,7 +461,8 @@ ALL_EVENT_TYPES = (
     "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', 'agent_settled', "
     "'auto_retry_start', 'auto_retry_end', 'compaction_start', 'compaction_end', 'queue_update', "
     "'thinking_level_changed', 'session_info_changed', "
-    "'extension_error', 'history_write_failed'"
+    "'extension_error', 'history_write_failed', 'summarization_retry_scheduled', "
+    "'summarization_retry_attempt_start', 'summarization_retry_finished', 'entry_appended'"
 )
 ROLES = (
     "'user', 'assistant', 'toolResult', 'bashExecution', 'custom', 'branchSummary', "

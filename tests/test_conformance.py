@@ -19,8 +19,11 @@ import trio
 from trio_session.conformance import SCENARIOS, Hang, HttpError, LoopbackLLM, Stream
 from trio_session.conformance._scenarios import KEY_A, KEY_B
 
+from .conformance_bad_agents import EXIT_STDERR, NOT_JSON
+
 HERE = Path(__file__).resolve().parent
 BROKEN_AGENT = HERE / "conformance_broken_agent.py"
+BAD_AGENT = [sys.executable, str(HERE / "conformance_bad_agents.py")]
 OUR_AGENT = [sys.executable, "-m", "trio_session", "rpc", "--no-session"]
 
 
@@ -85,6 +88,98 @@ def test_an_agent_that_is_not_an_rpc_agent_is_an_error_row() -> None:
     assert result.returncode == 1
     assert "| error" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+NOT_RUN = "not run, the agent being broken (see two-503-then-success): " + ", ".join(
+    s.name for s in SCENARIOS[1:]
+)
+LONG_LINE = "the agent wrote a line longer than 4 MiB (the kit reads no further): "
+LONG_LINE += repr('{"type": "message_update", "text": "' + "x" * 24) + "…"
+
+
+def observed(stdout: str, name: str) -> tuple[str, str]:
+    """The observed column and the verdict of scenario ``name``'s row in the table."""
+    for line in stdout.splitlines():
+        cells = line.split(" | ")
+        if cells[0] == name:
+            return cells[3], cells[4]
+    raise AssertionError(f"no row for {name}: {stdout}")
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("not-json", f"the agent wrote a line that is not JSON: {NOT_JSON!r}"),
+        (
+            "flood",
+            "the agent flooded its stdout: more than 20000 lines in one scenario "
+            "(the kit reads no further)",
+        ),
+        ("long-line", LONG_LINE),
+        (
+            "exits",
+            "the agent exited with status 3 before answering prompt; its stderr ends: "
+            f"{EXIT_STDERR.strip()!r}",
+        ),
+    ],
+    ids=["not-json", "flood", "long-line", "exits"],
+)
+def test_a_broken_agent_is_reported_at_once_and_the_kit_stops(mode: str, message: str) -> None:
+    """Issue 25: output that is not JSON lines, a flood, a 300 MB line, an early exit:
+    the first scenario says what the kit saw, the others are not run, all within seconds."""
+    result = conformance("--", *BAD_AGENT, mode, timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert observed(result.stdout, "two-503-then-success") == (message, "error")
+    lines = result.stdout.splitlines()
+    assert lines[-2:] == [
+        NOT_RUN,
+        "0 of 15 scenarios pass, 0 differ only beyond the reference, 14 not run",
+    ]
+    assert result.stderr == "conformance: two-503-then-success: error\n"
+
+
+def test_a_silent_agent_is_reported_after_one_response_timeout() -> None:
+    """Issue 25: an agent that writes nothing costs one 30 s wait, not one per scenario;
+    that it ignored the end of its stdin is noted."""
+    result = conformance("--", *BAD_AGENT, "silent", timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert observed(result.stdout, "two-503-then-success") == (
+        "no response to prompt in 30 s: the agent wrote nothing on stdout; nothing on its stderr",
+        "error",
+    )
+    assert (
+        "    note: the agent did not exit within 3 s of the end of its stdin; SIGTERM ended it"
+        in (result.stdout.splitlines())
+    )
+    assert result.stdout.splitlines()[-2] == NOT_RUN
+
+
+def test_an_agent_that_will_not_exit_is_killed_and_noted() -> None:
+    """Issue 25: an agent that survives the end of its stdin and SIGTERM is killed after
+    3 s + 3 s, and the row says so; its verdict stays what its checks say."""
+    result = conformance("--only", "retry-disabled", "--", *BAD_AGENT, "no-exit", timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        "retry-disabled | R-12, R-15a | no retry events; 1 request; the 503 stays in the context"
+        " | no retry events; 1 request | pass",
+        "    note: the agent did not exit within 3 s of the end of its stdin, nor within 3 s of "
+        "SIGTERM: the kit killed it",
+        "1 of 1 scenarios pass, 0 differ only beyond the reference",
+    ]
+
+
+def test_a_broken_agent_in_json() -> None:
+    """Issue 25: --json says which scenario showed the agent broken and which were not run."""
+    result = conformance(
+        "--json", "--only", "retry-disabled,context-overflow", "--", *BAD_AGENT, "exits", timeout=60
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    first, second = document["scenarios"]
+    assert (first["verdict"], first["broken"], first["ran"]) == ("error", True, True)
+    assert first["error"].startswith("the agent exited with status 3 before answering prompt")
+    assert (second["verdict"], second["broken"], second["ran"]) == ("error", False, False)
+    assert second["error"] == "not run: the agent is broken (see retry-disabled)"
 
 
 def test_the_kit_is_not_imported_by_the_package() -> None:

@@ -30,7 +30,8 @@ from trio_session import (
     open_session,
 )
 from trio_session.providers._faux import ScriptStep
-from trio_session.store._history import load_session, runtime_context
+from trio_session.store._history import load_session
+from trio_session.store._loaded import runtime_context
 from trio_session.store._session_file import SessionFile
 from trio_session.testing import EventRecorder
 

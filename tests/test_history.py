@@ -40,21 +40,19 @@ from trio_session import (
 )
 from trio_session._dirs import user_data_dir
 from trio_session._messages import CompactionSummaryMessage, StopReason
-from trio_session.store._history import (
+from trio_session.store._entries import (
     SESSION_VERSION,
     CompactionEntry,
     HistoryError,
-    LoadedSession,
     MessageEntry,
     OtherEntry,
     SettingsChangeEntry,
-    default_sessions_dir,
-    latest_session,
-    load_session,
-    runtime_context,
-    session_file_name,
 )
-from trio_session.store._session_file import SessionFile, open_history
+from trio_session.store._history import load_session
+from trio_session.store._loaded import LoadedSession, runtime_context
+from trio_session.store._open_history import open_history
+from trio_session.store._session_file import SessionFile
+from trio_session.store._session_list import default_sessions_dir, latest_session, session_file_name
 
 from .conftest import ERR_503, ERR_OVERFLOW
 
@@ -619,7 +617,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 @posix_only
 def test_directory_is_a_clear_error(tmp_path: Path) -> None:
     """A directory where a session file should be is reported, not a traceback."""
-    expected = f"cannot read session file {tmp_path}: Is a directory"
+    expected = f"cannot read session file {tmp_path}: it is a directory, not a regular file"
     with pytest.raises(HistoryError, match=full(expected)):
         load_session(tmp_path)
 

@@ -1,4 +1,4 @@
-"""The suite itself: no hypothesis example has a deadline (a loaded machine would fail it)."""
+"""The suite itself: no hypothesis example has a deadline, and failing examples are kept."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 
 def test_no_hypothesis_example_has_a_deadline() -> None:
@@ -21,3 +22,16 @@ def test_no_hypothesis_example_has_a_deadline() -> None:
         if setting.search(line)
     ]
     assert offenders == []
+
+
+def test_failing_examples_are_kept_in_the_repository() -> None:
+    """The profile keeps a local example database: a failure found once replays on the
+    next run (also in CI, where hypothesis's own profile would keep none), in a directory
+    git ignores."""
+    root = Path(__file__).resolve().parent.parent
+    profile = settings.default
+    assert profile is not None
+    database = profile.database
+    assert isinstance(database, DirectoryBasedExampleDatabase)
+    assert Path(database.path) == root / ".hypothesis" / "examples"
+    assert ".hypothesis/" in (root / ".gitignore").read_text().splitlines()

@@ -27,9 +27,14 @@ from trio_session import (
     open_session,
 )
 from trio_session._agent import _RequestCache, request_messages
-from trio_session._classify import OVERFLOW_PATTERNS, REFERENCE_CLASSIFIER, STRICT_CLASSIFIER
 from trio_session._logging import known_secrets
 from trio_session._messages import BashExecutionMessage
+from trio_session._retry.classify import (
+    PI_1_6_CLASSIFIER,
+    REFERENCE_CLASSIFIER,
+    STRICT_CLASSIFIER,
+    PatternClassifier,
+)
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, assert_idle, check_retry_events, err, ok, retry_settings
@@ -268,31 +273,32 @@ FRAGMENTS = [
 
 
 @settings(deadline=None)
-@given(st.lists(st.sampled_from(FRAGMENTS), max_size=6), st.booleans())
+@given(
+    st.lists(st.sampled_from(FRAGMENTS), max_size=6),
+    st.sampled_from([REFERENCE_CLASSIFIER, PI_1_6_CLASSIFIER, STRICT_CLASSIFIER]),
+)
 def test_the_overflow_alternation_matches_as_the_patterns_one_by_one(
-    parts: list[str], strict: bool
+    parts: list[str], classifier: PatternClassifier
 ) -> None:
-    """R-7: one search of the combined shipped patterns says what 17 searches said."""
+    """R-7: one search of the combined shipped patterns says what one search each said."""
     text = "".join(parts)
-    classifier = STRICT_CLASSIFIER if strict else REFERENCE_CLASSIFIER
-    assert classifier._overflows(text) == any(p.search(text) for p in OVERFLOW_PATTERNS)
+    assert classifier._overflows(text) == any(p.search(text) for p in classifier.overflow)
     message = AssistantMessage(content=(), stop_reason="error", error_message=text)
     assert classifier.is_context_overflow(message) == _overflow_one_by_one(
         classifier, message.error_message or ""
     )
 
 
-def _overflow_one_by_one(classifier: object, text: str) -> bool:
-    from trio_session._classify import NO_BODY_OVERFLOW_PATTERN
-
+def _overflow_one_by_one(classifier: PatternClassifier, text: str) -> bool:
     if not text:
         return False
-    if NO_BODY_OVERFLOW_PATTERN.search(text):
-        return True
-    veto = getattr(classifier, "not_overflow", None)
+    veto = classifier.not_overflow
     if veto is not None and veto.search(text):
         return False
-    return any(p.search(text) for p in OVERFLOW_PATTERNS)
+    bodyless = classifier.bodyless_overflow
+    if bodyless is not None and classifier.bodyless_providers is None and bodyless.search(text):
+        return True
+    return any(p.search(text) for p in classifier.overflow)
 
 
 _POOL = [

@@ -92,7 +92,7 @@ def test_wheel_metadata_has_one_version_and_says_what_the_package_is(dist: Path)
     runtime = sorted(r.split(">=")[0] for r in requires if "extra ==" not in r)
     assert runtime == ["attrs", "httpx", "rich", "trio", "wcwidth"]
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
-    assert "trio-session = trio_session._cli:main" in wheel.read(entry_points).decode()
+    assert "trio-session = trio_session.cli:main" in wheel.read(entry_points).decode()
 
 
 def test_sdist_carries_the_license_tests_and_docs_but_no_local_state(dist: Path) -> None:

@@ -381,9 +381,9 @@ def test_unknown_keys_anywhere_are_warnings_not_errors(tmp_path: Path) -> None:
     assert layer.values == {"retry.enabled": False}
     assert layer.warnings == (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
-        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, sharedCooldown, "
-        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
-        f"provider.maxRetries) (in {path}); ignored",
+        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, profile, "
+        "maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+        f"provider.idleTimeoutMs, provider.maxRetries) (in {path}); ignored",
         "compaction.x is not a known setting (known compaction keys: enabled, "
         f"keepRecentTurns, reserveTokens, keepRecentTokens) (in {path}); ignored",
         "myTool is not a known setting (known groups: retry.*, compaction.*, credentials.*) "
@@ -391,11 +391,19 @@ def test_unknown_keys_anywhere_are_warnings_not_errors(tmp_path: Path) -> None:
     )
 
 
-def test_provider_max_retries_is_accepted_and_warned_moot(tmp_path: Path) -> None:
-    """retry.provider.maxRetries loads, and its file gets one warning: our providers never retry."""
+def test_provider_max_retries_zero_loads_silently(tmp_path: Path) -> None:
+    """retry.provider.maxRetries 0, pi's own recommendation, loads without a warning (R-28a)."""
     path = write(tmp_path / "settings.json", '{"retry": {"provider": {"maxRetries": 0}}}')
     layer = SettingsLayer.from_file(path, pi=True)
     assert layer.values == {"retry.provider.maxRetries": 0}
+    assert layer.warnings == ()
+
+
+def test_provider_max_retries_above_zero_is_warned_moot(tmp_path: Path) -> None:
+    """retry.provider.maxRetries 2 loads, and its file gets one warning: providers never retry."""
+    path = write(tmp_path / "settings.json", '{"retry": {"provider": {"maxRetries": 2}}}')
+    layer = SettingsLayer.from_file(path, pi=True)
+    assert layer.values == {"retry.provider.maxRetries": 2}
     assert layer.warnings == (f"{MOOT_PROVIDER_RETRIES} (in {path})",)
 
 
@@ -474,7 +482,8 @@ def chunk(content: str | None = None, finish: str | None = None) -> str:
 
 async def test_rpc_with_pi_agent_dir_end_to_end(tmp_path: Path, nursery: trio.Nursery) -> None:
     """rpc --agent-dir on pi's own files: the custom model answers over real HTTP with the
-    auth.json key; set_auto_retry lands in pi's settings.json; no key is ever printed."""
+    auth.json key; set_auto_retry lands in pi's settings.json; pi's recommended
+    retry.provider.maxRetries 0 draws no warning; no key is ever printed."""
     server = ScriptedServer()
     await nursery.start(server.run)
     reply = [chunk("Hello from local"), chunk(finish="stop"), "data: [DONE]\n\n"]
@@ -509,8 +518,7 @@ async def test_rpc_with_pi_agent_dir_end_to_end(tmp_path: Path, nursery: trio.Nu
         k: v for k, v in settings.items() if k != "retry"
     }
     assert written["retry"]["provider"] == {"maxRetries": 0}
-    moot = f"{MOOT_PROVIDER_RETRIES} (in {directory / 'settings.json'})"
-    assert client.stderr == f"trio-session: warning: {moot}\n"
+    assert client.stderr == ""  # pi's recommended retry.provider.maxRetries 0: no warning
     assert AUTH_SECRET not in json.dumps([end, state, stdout_state])
 
 
@@ -570,7 +578,8 @@ async def test_unknown_keys_warn_and_the_command_runs(tmp_path: Path) -> None:
     assert err.splitlines() == [
         "trio-session: warning: retry.maxRetry is not a known setting (known retry keys: "
         "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-        "sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+        "profile, maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, "
+        "provider.timeoutMs, provider.idleTimeoutMs, "
         f"provider.maxRetries) (in {settings}); ignored",
         "trio-session: warning: myTool is not a known setting (known groups: retry.*, "
         f"compaction.*, credentials.*) (in {settings}); ignored",

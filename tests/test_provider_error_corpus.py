@@ -11,8 +11,8 @@ Rows worth reading:
 * ``openai-401-masked-key`` — OpenAI masks the key itself; ours is redacted anyway.
 * ``openrouter-402-credits`` — the reference retries a payment error because "1500"
   contains "500" (R-8's trap); strict does not.
-* ``cloudflare-524-html`` — an origin timeout behind Cloudflare: neither classifier
-  knows 524, so it is not retried. Faithful to R-5, and a known gap.
+* ``cloudflare-524-html`` — an origin timeout behind Cloudflare: the reference does not
+  know 524, so it is not retried (faithful to R-5, a known gap); strict does (R-60).
 * ``openai-400-empty`` — "400 status code (no body)" is the reference's overflow rule (R-7).
 """
 
@@ -340,7 +340,7 @@ CORPUS: tuple[Fault, ...] = (
         "524: api.example.com | 524: A timeout occurred A timeout occurred Error code 524 Visit"
         " cloudflare.com for more information.",
         "none",
-        "none",
+        "retry",
         reason="",
         content_type="text/html; charset=UTF-8",
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trio_session import parse_retry_after_ms
-from trio_session.providers._base import (
+from trio_session.providers._error_text import (
     event_error_message,
     excerpt,
     html_text,
@@ -101,9 +101,25 @@ def test_unknown_json_shape_is_kept_compact() -> None:
 
 def test_fastapi_detail() -> None:
     """FastAPI servers say ``{"detail": …}``."""
-    assert http_error_message(404, "Not Found", '{"detail": "Not Found"}') == (
-        "404 Not Found: Not Found"
+    assert http_error_message(404, "Not Found", '{"detail": "No model qwen-9"}') == (
+        "404 Not Found: No model qwen-9"
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('{"detail": "Not Found"}', "404 Not Found"),
+        ('{"error": {"message": "not found", "type": "invalid"}}', "404 Not Found (invalid)"),
+        ('{"error": "404 Not Found: no route"}', "404 Not Found: no route"),
+        ("Not Found.", "404 Not Found"),
+        ("Not Founder", "404 Not Found: Not Founder"),
+        ('{"detail": "Model Not Found"}', "404 Not Found: Model Not Found"),
+    ],
+)
+def test_a_message_repeating_the_status_is_not_said_twice(body: str, expected: str) -> None:
+    """R-52: the status stays in the text, but a message that repeats its phrase is cut."""
+    assert http_error_message(404, "Not Found", body) == expected
 
 
 @pytest.mark.parametrize(

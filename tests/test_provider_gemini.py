@@ -30,7 +30,7 @@ from trio_session import (
     parse_retry_after_ms,
 )
 from trio_session._messages import ImageContent, ThinkingContent
-from trio_session.providers._base import STREAM_CUT_MESSAGE
+from trio_session.providers._error_text import STREAM_CUT_MESSAGE
 
 from .http_server import ScriptedServer, event_stream, respond, sse
 from .provider_support import RecordingSink, decision
@@ -445,7 +445,7 @@ async def test_a_garbage_error_body(server: ScriptedServer, provider: GeminiProv
     html = "<html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>"
     server.script(respond(502, html, content_type="text/html"))
     end, _ = await ask(provider)
-    assert end == StreamEnd.error("502 Bad Gateway: 502 Bad Gateway upstream down")
+    assert end == StreamEnd.error("502 Bad Gateway: upstream down")
     assert decision(end.error_message) == "retry"
 
 

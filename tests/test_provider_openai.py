@@ -27,7 +27,7 @@ from trio_session import (
     UserMessage,
     parse_retry_after_ms,
 )
-from trio_session.providers._base import STREAM_CUT_MESSAGE
+from trio_session.providers._error_text import STREAM_CUT_MESSAGE
 from trio_session.providers._openai import OpenAIProvider
 
 from .http_server import Exchange, ScriptedServer, closed_port, event_stream, respond, sse
@@ -334,6 +334,16 @@ HTTP_ERRORS = [
         " Sorry about that! (server_error)",
         "retry",
         id="500-json",
+    ),
+    pytest.param(
+        respond(
+            503,
+            openai_error("Service Unavailable", "server_error"),
+            [("retry-after", "3")],
+        ),
+        "503 Service Unavailable (server_error)\nretry-after: 3",
+        "retry",
+        id="503-json-repeats-status",
     ),
     pytest.param(
         respond(502, ""),

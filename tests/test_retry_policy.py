@@ -30,9 +30,11 @@ from .conftest import (
     ERR_400,
     ERR_503,
     ERR_OVERFLOW,
+    PROFILES,
     assert_idle,
     check_retry_events,
     err,
+    in_profile,
     ok,
     retry_settings,
 )
@@ -79,6 +81,13 @@ async def run(
         returned_at = trio.current_time()
         assert_idle(session)
     return provider, recorder, reply, returned_at
+
+
+async def run_in(
+    profile: str, script: list[FauxReply], settings: dict[str, Any] | None = None, **kwargs: Any
+) -> tuple[FauxProvider, EventRecorder, AssistantMessage, float]:
+    """``run`` under the retry profile ``profile`` (R-53)."""
+    return await run(script, in_profile(profile, settings), **kwargs)
 
 
 # -- §1 scope ---------------------------------------------------------------------
@@ -414,19 +423,26 @@ async def test_r24_fresh_chain_after_reset_within_one_prompt(
     assert (reply.text, returned) == ("Hello", 4.0)
 
 
-async def test_r25_reattempt_ends_non_retryable(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r25_reattempt_ends_non_retryable(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-25: a re-attempt ending in a 400 ends the chain with that error, no more tries."""
-    provider, rec, reply, returned = await run([err(), err(ERR_400), ok()])
+    provider, rec, reply, returned = await run_in(profile, [err(), err(ERR_400), ok()])
     assert rec.of(AutoRetryEnd) == [AutoRetryEnd(False, 1, ERR_400)]
     assert (len(provider.requests), reply.error_message, returned) == (2, ERR_400, 2.0)
 
 
+@PROFILES
 async def test_r25_reattempt_overflow_goes_to_compaction(
     autojump_clock: trio.testing.MockClock,
+    profile: str,
 ) -> None:
     """R-25: a re-attempt that overflows ends the chain, then compaction runs."""
     provider = FauxProvider([ok("earlier"), err(), err(ERR_OVERFLOW), ok("compacted")])
-    async with open_session(provider, compactor=DropOldestCompactor()) as session:
+    async with open_session(
+        provider, settings=in_profile(profile), compactor=DropOldestCompactor()
+    ) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("one")
         reply = await session.prompt("two")
@@ -446,41 +462,54 @@ async def test_r26_defaults(autojump_clock: trio.testing.MockClock) -> None:
         assert (retry.enabled, retry.max_retries, retry.base_delay_ms) == (True, 3, 2000)
 
 
-async def test_r28_max_delay_caps_each_wait(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r28_max_delay_caps_each_wait(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-28: maxDelayMs 3000 ⇒ waits 2000, 3000, 3000."""
-    provider, rec, _, _ = await run([err()] * 3 + [ok()], retry_settings(maxDelayMs=3000))
+    provider, rec, _, _ = await run_in(
+        profile, [err()] * 3 + [ok()], retry_settings(maxDelayMs=3000)
+    )
     assert [e.delay_ms for e in rec.of(AutoRetryStart)] == [2000, 3000, 3000]
     assert provider.request_times == [0.0, 2.0, 5.0, 8.0]
 
 
-async def test_r28_respect_retry_after(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r28_respect_retry_after(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-28: respectRetryAfter waits max(exponential, hint) on any retryable error."""
     text = "429 Too Many Requests\nretry-after: 7"
-    provider, rec, _, _ = await run(
-        [err(text), err(text), ok()], retry_settings(respectRetryAfter=True)
+    provider, rec, _, _ = await run_in(
+        profile, [err(text), err(text), ok()], retry_settings(respectRetryAfter=True)
     )
     assert [e.delay_ms for e in rec.of(AutoRetryStart)] == [7000, 7000]
     assert provider.request_times == [0.0, 7.0, 14.0]
 
 
-async def test_r28_hint_above_cap_ends_chain(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r28_hint_above_cap_ends_chain(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-28: a hint above maxDelayMs is not slept: the chain ends naming the wait."""
     text = "429 Too Many Requests\nretry-after: 120"
     settings = retry_settings(respectRetryAfter=True, maxDelayMs=60000)
-    provider, rec, _, returned = await run([err(text), ok()], settings)
+    provider, rec, _, returned = await run_in(profile, [err(text), ok()], settings)
     final = "server asked to wait 120000 ms before retrying, more than retry.maxDelayMs (60000 ms)"
     assert rec.of(AutoRetryEnd) == [AutoRetryEnd(False, 1, final)]
     assert rec.of(AutoRetryStart) == []
     assert (len(provider.requests), returned) == (1, 0.0)
 
 
+@PROFILES
 async def test_r28_huge_hint_is_refused_by_the_provider_cap(
     autojump_clock: trio.testing.MockClock,
+    profile: str,
 ) -> None:
     """R-28: retry-after 1e23 s, no maxDelayMs: provider.maxRetryDelayMs ends the chain."""
     text = "429 Too Many Requests\nretry-after: 100000000000000000000000"
-    provider, rec, _, returned = await run(
-        [err(text), ok()], retry_settings(respectRetryAfter=True)
+    provider, rec, _, returned = await run_in(
+        profile, [err(text), ok()], retry_settings(respectRetryAfter=True)
     )
     final = (
         "server asked to wait 9007199254740991 ms before retrying, "
@@ -491,36 +520,43 @@ async def test_r28_huge_hint_is_refused_by_the_provider_cap(
     assert (len(provider.requests), returned) == (1, 0.0)
 
 
+@PROFILES
 async def test_r28_uncapped_endless_hint_sleeps_without_overflow(
     autojump_clock: trio.testing.MockClock,
+    profile: str,
 ) -> None:
     """R-28: maxRetryDelayMs 0 and a 5000-digit retry-after: a long sleep, no OverflowError."""
     text = "429 Too Many Requests\nretry-after: " + "9" * 5000
     settings = {"retry": {"respectRetryAfter": True, "provider": {"maxRetryDelayMs": 0}}}
-    provider, rec, reply, _ = await run([err(text), ok()], settings)
+    provider, rec, reply, _ = await run_in(profile, [err(text), ok()], settings)
     longest = 2**53 - 1
     assert [e.delay_ms for e in rec.of(AutoRetryStart)] == [longest]
     assert provider.request_times == [0.0, longest / 1000]
     assert reply.text == "Hello"
 
 
+@PROFILES
 async def test_r28_usage_limit_above_the_provider_cap_rotates(
     autojump_clock: trio.testing.MockClock,
+    profile: str,
 ) -> None:
     """R-28, R-17: a usage-limit hint above the cap rotates to a spare key instead of ending."""
     store = InMemoryCredentialStore(keys={"faux": ["key-one", "key-two"]}, clock=trio.current_time)
     settings = retry_settings(respectRetryAfter=True)  # retry-after: 600 s > 60 s
-    provider, rec, reply, returned = await run(
-        [err(USAGE_LIMIT), ok()], settings, credentials=store
+    provider, rec, reply, returned = await run_in(
+        profile, [err(USAGE_LIMIT), ok()], settings, credentials=store
     )
     assert [e.delay_ms for e in rec.of(AutoRetryStart)] == [0]
     assert [r.api_key for r in provider.requests] == ["key-one", "key-two"]
     assert (reply.text, returned) == ("Hello", 0.0)
 
 
-async def test_r28_jitter_stays_within_bounds(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r28_jitter_stays_within_bounds(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-28: full jitter draws each wait from [0, exponential]."""
-    _, rec, _, _ = await run([err()] * 3 + [ok()], retry_settings(jitter="full"))
+    _, rec, _, _ = await run_in(profile, [err()] * 3 + [ok()], retry_settings(jitter="full"))
     delays = [e.delay_ms for e in rec.of(AutoRetryStart)]
     assert all(0 <= d <= cap for d, cap in zip(delays, [2000, 4000, 8000], strict=True))
 
@@ -528,17 +564,23 @@ async def test_r28_jitter_stays_within_bounds(autojump_clock: trio.testing.MockC
 # -- §6 prompt completion -----------------------------------------------------------------
 
 
-async def test_r35_prompt_returns_when_chain_ends(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r35_prompt_returns_when_chain_ends(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-35: prompt() returns at t = 6 s, right after the chain's success end."""
-    _, rec, _, returned = await run([err(), err(), ok()])
+    _, rec, _, returned = await run_in(profile, [err(), err(), ok()])
     assert rec.times_of("auto_retry_end") == [6.0]
     assert returned == 6.0
 
 
-async def test_r36_second_prompt_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_r36_second_prompt_is_refused(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-36: a second prompt() while one runs raises SessionBusyError; nothing interleaves."""
     provider = FauxProvider([err(), ok()])
-    async with open_session(provider) as session:
+    async with open_session(provider, settings=in_profile(profile)) as session:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.prompt, "first")
             await trio.sleep(1)

@@ -196,6 +196,7 @@ async def test_get_state_when_idle(autojump_clock: trio.testing.MockClock) -> No
             "autoRetryEnabled": True,
             "isRetrying": False,
             "retryAttempt": 0,
+            "retryProfile": "seed",
         },
     }
 
@@ -559,8 +560,13 @@ BAD_LINES = [
     ),
     pytest.param(
         b"[" * 100_000,
-        {"command": "parse", "error": PARSE + "the JSON is nested too deeply"},
+        {"command": "parse", "error": PARSE + "the JSON is nested deeper than 256 levels"},
         id="deep-nesting",
+    ),
+    pytest.param(  # valid JSON, read by json.loads: the depth bound, not the parser's
+        b'{"type": "get_state", "id": "s", "x": ' + b"[" * 500 + b"]" * 500 + b"}",
+        {"command": "parse", "error": PARSE + "the JSON is nested deeper than 256 levels"},
+        id="nested-500-deep",
     ),
     pytest.param(
         b"x" * (10 * 1024 * 1024),
@@ -591,6 +597,21 @@ async def test_crlf_lines_and_unknown_fields(autojump_clock: trio.testing.MockCl
     """R-42: CRLF line ends work, and fields a command does not know are ignored."""
     async with in_memory([]) as s:
         await s.raw.send(b'{"id": "a", "type": "abort_retry", "sessionId": "x", "extra": [1]}\r\n')
+        assert await s.raw.read() == {
+            "id": "a",
+            "type": "response",
+            "command": "abort_retry",
+            "success": True,
+        }
+
+
+async def test_a_command_at_the_depth_bound_is_served(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A line nested exactly 256 levels deep (MAX_JSON_DEPTH) is a command like any other."""
+    extra = b"[" * 255 + b"]" * 255  # in the command object: 256 levels
+    async with in_memory([]) as s:
+        await s.raw.send(b'{"id": "a", "type": "abort_retry", "extra": ' + extra + b"}\n")
         assert await s.raw.read() == {
             "id": "a",
             "type": "response",

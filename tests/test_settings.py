@@ -29,7 +29,8 @@ from trio_session._codec import camel
 
 RETRY_KEYS = (
     "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-    "sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+    "profile, maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+    "provider.idleTimeoutMs, "
     "provider.maxRetries"
 )
 
@@ -606,6 +607,7 @@ NUMBER_RANGES = [
     ("retry.maxRetries", 0, 100, False),
     ("retry.baseDelayMs", 0, 3_600_000, False),
     ("retry.maxDelayMs", 1, 86_400_000, True),
+    ("retry.maxAgentDelayMs", 0, 86_400_000, False),
     ("retry.provider.maxRetryDelayMs", 0, 86_400_000, False),
     ("retry.provider.timeoutMs", 1000, 86_400_000, False),
     ("retry.provider.idleTimeoutMs", 1000, 3_600_000, False),

@@ -230,9 +230,9 @@ def test_persist_rejects_an_unknown_key(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     expected = (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
-        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, sharedCooldown, "
-        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
-        "provider.maxRetries) "
+        "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, profile, "
+        "maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+        "provider.idleTimeoutMs, provider.maxRetries) "
         f"(in {path})"
     )
     with pytest.raises(SettingsError, match=f"^{re.escape(expected)}$"):

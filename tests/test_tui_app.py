@@ -12,6 +12,8 @@ import trio
 import wcwidth
 
 from trio_session import FauxProvider, FauxReply, Model, UserMessage, open_session
+from trio_session._pi_resources import load_resources
+from trio_session._prompt_input import PromptInput
 from trio_session.tui._app import ChatApp
 from trio_session.tui._input_history import InputHistory
 from trio_session.tui._render import Style
@@ -25,7 +27,9 @@ MODEL = Model(id="faux-model", provider="faux", context_window=10_000)
 class Harness:
     """A ChatApp wired to a pipe (keys) and a virtual terminal (screen)."""
 
-    def __init__(self, width: int = 60, height: int = 20) -> None:
+    def __init__(
+        self, width: int = 60, height: int = 20, prompt_input: PromptInput | None = None
+    ) -> None:
         self.vt = VirtualTerminal(width, height)
         self.read_fd, self.write_fd = os.pipe()
         os.set_blocking(self.read_fd, False)
@@ -34,6 +38,7 @@ class Harness:
             KeyReader(self.read_fd),
             history=InputHistory(),
             style=Style(color=False),
+            prompt_input=prompt_input or PromptInput(),
         )
 
     def send(self, data: str | bytes) -> None:
@@ -60,9 +65,13 @@ class Harness:
 
 @asynccontextmanager
 async def running(
-    replies: list[FauxReply], *, width: int = 60, height: int = 20
+    replies: list[FauxReply],
+    *,
+    width: int = 60,
+    height: int = 20,
+    prompt_input: PromptInput | None = None,
 ) -> AsyncIterator[Harness]:
-    harness = Harness(width, height)
+    harness = Harness(width, height, prompt_input)
     async with (
         open_session(FauxProvider(replies), MODEL) as session,
         trio.open_nursery() as nursery,
@@ -94,6 +103,17 @@ async def test_typed_text_is_sent_and_answered() -> None:
         screen = await h.wait_for(lambda s: "Second paragraph." in s)
         assert "you: hi" in screen
         assert screen.count("assistant:") == 1
+
+
+async def test_a_template_call_is_expanded_before_it_is_sent(tmp_path: Path) -> None:
+    """A line naming one of pi's prompt templates is sent expanded, as pi's TUI does."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "greet.md").write_text("Say hello to $1 from ${@:2}")
+    prompts = PromptInput(resources=load_resources(tmp_path, cwd=tmp_path, home=tmp_path))
+    async with running([FauxReply(text="Done.")], prompt_input=prompts) as h:
+        h.send('/greet Bob "the team"\r')
+        screen = await h.wait_for(lambda s: "Done." in s)
+        assert "you: Say hello to Bob from the team" in screen
 
 
 async def test_a_bracketed_paste_is_one_message() -> None:

@@ -14,7 +14,7 @@ import pytest
 import wcwidth
 
 from trio_session import UserMessage, load_session
-from trio_session.store._history import MessageEntry
+from trio_session.store._entries import MessageEntry
 
 from .tmux_support import Tmux
 

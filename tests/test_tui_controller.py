@@ -13,6 +13,9 @@ from trio_session import (
     CompactionEnd,
     CompactionStart,
     MessageEnd,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
     UserMessage,
 )
 from trio_session.tui import EventController, loader_text
@@ -180,4 +183,32 @@ def test_compaction_loader(ui: EventController) -> None:
     ui.handle(CompactionStart(reason="overflow"), now=0)
     assert ui.loader_text(0) == "Compacting the conversation…"
     ui.handle(CompactionEnd(reason="overflow", result=None, aborted=False, will_retry=False), now=1)
+    assert ui.loader_text(1) is None
+
+
+def test_r56f_summary_retry_shows_as_a_retry(ui: EventController, keys: Keys) -> None:
+    """R-56f: a summary request's retry shows the retry loader with its countdown; Esc
+    aborts (it ends the compaction); the attempt's start goes back to the compaction's
+    loader, and the retry's end clears its line."""
+    ui.handle(CompactionStart(reason="overflow"), now=0)
+    ui.handle(SummarizationRetryScheduled(1, 3, 2000, "503 Service Unavailable"), now=0)
+    assert ui.loader_text(0) == "Retrying (1/3) in 2s… (esc to cancel)"
+    assert ui.loader_text(1.5) == "Retrying (1/3) in 1s… (esc to cancel)"
+    ui.press_esc()
+    assert keys.calls == ["abort"]
+    ui.handle(SummarizationRetryAttemptStart("compaction", "overflow"), now=2)
+    assert ui.loader_text(2) == "Compacting the conversation…"
+    ui.handle(SummarizationRetryScheduled(2, 3, 4000, "503 Service Unavailable"), now=2)
+    assert ui.loader_text(3) == "Retrying (2/3) in 3s… (esc to cancel)"
+    ui.handle(SummarizationRetryFinished(), now=3)
+    assert ui.loader_text(3) == "Compacting the conversation…"
+    ui.handle(CompactionEnd("overflow", None, True, False), now=3)
+    assert ui.loader_text(3) is None
+
+
+def test_r56f_compaction_end_clears_a_summary_retry(ui: EventController) -> None:
+    """R-56f: a compaction that ends in its summary retry's wait leaves no loader."""
+    ui.handle(CompactionStart(reason="overflow"), now=0)
+    ui.handle(SummarizationRetryScheduled(1, 3, 2000, "503 Service Unavailable"), now=0)
+    ui.handle(CompactionEnd("overflow", None, True, False), now=1)
     assert ui.loader_text(1) is None

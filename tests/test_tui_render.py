@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trio_session.tui import _render
@@ -206,6 +206,19 @@ def test_fit_never_leaves_half_a_wide_character() -> None:
     cut = fit("ab中文", 3)
     assert display_width(cut) <= 3
     assert cut.startswith("ab")
+
+
+HEART = "\u2764\ufe0f"  # ❤️: U+2764 and the emoji variation selector, two cells together
+
+
+def test_fit_measures_a_grapheme_split_by_a_style_as_one() -> None:
+    """A character and its variation selector in separately styled pieces are one grapheme:
+    measured together (two cells), cut together."""
+    line = "\x1b[31m\u2764\x1b[0m\x1b[32m\ufe0f\x1b[0m ab"
+    assert display_width(line) == 5
+    assert fit(line, 4) == "\x1b[31m\u2764\x1b[0m\x1b[32m\ufe0f\x1b[0m a\x1b[0m"
+    assert fit(line, 2) == "\x1b[31m\u2764\x1b[0m\x1b[32m\ufe0f\x1b[0m\x1b[0m"
+    assert fit(line, 1) == "\x1b[31m\x1b[0m"  # no half of the heart is left
 
 
 # -- user rows and notes -----------------------------------------------------------------------
@@ -418,8 +431,24 @@ def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatc
     assert calls[7:] == ["three"]
 
 
+@pytest.mark.parametrize("width", [10, 11, 17, 40, 80])
+@pytest.mark.parametrize(
+    "code",
+    [HEART, f"a{HEART}b", f"x = '{HEART}'", f"{HEART}{HEART} love", f"e\u0301{HEART}"],
+)
+def test_markdown_code_block_with_an_emoji_fits_in_colour(code: str, width: int) -> None:
+    """❤️ in a highlighted code block (pygments styles its two code points apart): every
+    row fits the width in colour, and the heart is shown whole."""
+    rows = MarkdownRenderer(Style()).render(f"```python\n{code}\n```", width)
+    assert [row for row in rows if display_width(row) > width] == []
+    shown = SGR.sub("", "\n".join(rows))
+    assert shown.count(HEART) == shown.count("\u2764") == code.count(HEART)
+
+
 @settings(max_examples=60, deadline=None)
 @given(text=texts, width=widths)
+@example(text=f"```python\n{HEART}\n```", width=10)  # found by this test (issue 25)
+@example(text=f"```python\n\u200d{HEART}\n```", width=10)
 def test_markdown_rows_fit(text: str, width: int) -> None:
     """Any text, any width: no Markdown row wider than the width, in colour or not."""
     for style in (Style(), PLAIN):

@@ -14,24 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if imported here
     from ._agent import Agent as Agent
-    from ._agent import Tool as Tool
-    from ._backoff import DelayPlan as DelayPlan
-    from ._backoff import exponential_delay_ms as exponential_delay_ms
-    from ._backoff import plan_delay as plan_delay
     from ._bash import BashResult as BashResult
-    from ._classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
-    from ._classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
-    from ._classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
-    from ._classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
-    from ._classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
-    from ._classify import Classifier as Classifier
-    from ._classify import PatternClassifier as PatternClassifier
-    from ._classify import error_status as error_status
-    from ._classify import is_context_overflow as is_context_overflow
-    from ._classify import is_retryable_error as is_retryable_error
-    from ._classify import is_usage_limit_error as is_usage_limit_error
-    from ._classify import parse_retry_after_ms as parse_retry_after_ms
-    from ._classify import provider_error as provider_error
     from ._codec import event_from_json as event_from_json
     from ._codec import event_to_json as event_to_json
     from ._codec import message_from_json as message_from_json
@@ -66,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import CompactionEnd as CompactionEnd
     from ._events import CompactionResult as CompactionResult
     from ._events import CompactionStart as CompactionStart
+    from ._events import EntryAppended as EntryAppended
     from ._events import ExtensionError as ExtensionError
     from ._events import HistoryWriteFailed as HistoryWriteFailed
     from ._events import MessageEnd as MessageEnd
@@ -74,6 +58,9 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import QueueUpdate as QueueUpdate
     from ._events import SessionEvent as SessionEvent
     from ._events import SessionInfoChanged as SessionInfoChanged
+    from ._events import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
+    from ._events import SummarizationRetryFinished as SummarizationRetryFinished
+    from ._events import SummarizationRetryScheduled as SummarizationRetryScheduled
     from ._events import ThinkingLevelChanged as ThinkingLevelChanged
     from ._events import ToolExecutionEnd as ToolExecutionEnd
     from ._events import ToolExecutionStart as ToolExecutionStart
@@ -91,9 +78,32 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._messages import ToolResultMessage as ToolResultMessage
     from ._messages import Usage as Usage
     from ._messages import UserMessage as UserMessage
+    from ._opening import open_session as open_session
+    from ._retry.backoff import DelayPlan as DelayPlan
+    from ._retry.backoff import exponential_delay_ms as exponential_delay_ms
+    from ._retry.backoff import plan_delay as plan_delay
+    from ._retry.classify import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+    from ._retry.classify import PI_1_6_CLASSIFIER as PI_1_6_CLASSIFIER
+    from ._retry.classify import REFERENCE_CLASSIFIER as REFERENCE_CLASSIFIER
+    from ._retry.classify import RETRYABLE_PATTERN as RETRYABLE_PATTERN
+    from ._retry.classify import STRICT_CLASSIFIER as STRICT_CLASSIFIER
+    from ._retry.classify import USAGE_LIMIT_PATTERN as USAGE_LIMIT_PATTERN
+    from ._retry.classify import Classifier as Classifier
+    from ._retry.classify import PatternClassifier as PatternClassifier
+    from ._retry.classify import classifier_for as classifier_for
+    from ._retry.classify import error_status as error_status
+    from ._retry.classify import is_context_overflow as is_context_overflow
+    from ._retry.classify import is_retryable_error as is_retryable_error
+    from ._retry.classify import is_usage_limit_error as is_usage_limit_error
+    from ._retry.classify import parse_retry_after_ms as parse_retry_after_ms
+    from ._retry.classify import provider_error as provider_error
+    from ._retry.tables import PI_1_6_PATTERNS as PI_1_6_PATTERNS
+    from ._retry.tables import SEED_PATTERNS as SEED_PATTERNS
+    from ._retry.tables import STRICT_PATTERNS as STRICT_PATTERNS
+    from ._retry.tables import NamedPattern as NamedPattern
+    from ._retry.tables import PatternTable as PatternTable
     from ._session import AgentSession as AgentSession
-    from ._session import EventStream as EventStream
-    from ._session import open_session as open_session
+    from ._session_parts.hub import EventStream as EventStream
     from ._settings import CompactionSettings as CompactionSettings
     from ._settings import CredentialsSettings as CredentialsSettings
     from ._settings import ProviderRetrySettings as ProviderRetrySettings
@@ -107,6 +117,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
     from ._stream import ReplyStream as ReplyStream
+    from ._tools import Tool as Tool
     from ._tools import ToolArgumentError as ToolArgumentError
     from ._tools import tool as tool
     from .providers._anthropic import AnthropicProvider as AnthropicProvider
@@ -137,21 +148,21 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .rpc import serve_rpc as serve_rpc
     from .store._credentials import CredentialStore as CredentialStore
     from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
-    from .store._history import HistoryError as HistoryError
-    from .store._history import LoadedSession as LoadedSession
-    from .store._history import SessionSummary as SessionSummary
-    from .store._history import default_sessions_dir as default_sessions_dir
-    from .store._history import latest_session as latest_session
-    from .store._history import list_sessions as list_sessions
+    from .store._credentials_file import CredentialStoreError as CredentialStoreError
+    from .store._entries import HistoryError as HistoryError
+    from .store._fork import fork_session as fork_session
     from .store._history import load_session as load_session
-    from .store._history import runtime_context as runtime_context
-    from .store._history import session_context as session_context
+    from .store._loaded import LoadedSession as LoadedSession
+    from .store._loaded import runtime_context as runtime_context
+    from .store._loaded import session_context as session_context
+    from .store._open_history import open_history as open_history
     from .store._redis_credentials import RedisCredentialStore as RedisCredentialStore
     from .store._redis_credentials import open_redis_credentials as open_redis_credentials
     from .store._session_file import SessionFile as SessionFile
-    from .store._session_file import fork_session as fork_session
-    from .store._session_file import open_history as open_history
-    from .store._sqlite_credentials import CredentialStoreError as CredentialStoreError
+    from .store._session_list import SessionSummary as SessionSummary
+    from .store._session_list import default_sessions_dir as default_sessions_dir
+    from .store._session_list import latest_session as latest_session
+    from .store._session_list import list_sessions as list_sessions
     from .store._sqlite_credentials import SqliteCredentialStore as SqliteCredentialStore
     from .store._sqlite_credentials import open_sqlite_credentials as open_sqlite_credentials
 
@@ -160,24 +171,31 @@ __version__ = "0.1.0.dev0"
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
     "Agent": "._agent",
-    "Tool": "._agent",
-    "DelayPlan": "._backoff",
-    "exponential_delay_ms": "._backoff",
-    "plan_delay": "._backoff",
+    "Tool": "._tools",
+    "DelayPlan": "._retry.backoff",
+    "exponential_delay_ms": "._retry.backoff",
+    "plan_delay": "._retry.backoff",
     "BashResult": "._bash",
-    "OVERFLOW_PATTERNS": "._classify",
-    "REFERENCE_CLASSIFIER": "._classify",
-    "RETRYABLE_PATTERN": "._classify",
-    "STRICT_CLASSIFIER": "._classify",
-    "USAGE_LIMIT_PATTERN": "._classify",
-    "Classifier": "._classify",
-    "PatternClassifier": "._classify",
-    "error_status": "._classify",
-    "is_context_overflow": "._classify",
-    "is_retryable_error": "._classify",
-    "is_usage_limit_error": "._classify",
-    "parse_retry_after_ms": "._classify",
-    "provider_error": "._classify",
+    "OVERFLOW_PATTERNS": "._retry.classify",
+    "PI_1_6_CLASSIFIER": "._retry.classify",
+    "REFERENCE_CLASSIFIER": "._retry.classify",
+    "RETRYABLE_PATTERN": "._retry.classify",
+    "STRICT_CLASSIFIER": "._retry.classify",
+    "USAGE_LIMIT_PATTERN": "._retry.classify",
+    "Classifier": "._retry.classify",
+    "PatternClassifier": "._retry.classify",
+    "classifier_for": "._retry.classify",
+    "PI_1_6_PATTERNS": "._retry.tables",
+    "SEED_PATTERNS": "._retry.tables",
+    "STRICT_PATTERNS": "._retry.tables",
+    "NamedPattern": "._retry.tables",
+    "PatternTable": "._retry.tables",
+    "error_status": "._retry.classify",
+    "is_context_overflow": "._retry.classify",
+    "is_retryable_error": "._retry.classify",
+    "is_usage_limit_error": "._retry.classify",
+    "parse_retry_after_ms": "._retry.classify",
+    "provider_error": "._retry.classify",
     "event_from_json": "._codec",
     "event_to_json": "._codec",
     "message_from_json": "._codec",
@@ -212,6 +230,7 @@ _EXPORTS: dict[str, str] = {
     "CompactionEnd": "._events",
     "CompactionResult": "._events",
     "CompactionStart": "._events",
+    "EntryAppended": "._events",
     "ExtensionError": "._events",
     "HistoryWriteFailed": "._events",
     "MessageEnd": "._events",
@@ -220,6 +239,9 @@ _EXPORTS: dict[str, str] = {
     "QueueUpdate": "._events",
     "SessionEvent": "._events",
     "SessionInfoChanged": "._events",
+    "SummarizationRetryAttemptStart": "._events",
+    "SummarizationRetryFinished": "._events",
+    "SummarizationRetryScheduled": "._events",
     "ThinkingLevelChanged": "._events",
     "ToolExecutionEnd": "._events",
     "ToolExecutionStart": "._events",
@@ -238,8 +260,8 @@ _EXPORTS: dict[str, str] = {
     "Usage": "._messages",
     "UserMessage": "._messages",
     "AgentSession": "._session",
-    "EventStream": "._session",
-    "open_session": "._session",
+    "EventStream": "._session_parts.hub",
+    "open_session": "._opening",
     "CompactionSettings": "._settings",
     "CredentialsSettings": "._settings",
     "ProviderRetrySettings": "._settings",
@@ -283,19 +305,19 @@ _EXPORTS: dict[str, str] = {
     "serve_rpc": ".rpc",
     "CredentialStore": ".store._credentials",
     "InMemoryCredentialStore": ".store._credentials",
-    "HistoryError": ".store._history",
-    "LoadedSession": ".store._history",
-    "SessionSummary": ".store._history",
-    "default_sessions_dir": ".store._history",
-    "latest_session": ".store._history",
-    "list_sessions": ".store._history",
+    "HistoryError": ".store._entries",
+    "LoadedSession": ".store._loaded",
+    "SessionSummary": ".store._session_list",
+    "default_sessions_dir": ".store._session_list",
+    "latest_session": ".store._session_list",
+    "list_sessions": ".store._session_list",
     "load_session": ".store._history",
-    "runtime_context": ".store._history",
-    "session_context": ".store._history",
+    "runtime_context": ".store._loaded",
+    "session_context": ".store._loaded",
     "SessionFile": ".store._session_file",
-    "fork_session": ".store._session_file",
-    "open_history": ".store._session_file",
-    "CredentialStoreError": ".store._sqlite_credentials",
+    "fork_session": ".store._fork",
+    "open_history": ".store._open_history",
+    "CredentialStoreError": ".store._credentials_file",
     "SqliteCredentialStore": ".store._sqlite_credentials",
     "open_sqlite_credentials": ".store._sqlite_credentials",
     "RedisCredentialStore": ".store._redis_credentials",
@@ -328,9 +350,13 @@ if not TYPE_CHECKING:  # hidden from type checkers, which then flag a misspelt n
 
 __all__ = [
     "OVERFLOW_PATTERNS",
+    "PI_1_6_CLASSIFIER",
+    "PI_1_6_PATTERNS",
     "REFERENCE_CLASSIFIER",
     "RETRYABLE_PATTERN",
+    "SEED_PATTERNS",
     "STRICT_CLASSIFIER",
+    "STRICT_PATTERNS",
     "THINKING_LEVELS",
     "USAGE_LIMIT_PATTERN",
     "Agent",
@@ -363,6 +389,7 @@ __all__ = [
     "CredentialsSettings",
     "DelayPlan",
     "DropOldestCompactor",
+    "EntryAppended",
     "EventStream",
     "EventStreamLagged",
     "Extension",
@@ -384,9 +411,11 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelCost",
+    "NamedPattern",
     "OpenAIProvider",
     "OverloadedError",
     "PatternClassifier",
+    "PatternTable",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
@@ -418,6 +447,9 @@ __all__ = [
     "SqliteCredentialStore",
     "StreamEnd",
     "StreamSink",
+    "SummarizationRetryAttemptStart",
+    "SummarizationRetryFinished",
+    "SummarizationRetryScheduled",
     "SummarizingCompactor",
     "TextContent",
     "ThinkingLevelChanged",
@@ -435,6 +467,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "builtin_model",
+    "classifier_for",
     "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",

@@ -22,6 +22,7 @@ import attrs
 
 from ._errors import CodecError
 from ._events import EVENT_TYPES, MessageUpdate, SessionEvent, StreamEvent
+from ._json import MAX_OBJECT_DEPTH, check_depth
 from ._messages import (
     AssistantMessage,
     BashExecutionMessage,
@@ -91,9 +92,27 @@ def _plan(cls: type[Any]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
 
 
 def to_json(value: Any) -> Any:
-    """Turn a message, event or plain value into JSON-ready data."""
+    """Turn a message, event or plain value into JSON-ready data.
+
+    Args:
+        value: a message, an event, any attrs value of the package, or plain data.
+
+    Raises:
+        CodecError: ``value`` nests deeper than ``MAX_OBJECT_DEPTH`` levels (a value
+            from outside is held to ``MAX_JSON_DEPTH`` where it comes in; see
+            ``trio_session._json``).
+    """
+    return _to_json(value, MAX_OBJECT_DEPTH)
+
+
+def _to_json(value: Any, room: int) -> Any:
+    """``to_json`` with ``room`` levels of containers left."""
     cls = type(value)
+    if cls is str or cls is int or cls is bool or cls is float or value is None:
+        return value
     if attrs.has(cls):
+        if not room:
+            _too_deep()
         first, rest = _plan(cls)
         out: dict[str, Any] = {}
         for key in first:
@@ -103,17 +122,24 @@ def to_json(value: Any) -> Any:
         for name, key in rest:
             item = getattr(value, name)
             if item is not None:
-                out[key] = to_json(item)
+                out[key] = _to_json(item, room - 1)
         if cls is Usage:
             out["totalTokens"] = value.total_tokens
         return out
-    if cls is str or cls is int or cls is bool or cls is float or value is None:
-        return value
     if isinstance(value, (tuple, list)):
-        return [to_json(v) for v in value]
+        if not room:
+            _too_deep()
+        return [_to_json(v, room - 1) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
+        if not room:
+            _too_deep()
+        return {str(k): _to_json(v, room - 1) for k, v in value.items()}
     return value
+
+
+def _too_deep() -> None:
+    msg = f"cannot encode a value nested deeper than {MAX_OBJECT_DEPTH} levels"
+    raise CodecError(msg)
 
 
 def event_to_json(event: SessionEvent) -> dict[str, Any]:
@@ -195,6 +221,7 @@ def _hints(cls: type[Any]) -> dict[str, Any]:
 
 def _decode(data: Any, tp: Any, path: str) -> Any:
     if tp is Any:
+        check_depth(data, path)  # a value from outside, free of any schema
         return data
     origin = get_origin(tp)
     if origin is Literal:
@@ -229,6 +256,7 @@ def _decode(data: Any, tp: Any, path: str) -> Any:
         if not isinstance(data, dict):
             msg = f"{path} must be an object, not {type(data).__name__}"
             raise CodecError(msg)
+        check_depth(data, path)  # tool-call arguments, details: free of any schema
         return dict(data)
     if attrs.has(tp):
         return _decode_attrs(data, tp, path)

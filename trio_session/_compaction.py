@@ -25,7 +25,7 @@ from ._messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ._settings import CompactionSettings
+from ._settings_values import CompactionSettings
 from ._stats import estimate_context_tokens
 from ._stats import estimate_tokens as message_tokens
 from .providers._base import Model
@@ -79,6 +79,30 @@ class Compactor(Protocol):
         ...
 
 
+def can_compact(
+    compactor: Compactor,
+    messages: Sequence[Message],
+    *,
+    model: Model,
+    settings: CompactionSettings,
+) -> bool:
+    """Whether ``compactor`` would find anything to remove from ``messages`` on an
+    overflow (R-56a), asked before ``agent_end`` so that its ``willRetry`` is true only
+    when a continuation follows. A compactor tells by a ``can_compact`` method taking
+    these arguments; one without it is taken to be able to.
+
+    Args:
+        compactor: the session's compactor.
+        messages: the runtime context, the failure already left out.
+        model: the session's model.
+        settings: the ``compaction`` group.
+    """
+    check = getattr(compactor, "can_compact", None)
+    if check is None:
+        return True
+    return bool(check(messages, model=model, settings=settings))
+
+
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A rough token count: characters / 4, at least 1 per message."""
     total = 0
@@ -116,6 +140,18 @@ class DropOldestCompactor:
     """
 
     target_ratio: float = 0.75
+
+    def can_compact(
+        self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+    ) -> bool:
+        """Whether ``compact`` would drop anything: more turns than it keeps.
+
+        Args:
+            messages: the runtime context.
+            model: the model (not needed to tell).
+            settings: the ``compaction`` settings (``keepRecentTurns``).
+        """
+        return len(split_turns(messages)) > settings.keep_recent_turns
 
     async def compact(
         self,
@@ -243,6 +279,23 @@ class SummarizingCompactor:
     """
 
     fallback: DropOldestCompactor = attrs.field(factory=DropOldestCompactor)
+
+    def can_compact(
+        self, messages: Sequence[Message], *, model: Model, settings: CompactionSettings
+    ) -> bool:
+        """Whether an overflow's ``compact`` would summarise anything: something before
+        the cut point, or (when everything seems to fit) more turns than it keeps.
+
+        Args:
+            messages: the runtime context.
+            model: the model (not needed to tell).
+            settings: the ``compaction`` settings.
+        """
+        cut = cut_point(messages, settings.keep_recent_tokens)
+        if cut is None:
+            return False
+        start = 1 if isinstance(messages[0], CompactionSummaryMessage) else 0
+        return cut > start or len(split_turns(messages)) > settings.keep_recent_turns
 
     async def compact(
         self,

@@ -13,18 +13,24 @@ Windows       %APPDATA%\\trio-session                   %LOCALAPPDATA%\\trio-ses
 ```
 
 As the XDG base-directory specification asks, an ``XDG_*`` variable that is
-empty or holds a relative path is ignored. Nothing here creates a directory;
-the code that writes a file creates what it needs.
+empty or holds a relative path is ignored. Nothing here creates a directory
+unasked; the code that writes a file creates what it needs with
+``make_private_dirs``: each missing level mode 0700, since the names of the
+session directories spell out the user's working directories. A directory that
+already exists (the user's home, ``~/.local``) keeps its mode.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 APP_NAME = "trio-session"
+#: The mode of every directory trio_session creates.
+PRIVATE_DIR_MODE = 0o700
 
 
 def _home(home: Path | None) -> Path:
@@ -80,6 +86,37 @@ def user_data_dir(
     else:
         base = _xdg(environ, "XDG_DATA_HOME", _home(home) / ".local" / "share")
     return base / APP_NAME
+
+
+def make_private_dirs(directory: str | os.PathLike[str]) -> None:
+    """Create ``directory`` and each missing parent, every one with mode 0700.
+
+    Unlike ``Path.mkdir(parents=True, mode=...)``, which gives the mode to the last
+    directory only, every level this creates is private. Levels that exist are left
+    as they are.
+
+    Args:
+        directory: the directory to have.
+
+    Raises:
+        NotADirectoryError: something that is not a directory is in the way; the
+            message names it.
+        OSError: a level cannot be created.
+    """
+    missing: list[Path] = []
+    level = Path(directory)
+    while not level.is_dir():
+        missing.append(level)
+        if level.parent == level:
+            break
+        level = level.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            if not path.is_dir():  # else another process made it meanwhile
+                msg = f"{path} is not a directory"
+                raise NotADirectoryError(errno.ENOTDIR, msg, str(path)) from None
 
 
 def fsync_directory(path: Path) -> None:

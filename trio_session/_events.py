@@ -13,6 +13,14 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+# pi 1.6.0's events live in _events_pi16 (this file's size); they are named here too.
+from ._events_pi16 import AgentSettled as AgentSettled
+from ._events_pi16 import CompactionReason as CompactionReason
+from ._events_pi16 import EntryAppended as EntryAppended
+from ._events_pi16 import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
+from ._events_pi16 import SummarizationRetryFinished as SummarizationRetryFinished
+from ._events_pi16 import SummarizationRetryScheduled as SummarizationRetryScheduled
+from ._events_pi16 import SummarySource as SummarySource
 from ._messages import (
     AssistantMessage,
     ContentPart,
@@ -303,24 +311,6 @@ class AgentEnd:
 
 
 @attrs.frozen
-class AgentSettled:
-    """A session-level run is over: nothing follows it by itself (pi 1.6.0's ``agent_settled``).
-
-    Emitted exactly once per ``prompt()``, after its last ``agent_end``, once no retry,
-    compaction recovery or queued message will continue it, and once the session is
-    idle again (R-54). ``agent_end`` closes one low-level run; this closes them all.
-
-    Attributes:
-        aborted: whether the run ended because it was aborted (``abort()``, or the
-            prompt's caller cancelled it); ``abort_retry`` alone is not an abort.
-        type: always ``"agent_settled"``; the event's name on the wire.
-    """
-
-    aborted: bool = False
-    type: Literal["agent_settled"] = "agent_settled"
-
-
-@attrs.frozen
 class AutoRetryStart:
     """A retryable error ended the run; a re-attempt follows after ``delay_ms`` (R-19).
 
@@ -382,9 +372,6 @@ class CompactionResult:
     messages_removed: int
     first_kept_entry_id: str | None = None
     details: Mapping[str, Any] | None = None
-
-
-CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
 
 
 @attrs.frozen
@@ -549,6 +536,10 @@ SessionEvent: TypeAlias = (
     | SessionInfoChanged
     | ExtensionError
     | HistoryWriteFailed
+    | SummarizationRetryScheduled
+    | SummarizationRetryAttemptStart
+    | SummarizationRetryFinished
+    | EntryAppended
 )
 """Every event a session emits: the agent's (``AgentStart`` … ``AgentEnd``) and the session's
 own (``AgentSettled``, ``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a
@@ -574,4 +565,8 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     SessionInfoChanged,
     ExtensionError,
     HistoryWriteFailed,
+    SummarizationRetryScheduled,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    EntryAppended,
 )

@@ -4,20 +4,26 @@
 styles and no scripts, fonts, links or other outside resources. Every piece of text
 from the conversation is HTML-escaped; an image is embedded as a ``data:`` URI only
 when its MIME type is an image type and its data is plain base64, and is otherwise
-shown as a note. ``write_html`` puts the page in a file.
+shown as a note. ``write_html`` puts the page in a file, mode 0600 like the session
+file it comes from (a conversation is private), in directories it creates 0700.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+import os
 import re
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import trio
 
+from ._dirs import fsync_directory, make_private_dirs
+from ._files import check_regular
 from ._messages import (
     AssistantMessage,
     BashExecutionMessage,
@@ -176,9 +182,56 @@ def default_export_path(session_id: str, session_file: Path | None) -> Path:
     return Path.cwd() / f"trio-session-{name}.html"
 
 
+#: The mode of an exported page: it holds the conversation, as the session file does.
+EXPORT_FILE_MODE = 0o600
+
+
 async def write_html(path: Path, page: str) -> Path:
-    """Write ``page`` to ``path`` (parent directories created); return its absolute path."""
-    target = trio.Path(path)
-    await target.parent.mkdir(parents=True, exist_ok=True)
-    await target.write_text(page, encoding="utf-8")
-    return Path(await target.absolute())
+    """Write ``page`` to ``path``, mode 0600, atomically; return its absolute path.
+
+    Missing parent directories are created, each 0700. An existing file at ``path``
+    is replaced whole (through a temporary file and ``os.replace``), so it gets mode
+    0600 too; a link is followed and the file it points to is replaced.
+
+    Args:
+        path: where the page goes.
+        page: the HTML text.
+
+    Raises:
+        OSError: ``path`` is something other than a regular file (a named pipe, a
+            directory: ``RefusedFileError``), or the file cannot be written.
+    """
+    target = Path(await trio.Path(path).absolute())
+    await trio.to_thread.run_sync(_write_private, target, page.encode("utf-8"))
+    return target
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Replace ``path`` with a new 0600 file holding ``data`` (blocking, bounded)."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    check_regular(path)  # a pipe or a directory there is refused, not replaced
+    make_private_dirs(path.parent)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    flags = (
+        os.O_WRONLY
+        | os.O_CREAT
+        | os.O_EXCL
+        | getattr(os, "O_CLOEXEC", 0)
+        | getattr(os, "O_BINARY", 0)
+    )
+    fd = os.open(temporary, flags, EXPORT_FILE_MODE)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    fsync_directory(path.parent)

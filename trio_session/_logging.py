@@ -53,7 +53,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -66,10 +66,15 @@ from ._events import (
     SessionEvent,
 )
 from ._messages import AssistantMessage
-from ._tracing import SessionTracer, classify_for, describe_session, scrub_secrets, session_tracer
-
-if TYPE_CHECKING:
-    from ._session import AgentSession
+from ._retry.classify import Classifier
+from ._tracing import (
+    ObservedSession,
+    SessionTracer,
+    classify_for,
+    describe_session,
+    scrub_secrets,
+    session_tracer,
+)
 
 logger = logging.getLogger("trio_session")
 retry_logger = logging.getLogger("trio_session.retry")
@@ -172,23 +177,41 @@ class SessionObserver:
     counting) and reads its id, provider and model when a record is made.
     """
 
-    _session: weakref.ref[AgentSession]
+    _session: weakref.ref[ObservedSession]
     _tracer: SessionTracer | None = None
+    _classifier: Classifier | None = None  # the session's own, if it was given one
     #: The keys this session has seen: a shared empty set until the first one.
     secrets: AbstractSet[str] = _NO_KEYS
 
     @classmethod
-    def install(cls, session: AgentSession, tracer_provider: Any = None) -> SessionObserver:
+    def install(
+        cls,
+        session: ObservedSession,
+        tracer_provider: Any = None,
+        *,
+        provider_secrets: Iterable[str] = (),
+        classifier: Classifier | None = None,
+    ) -> SessionObserver:
         """A new observer of ``session``, which calls its ``on_event`` before any
-        subscriber (a direct call: no bound method kept in a subscriber list)."""
-        observer = cls(weakref.ref(session))
-        provider_key = getattr(session._provider, "_api_key", None)
-        if isinstance(provider_key, str):
-            observer.saw_key(provider_key)
+        subscriber (a direct call: no bound method kept in a subscriber list).
+
+        Args:
+            session: the session observed (held weakly).
+            tracer_provider: where its spans go; the global one if ``None``.
+            provider_secrets: the provider's own secrets (its API key, if it has one), as
+                its ``secrets()`` gives them; never shown.
+            classifier: the session's own classifier, if it was given one.
+        """
+        observer = cls(weakref.ref(session), classifier=classifier)
+        for secret in provider_secrets:
+            observer.saw_key(secret)
         # The tracer shares the observer's weak reference and key set, not the observer:
         # holding the observer that holds it would be a cycle only a full collection frees.
         observer._tracer = session_tracer(
-            tracer_provider, session=observer._session, secrets=observer.secrets
+            tracer_provider,
+            session=observer._session,
+            secrets=observer.secrets,
+            classifier=classifier,
         )
         return observer
 
@@ -346,7 +369,7 @@ class SessionObserver:
         return {"session_id": session_id, "provider": provider, "model": model, **fields}
 
     def _classify(self, message: AssistantMessage) -> str:
-        return classify_for(self._session, message)
+        return classify_for(self._session, message, self._classifier)
 
     def _scrub(self, text: str) -> str:
         return scrub_secrets(text, self.secrets) if self.secrets else text

@@ -250,7 +250,7 @@ class AssistantMessage:
         """
         if self.stop_reason != "error":
             return self
-        from ._classify import provider_error
+        from ._retry.classify import provider_error
 
         raise provider_error(self, context_window)
 

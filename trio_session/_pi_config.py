@@ -40,6 +40,7 @@ from typing import Any
 import attrs
 
 from ._errors import SettingsError
+from ._files import RefusedFileError, read_regular
 from ._settings import SettingsLayer, resolve
 from .providers._base import Model, ModelCost
 from .providers._models import builtin_model
@@ -422,15 +423,14 @@ def _strip_json_comments(text: str) -> str:
 def _read_json(path: Path, warnings: list[str], *, comments: bool = False) -> Any:
     """The JSON of ``path``, or ``None`` (missing: silently; unusable: with a warning)."""
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            warnings.append(f"{path} is not a regular file; not used")
-            return None
-        if info.st_size > MAX_CONFIG_FILE_BYTES:
-            warnings.append(f"{path} is larger than {MAX_CONFIG_FILE_BYTES} bytes; not used")
-            return None
-        text = path.read_bytes().decode("utf-8")
+        text = read_regular(path, MAX_CONFIG_FILE_BYTES).decode("utf-8")
     except FileNotFoundError:
+        return None
+    except RefusedFileError as exc:  # a pipe or /dev/zero is refused at once, unread
+        if exc.kind == "size":
+            warnings.append(f"{path} is larger than {MAX_CONFIG_FILE_BYTES} bytes; not used")
+        else:
+            warnings.append(f"{path} is not a regular file; not used")
         return None
     except (OSError, UnicodeDecodeError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -19,350 +19,53 @@ overflow later. A settings file is read only if it is a regular file of at most
 of thousands of digits) or JSON nested too deeply to parse is a
 ``trio_session.SettingsError`` like any other bad value, never a traceback.
 
-``default_settings_paths`` says where the global and project files live;
-``persist_setting`` writes one key back into a file, atomically.
+Three modules: the values and their rules (``_settings_values``, pure), the files on
+disk (``_settings_files``: ``default_settings_paths``, ``persist_setting``), and here the
+layers and the store that resolve them. The values' names are re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import math
-import os
-import reprlib
-import stat
 import sys
-import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import attrs
 
 from ._codec import camel, snake
-from ._dirs import fsync_directory, user_config_dir
 from ._errors import SettingsError
-
-Jitter: TypeAlias = Literal["none", "full", "equal"]
-ClassifierName: TypeAlias = Literal["reference", "strict"]
-#: How queued steering and follow-up messages are delivered (pi's ``steeringMode``).
-QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
-#: pi's thinking levels (``defaultThinkingLevel``).
-ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
-PROGRAMMATIC = "<programmatic>"
-
-
-@attrs.frozen
-class ProviderRetrySettings:
-    """The ``retry.provider`` group: how long one request to the provider may take.
-
-    The key names are pi's. The two timeouts apply where ``trio-session`` builds the
-    provider (``chat``, ``rpc``; ``--timeout`` and ``--idle-timeout`` win over them);
-    a program that builds its own provider passes its own timeouts.
-
-    Attributes:
-        max_retry_delay_ms: ``retry.provider.maxRetryDelayMs`` — the longest
-            server-requested wait (``retry.respectRetryAfter``) that is slept when
-            ``retry.maxDelayMs`` is unset; a longer one ends the chain with a message
-            naming it (R-28). ``0``: no cap.
-        timeout_ms: ``retry.provider.timeoutMs`` — total deadline of one attempt,
-            from sending the request to the last byte of the answer.
-        idle_timeout_ms: ``retry.provider.idleTimeoutMs`` — longest silence while
-            reading an answer before the attempt fails.
-        max_retries: ``retry.provider.maxRetries`` — pi's retries inside its provider
-            SDKs. Accepted and kept, but moot: trio_session's providers never retry on
-            their own (R-28a), so a file that sets it gets a warning.
-    """
-
-    max_retry_delay_ms: int = 60_000
-    timeout_ms: int = 600_000
-    idle_timeout_ms: int = 120_000
-    max_retries: int | None = None
-
-
-@attrs.frozen
-class RetrySettings:
-    """The ``retry`` group.
-
-    Attributes:
-        enabled: ``retry.enabled`` — auto-retry on transient errors (R-12).
-        max_retries: ``retry.maxRetries`` — re-attempts per chain (R-15).
-        base_delay_ms: ``retry.baseDelayMs`` — first wait; doubles each attempt (R-16).
-        max_delay_ms: ``retry.maxDelayMs`` — cap on any single wait; ``None``: no cap (R-28).
-        jitter: ``retry.jitter`` — ``"none"``, ``"full"`` or ``"equal"`` (R-28).
-        respect_retry_after: ``retry.respectRetryAfter`` — wait at least what the
-            server asked for, on every retryable error (R-28).
-        classifier: ``retry.classifier`` — ``"reference"`` or ``"strict"`` (R-8).
-        shared_cooldown: ``retry.sharedCooldown`` — a server's wait hint on a key holds
-            every session using that key (every worker, with a Redis credential
-            store) until it has passed, plus jitter (R-28, docs/fleet.md).
-        provider: the ``retry.provider`` group.
-    """
-
-    enabled: bool = True
-    max_retries: int = 3
-    base_delay_ms: int = 2000
-    max_delay_ms: int | None = None
-    jitter: Jitter = "none"
-    respect_retry_after: bool = False
-    classifier: ClassifierName = "reference"
-    shared_cooldown: bool = False
-    provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
-
-
-@attrs.frozen
-class CompactionSettings:
-    """The ``compaction`` group.
-
-    Attributes:
-        enabled: ``compaction.enabled`` — recover from context overflow (R-50).
-        keep_recent_turns: ``compaction.keepRecentTurns`` — turns the default
-            compactor always keeps verbatim.
-        reserve_tokens: ``compaction.reserveTokens`` (pi's key) — tokens kept free
-            in the context window for the model's answer.
-        keep_recent_tokens: ``compaction.keepRecentTokens`` (pi's key) — about how
-            many tokens of the most recent messages are kept, not summarised.
-    """
-
-    enabled: bool = True
-    keep_recent_turns: int = 1
-    reserve_tokens: int = 16_384
-    keep_recent_tokens: int = 20_000
-
-
-@attrs.frozen
-class CredentialsSettings:
-    """The ``credentials`` group.
-
-    Attributes:
-        url: ``credentials.url`` — where ``trio-session chat`` and ``rpc`` keep
-            usage-limit blocks: a Redis URL (``redis://``, ``rediss://``, ``unix://``)
-            shared by a fleet of workers; ``None``: the local SQLite store.
-            ``--credentials URL`` wins over it.
-    """
-
-    url: str | None = None
-
-
-@attrs.frozen
-class Settings:
-    """Effective settings: every group, every key resolved.
-
-    The top-level keys are pi's (its docs/settings.md), read from any settings file:
-
-    Attributes:
-        steering_mode: ``steeringMode`` — steering messages go ``"one-at-a-time"``
-            (one per turn) or ``"all"`` at once.
-        follow_up_mode: ``followUpMode`` — the same for follow-up messages.
-        default_thinking_level: ``defaultThinkingLevel`` — ``"off"`` … ``"xhigh"``,
-            or ``None``: unset.
-        default_provider: ``defaultProvider`` — the provider used when the command
-            line names none.
-        default_model: ``defaultModel`` — the model id used when the command line
-            names none.
-        session_dir: ``sessionDir`` — where pi keeps session files, as written
-            (``~`` not expanded); ``None``: unset.
-        retry: the ``retry`` group.
-        compaction: the ``compaction`` group.
-        credentials: the ``credentials`` group.
-    """
-
-    retry: RetrySettings = attrs.field(factory=RetrySettings)
-    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
-    credentials: CredentialsSettings = attrs.field(factory=CredentialsSettings)
-    steering_mode: QueueMode = "one-at-a-time"
-    follow_up_mode: QueueMode = "one-at-a-time"
-    default_thinking_level: ThinkingLevel | None = None
-    default_provider: str | None = None
-    default_model: str | None = None
-    session_dir: str | None = None
-
-
-# -- the schema ----------------------------------------------------------------------
-
-
-@attrs.frozen
-class _Rule:
-    check: Callable[[Any], bool]
-    description: str
-
-
-def _is_bool(v: Any) -> bool:
-    return isinstance(v, bool)
-
-
-def _integer(low: int, high: int, *, null: bool = False) -> _Rule:
-    def check(v: Any) -> bool:
-        if v is None:
-            return null
-        return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
-
-    description = f"an integer from {low} to {high}" + (", or null" if null else "")
-    return _Rule(check, description)
-
-
-def _one_of(*choices: str, null: bool = False) -> _Rule:
-    listed = ", ".join(f'"{c}"' for c in choices)
-    return _Rule(
-        lambda v: (v is None and null) or (isinstance(v, str) and v in choices),
-        f"one of {listed}" + (", or null" if null else ""),
-    )
-
-
-def _text(*, null: bool = False) -> _Rule:
-    return _Rule(
-        lambda v: (v is None and null) or (isinstance(v, str) and bool(v.strip())),
-        "a non-empty string" + (", or null" if null else ""),
-    )
-
-
-_BOOL = _Rule(_is_bool, "true or false")
-
-#: Every number's inclusive range: dotted key -> (lowest, highest). The bounds make
-#: the longest exponential wait, ``3_600_000 * 2 ** 99`` ms, a finite float.
-RANGES: Mapping[str, tuple[int, int]] = {
-    "retry.maxRetries": (0, 100),
-    "retry.baseDelayMs": (0, 3_600_000),
-    "retry.maxDelayMs": (1, 86_400_000),
-    "retry.provider.maxRetryDelayMs": (0, 86_400_000),
-    "retry.provider.timeoutMs": (1_000, 86_400_000),
-    "retry.provider.idleTimeoutMs": (1_000, 3_600_000),
-    "retry.provider.maxRetries": (0, 100),
-    "compaction.keepRecentTurns": (1, 1_000),
-    "compaction.reserveTokens": (0, 10_000_000),
-    "compaction.keepRecentTokens": (0, 10_000_000),
-}
-
-
-def _ranged(key: str, *, null: bool = False) -> _Rule:
-    return _integer(*RANGES[key], null=null)
-
-
-#: Every key, dotted, in the order errors list them.
-_SCHEMA: dict[str, _Rule] = {
-    "retry.enabled": _BOOL,
-    "retry.maxRetries": _ranged("retry.maxRetries"),
-    "retry.baseDelayMs": _ranged("retry.baseDelayMs"),
-    "retry.maxDelayMs": _ranged("retry.maxDelayMs", null=True),
-    "retry.jitter": _one_of("none", "full", "equal"),
-    "retry.respectRetryAfter": _BOOL,
-    "retry.classifier": _one_of("reference", "strict"),
-    "retry.sharedCooldown": _BOOL,
-    "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
-    "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),
-    "retry.provider.idleTimeoutMs": _ranged("retry.provider.idleTimeoutMs"),
-    "retry.provider.maxRetries": _ranged("retry.provider.maxRetries", null=True),
-    "compaction.enabled": _BOOL,
-    "compaction.keepRecentTurns": _ranged("compaction.keepRecentTurns"),
-    "compaction.reserveTokens": _ranged("compaction.reserveTokens"),
-    "compaction.keepRecentTokens": _ranged("compaction.keepRecentTokens"),
-    "credentials.url": _text(null=True),
-    # pi's top-level keys that trio_session uses
-    "steeringMode": _one_of("all", "one-at-a-time"),
-    "followUpMode": _one_of("all", "one-at-a-time"),
-    "defaultThinkingLevel": _one_of("off", "minimal", "low", "medium", "high", "xhigh", null=True),
-    "defaultProvider": _text(null=True),
-    "defaultModel": _text(null=True),
-    "sessionDir": _text(null=True),
-}
-_GROUPS = ("retry", "compaction", "credentials")
-#: Groups inside a group: their keys are nested one level deeper in a file.
-_SUBGROUPS = frozenset({"retry.provider"})
-
-#: pi's other settings (its docs/settings.md and settings-manager.js, 0.73.1): accepted
-#: in any file and kept there, never used, never checked — they are pi's to judge.
-#: ``queueMode`` and ``websockets`` are pi's legacy spellings of ``steeringMode`` and
-#: ``transport``.
-PI_ONLY_KEYS: frozenset[str] = frozenset(
-    {
-        "hideThinkingBlock",
-        "thinkingBudgets",
-        "theme",
-        "quietStartup",
-        "collapseChangelog",
-        "enableInstallTelemetry",
-        "doubleEscapeAction",
-        "treeFilterMode",
-        "editorPaddingX",
-        "autocompleteMaxVisible",
-        "showHardwareCursor",
-        "warnings",
-        "branchSummary",
-        "transport",
-        "terminal",
-        "images",
-        "shellPath",
-        "shellCommandPrefix",
-        "npmCommand",
-        "enabledModels",
-        "markdown",
-        "packages",
-        "extensions",
-        "skills",
-        "prompts",
-        "themes",
-        "enableSkillCommands",
-        "lastChangelogVersion",
-        "queueMode",
-        "websockets",
-    }
+from ._settings_files import MAX_SETTINGS_FILE_BYTES as MAX_SETTINGS_FILE_BYTES
+from ._settings_files import NEW_SETTINGS_FILE_MODE as NEW_SETTINGS_FILE_MODE
+from ._settings_files import PROJECT_SETTINGS_PATH as PROJECT_SETTINGS_PATH
+from ._settings_files import SETTINGS_FILE_NAME as SETTINGS_FILE_NAME
+from ._settings_files import default_settings_paths as default_settings_paths
+from ._settings_files import parse_settings_json, read_settings_text
+from ._settings_files import persist_setting as persist_setting
+from ._settings_values import (
+    GROUPS,
+    PI_ONLY_KEYS,
+    PROGRAMMATIC,
+    SCHEMA,
+    SUBGROUPS,
+    unknown_message,
+    validate_value,
 )
-#: ``retry.provider.maxRetries`` set in a file: said once per file, as a warning.
-MOOT_PROVIDER_RETRIES = (
-    "retry.provider.maxRetries has no effect in trio-session: its providers never "
-    "retry on their own, the session's retry policy (retry.maxRetries) does"
+from ._settings_values import (
+    MOOT_PROVIDER_RETRIES as MOOT_PROVIDER_RETRIES,
 )
-
-#: How a value is shown in a message: short, whatever its size or depth.
-_SHOWN = reprlib.Repr()
-_SHOWN.maxlevel = 3
-_SHOWN.maxstring = 60
-_SHOWN.maxlong = 40
-_SHOWN.maxother = 60
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        try:
-            return _cut(str(value))
-        except ValueError:  # too long for str(): only a program can pass one
-            return f"an integer of {value.bit_length()} bits"
-    return _SHOWN.repr(value)
-
-
-def _cut(number: str) -> str:
-    """A long number as its first digits and its length: ``100000000000… (401 digits)``."""
-    if len(number) <= 40:
-        return number
-    digits = sum(c.isdigit() for c in number)
-    return f"{number[:12]}… ({digits} digits)"
-
-
-def _unknown_message(key: str, source: str) -> str:
-    group, _, name = key.partition(".")
-    shown = key if len(key) <= 80 else key[:80] + "…"
-    if group not in _GROUPS or not name:
-        known = ", ".join(f"{g}.*" for g in _GROUPS)
-        return f"{shown} is not a known setting (known groups: {known}) (in {source})"
-    known = ", ".join(k.partition(".")[2] for k in _SCHEMA if k.startswith(f"{group}."))
-    return f"{shown} is not a known setting (known {group} keys: {known}) (in {source})"
-
-
-def validate_value(key: str, value: Any, *, source: str = PROGRAMMATIC) -> Any:
-    """Check one dotted key (``"retry.maxRetries"``, ``"steeringMode"``) and its value.
-
-    Returns the value.
-
-    Raises:
-        SettingsError: unknown key, or a value of the wrong type or out of its range.
-    """
-    rule = _SCHEMA.get(key)
-    if rule is None:
-        raise SettingsError(_unknown_message(key, source), key=key, source=source)
-    if not rule.check(value):
-        msg = f"{key} must be {rule.description}, not {_shown(value)} (in {source})"
-        raise SettingsError(msg, key=key, source=source)
-    return value
+from ._settings_values import RANGES as RANGES
+from ._settings_values import RETRY_PROFILES as RETRY_PROFILES
+from ._settings_values import ClassifierName as ClassifierName
+from ._settings_values import CompactionSettings as CompactionSettings
+from ._settings_values import CredentialsSettings as CredentialsSettings
+from ._settings_values import Jitter as Jitter
+from ._settings_values import ProviderRetrySettings as ProviderRetrySettings
+from ._settings_values import QueueMode as QueueMode
+from ._settings_values import RetryProfile as RetryProfile
+from ._settings_values import RetrySettings as RetrySettings
+from ._settings_values import Settings as Settings
+from ._settings_values import ThinkingLevel as ThinkingLevel
 
 
 @attrs.frozen
@@ -413,17 +116,17 @@ class SettingsLayer:
         values: dict[str, Any] = {}
         unknown: list[str] = []
         for key, body in data.items():
-            if key in _GROUPS:
+            if key in GROUPS:
                 _flatten(key, body, source, values, unknown)
-            elif key in _SCHEMA:
+            elif key in SCHEMA:
                 values[key] = validate_value(key, body, source=source)
             elif key not in PI_ONLY_KEYS:
                 unknown.append(str(key))
         if strict and unknown:
             key = unknown[0]
-            raise SettingsError(_unknown_message(key, source), key=key, source=source)
-        warnings = [f"{_unknown_message(key, source)}; ignored" for key in unknown]
-        if values.get("retry.provider.maxRetries") is not None:
+            raise SettingsError(unknown_message(key, source), key=key, source=source)
+        warnings = [f"{unknown_message(key, source)}; ignored" for key in unknown]
+        if values.get("retry.provider.maxRetries"):  # None or 0: nothing to say
             warnings.append(f"{MOOT_PROVIDER_RETRIES} (in {source})")
         return cls(source=source, values=values, warnings=tuple(warnings))
 
@@ -444,10 +147,10 @@ class SettingsLayer:
         """
         path = Path(path)
         source = str(path)
-        text = _read_settings_text(path)
+        text = read_settings_text(path)
         if text is None:
             return cls(source=source, path=path)
-        data = _parse_json(text, source) if text.strip() else {}
+        data = parse_settings_json(text, source) if text.strip() else {}
         layer = cls.from_mapping(data, source=source, pi=pi)
         return attrs.evolve(layer, path=path)
 
@@ -488,9 +191,9 @@ def _flatten(
         raise SettingsError(msg, key=prefix, source=source)
     for name, value in body.items():
         key = f"{prefix}.{name}"
-        if key in _SUBGROUPS:
+        if key in SUBGROUPS:
             _flatten(key, value, source, values, unknown)
-        elif key in _SCHEMA:
+        elif key in SCHEMA:
             # One string per known key, however many sessions keep a layer with it.
             values[sys.intern(key)] = validate_value(key, value, source=source)
         else:
@@ -509,7 +212,7 @@ _SCALARS = frozenset({type(None), bool, int, float, str})
 
 def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     """Fold layers over the defaults; later layers win key by key."""
-    merged: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS, *_SUBGROUPS)}
+    merged: dict[str, dict[str, Any]] = {group: {} for group in ("", *GROUPS, *SUBGROUPS)}
     for layer in layers:
         for dotted, value in layer.values.items():
             group, _, name = dotted.rpartition(".")
@@ -733,249 +436,3 @@ class SettingsStore:
             return resolve(self._layers)
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
         return resolve([*self._layers, top])
-
-
-# -- files on disk -------------------------------------------------------------------
-
-#: The name of the global settings file inside the user config directory.
-SETTINGS_FILE_NAME = "settings.json"
-#: The project settings file, relative to the working directory.
-PROJECT_SETTINGS_PATH = Path(".trio-session") / SETTINGS_FILE_NAME
-#: Mode of a settings file ``persist_setting`` creates (an existing file keeps its own).
-NEW_SETTINGS_FILE_MODE = 0o644
-
-
-def default_settings_paths(
-    cwd: str | os.PathLike[str] | None = None, *, config_dir: str | os.PathLike[str] | None = None
-) -> tuple[Path, Path]:
-    """The global and the project settings file, lowest layer first (R-38).
-
-    ``(<user config dir>/settings.json, <cwd>/.trio-session/settings.json)``; on
-    Linux the first is ``~/.config/trio-session/settings.json`` (``$XDG_CONFIG_HOME``
-    is honoured), on macOS ``~/Library/Application Support/trio-session/settings.json``,
-    on Windows ``%APPDATA%\\trio-session\\settings.json``. Neither has to exist: a
-    missing file is an empty layer, so
-    ``SettingsStore.from_files(*default_settings_paths())`` always works.
-
-    Args:
-        cwd: the project directory; the current working directory unless given.
-        config_dir: replaces the user config directory (tests, portable setups).
-    """
-    base = Path(config_dir) if config_dir is not None else user_config_dir()
-    project = Path(cwd) if cwd is not None else Path.cwd()
-    return base / SETTINGS_FILE_NAME, project.absolute() / PROJECT_SETTINGS_PATH
-
-
-def persist_setting(path: str | os.PathLike[str], key: str, value: Any) -> None:
-    """Write one dotted key into a settings file, keeping everything else in it (R-37, R-38).
-
-    The value is validated first. The file is read, ``{group: {name: value}}`` is
-    set, and the whole file is rewritten atomically: a temporary file in the same
-    directory is written, flushed and ``fsync``-ed, then ``os.replace``-d over the
-    old one, so a reader (or a crash) sees the old file or the new one, never half
-    of either. Other keys, other groups (another tool's too) and the key order are
-    kept; the file is re-indented with two spaces. Missing parent directories are
-    created; a new file gets mode 0644, an existing one keeps its mode. If ``path``
-    is a symbolic link, the file it points to is rewritten and the link stays.
-    Two processes writing at the same moment: the last one wins, whole.
-
-    This blocks on disk I/O; from Trio code, call it with ``trio.to_thread.run_sync``.
-
-    Args:
-        path: the settings file.
-        key: a dotted key, ``"retry.maxRetries"``.
-        value: its new value.
-
-    Raises:
-        SettingsError: the key or value is invalid, or the file exists but is not
-            a regular file of at most ``MAX_SETTINGS_FILE_BYTES``, not valid
-            JSON, not an object, holds a number that would not survive the rewrite
-            (``1e400``), or cannot be read or written (it is then left untouched).
-    """
-    path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    source = str(path)
-    validate_value(key, value, source=source)
-    *groups, name = key.split(".")
-    data = _read_for_update(path)
-    body = data
-    for depth, group in enumerate(groups, start=1):
-        body = body.setdefault(group, {})
-        if not isinstance(body, dict):
-            prefix = ".".join(groups[:depth])
-            msg = f"{prefix} must be a JSON object, not {type(body).__name__} (in {source})"
-            raise SettingsError(msg, key=prefix, source=source)
-    body[name] = value
-    try:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=_unwritable) + "\n"
-    except _BigNumberError as exc:
-        msg = (
-            f"cannot rewrite settings file {source}: it holds the number {exc.number!r}, "
-            "which would not survive the rewrite"
-        )
-        raise SettingsError(msg, key=key, source=source) from None
-    except RecursionError:
-        msg = f"cannot rewrite settings file {source}: it is nested too deeply"
-        raise SettingsError(msg, key=key, source=source) from None
-    try:
-        _replace_atomically(path, text.encode("utf-8"))
-    except OSError as exc:
-        msg = f"cannot write settings file {source}: {exc.strerror or exc}"
-        raise SettingsError(msg, key=key, source=source) from exc
-
-
-def _read_for_update(path: Path) -> dict[str, Any]:
-    """The file's JSON object, ``{}`` if it is missing or blank; never a broken file."""
-    source = str(path)
-    text = _read_settings_text(path)
-    if text is None or not text.strip():
-        return {}
-    data = _parse_json(text, source)
-    if not isinstance(data, dict):
-        msg = f"settings must be a JSON object, not {type(data).__name__} (in {source})"
-        raise SettingsError(msg, source=source)
-    return data
-
-
-# -- reading a file, whatever it holds ------------------------------------------------
-
-#: The largest settings file read, in bytes (1 MiB); a larger one is an error.
-MAX_SETTINGS_FILE_BYTES = 1 << 20
-
-# Opening must not wait for a writer (a FIFO) or take a terminal as controlling one.
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_BINARY", 0)
-)
-
-_FILE_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a named pipe"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _read_settings_text(path: Path) -> str | None:
-    """The text of a settings file, or ``None`` if there is no such file.
-
-    Only a regular file (or a link to one) of at most ``MAX_SETTINGS_FILE_BYTES``
-    is read: a FIFO, ``/dev/zero`` or a directory is refused at once, without
-    waiting for a writer or reading without end.
-    """
-    source = str(path)
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        msg = f"cannot read settings file {source}: {exc}"
-        raise SettingsError(msg, source=source) from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = next((k for test, k in _FILE_KINDS if test(mode)), "a special file")
-            msg = f"cannot read settings file {source}: it is {kind}, not a regular file"
-            raise SettingsError(msg, source=source)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_SETTINGS_FILE_BYTES and (
-            chunk := os.read(fd, MAX_SETTINGS_FILE_BYTES + 1 - size)
-        ):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        msg = f"cannot read settings file {source}: {exc.strerror or exc}"
-        raise SettingsError(msg, source=source) from exc
-    finally:
-        os.close(fd)
-    if size > MAX_SETTINGS_FILE_BYTES:
-        msg = (
-            f"settings file {source} is too large: more than "
-            f"{MAX_SETTINGS_FILE_BYTES} bytes (1 MiB)"
-        )
-        raise SettingsError(msg, source=source)
-    try:
-        return b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"cannot read settings file {source}: {exc}"
-        raise SettingsError(msg, source=source) from exc
-
-
-@attrs.frozen(repr=False)
-class _BigNumber:
-    """A JSON number Python cannot hold: ``1e400``, or an integer of thousands of digits.
-
-    It is kept as its text, so a check fails on it and says what it was; it is never
-    turned into ``inf`` (which would be written back as the non-JSON ``Infinity``).
-    """
-
-    text: str
-
-    def __repr__(self) -> str:
-        return _cut(self.text)
-
-
-class _BigNumberError(Exception):
-    def __init__(self, number: _BigNumber) -> None:
-        super().__init__(number)
-        self.number = number
-
-
-def _unwritable(value: Any) -> Any:
-    if isinstance(value, _BigNumber):
-        raise _BigNumberError(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")  # pragma: no cover - json only
-
-
-def _parse_float(text: str) -> float | _BigNumber:
-    value = float(text)
-    return value if math.isfinite(value) else _BigNumber(text)
-
-
-def _parse_int(text: str) -> int | _BigNumber:
-    limit = sys.get_int_max_str_digits()
-    if limit and len(text.lstrip("-")) > limit:
-        return _BigNumber(text)
-    return int(text)
-
-
-def _parse_json(text: str, source: str) -> Any:
-    """``json.loads`` that raises only ``SettingsError``, naming ``source``."""
-    try:
-        return json.loads(text, parse_float=_parse_float, parse_int=_parse_int)
-    except json.JSONDecodeError as exc:
-        msg = (
-            f"settings file {source} is not valid JSON: {exc.msg} "
-            f"at line {exc.lineno} column {exc.colno}"
-        )
-        raise SettingsError(msg, source=source) from exc
-    except RecursionError:
-        msg = f"settings file {source} is nested too deeply to read"
-        raise SettingsError(msg, source=source) from None
-
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary sibling, fsync it, and ``os.replace`` it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = NEW_SETTINGS_FILE_MODE
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    fsync_directory(path.parent)

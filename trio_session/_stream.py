@@ -20,9 +20,9 @@ A busy or closed session is refused on entering the block.
 from __future__ import annotations
 
 import collections
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import attrs
 import trio
@@ -32,10 +32,21 @@ from ._events import MessageStart, MessageUpdate, SessionEvent
 from ._groups import unwrapped
 from ._messages import AssistantMessage, ImageContent
 
-if TYPE_CHECKING:
-    from ._session import AgentSession
-
 T = TypeVar("T", str, SessionEvent)
+
+
+class PromptSession(Protocol):
+    """What a reply stream needs of its session (``AgentSession``), declared here, below it."""
+
+    async def prompt(
+        self, text: str, *, images: Sequence[ImageContent] = (), raise_on_error: bool = False
+    ) -> AssistantMessage:
+        """Run a prompt to its end."""
+        ...
+
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``callback`` with every event; returns the unsubscribing function."""
+        ...
 
 
 @attrs.define(eq=False)
@@ -109,14 +120,24 @@ class ReplyStream(Generic[T]):
 
 @asynccontextmanager
 async def open_reply_stream(
-    session: AgentSession,
+    session: PromptSession,
     text: str,
     *,
     images: Sequence[ImageContent] = (),
     events: bool = False,
     raise_on_error: bool = False,
+    refuse: Callable[[], None],
 ) -> AsyncIterator[ReplyStream[str] | ReplyStream[SessionEvent]]:
-    """``AgentSession.stream``'s body: see the module docstring."""
+    """``AgentSession.stream``'s body: see the module docstring.
+
+    Args:
+        session: the session to prompt.
+        text: the user message's text.
+        images: images sent after the text.
+        events: yield every event instead of text deltas.
+        raise_on_error: raise the ``ProviderError`` the prompt ended in.
+        refuse: raises what ``prompt()`` raises before it starts (busy, closed).
+    """
     stream: ReplyStream[str] | ReplyStream[SessionEvent]
     if events:
         event_stream: ReplyStream[SessionEvent] = ReplyStream()
@@ -146,7 +167,7 @@ async def open_reply_stream(
         finally:
             stream._finish(reply, error)
 
-    session._refuse_prompt()  # busy or closed: raised here, on entering the block
+    refuse()  # busy or closed: raised here, on entering the block
     unsubscribe = session.subscribe(on_event)
     try:
         with unwrapped():

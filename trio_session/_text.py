@@ -38,27 +38,48 @@ def valid_text(text: str) -> tuple[str, int]:
 def valid_json_value(value: Any) -> tuple[Any, int]:
     """A decoded JSON value with ``valid_text`` applied to every string in it.
 
+    The value is walked without recursion, so no nesting is too deep for it.
+
+    Args:
+        value: the decoded JSON value.
+
     Returns:
         The repaired value (the same object if nothing needed repair) and the
         number of code points replaced.
     """
     if isinstance(value, str):
         return valid_text(value)
-    if isinstance(value, list):
-        count = 0
-        items = []
-        for item in value:
-            fixed, n = valid_json_value(item)
-            items.append(fixed)
-            count += n
-        return (items if count else value), count
-    if isinstance(value, dict):
-        count = 0
-        pairs = {}
-        for key, item in value.items():
-            fixed_key, n = valid_text(key)
-            fixed, m = valid_json_value(item)
-            pairs[fixed_key] = fixed
-            count += n + m
-        return (pairs if count else value), count
-    return value, 0
+    containers: list[Any] = []  # every list and dict, each before what it holds
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            containers.append(item)
+            stack.extend(item)
+        elif isinstance(item, dict):
+            containers.append(item)
+            stack.extend(item.values())
+    repaired: dict[int, Any] = {}  # by id: the containers that needed repair, repaired
+    count = 0
+
+    def fixed(item: Any) -> Any:
+        nonlocal count
+        if isinstance(item, str):
+            text, replaced = valid_text(item)
+            count += replaced
+            return text
+        return repaired.get(id(item), item)
+
+    for container in reversed(containers):  # what a container holds is repaired first
+        if isinstance(container, list):
+            items = [fixed(item) for item in container]
+            if any(new is not old for new, old in zip(items, container, strict=True)):
+                repaired[id(container)] = items
+        else:
+            pairs = [(fixed(key), fixed(item)) for key, item in container.items()]
+            if any(
+                k is not key or v is not item
+                for (k, v), (key, item) in zip(pairs, container.items(), strict=True)
+            ):
+                repaired[id(container)] = dict(pairs)
+    return repaired.get(id(value), value), count

@@ -45,12 +45,11 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
-from ._classify import CLASSIFIERS
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -63,7 +62,31 @@ from ._events import (
     TurnStart,
 )
 from ._messages import AssistantMessage
+from ._retry.classify import Classifier
+from ._retry.decide import profile_classifier
+from ._settings_values import Settings
+from .providers._base import Model
 from .store._credentials import redact
+
+
+class ObservedSession(Protocol):
+    """What the observer reads of its session (``AgentSession``), declared here, below it."""
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        ...
+
+    @property
+    def model(self) -> Model:
+        """The model the session asks."""
+        ...
+
+    @property
+    def settings(self) -> Settings:
+        """The effective settings."""
+        ...
+
 
 #: Whether OpenTelemetry can be imported. It is imported when the first session makes its
 #: tracer (``session_tracer``), not with this module: a program that never opens a
@@ -76,7 +99,6 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from ._session import AgentSession
 
 #: The instrumentation scope name of every span.
 TRACER_NAME = "trio_session"
@@ -115,9 +137,10 @@ class SessionTracer:
         tracer_provider: where spans go; the global one if ``None``.
     """
 
-    _session: weakref.ref[AgentSession]
+    _session: weakref.ref[ObservedSession]
     _secrets: AbstractSet[str]
     _tracer_provider: TracerProvider | None = None
+    _classifier: Classifier | None = None  # the session's own, if it was given one
     _tracer: Tracer | None = attrs.field(default=None, init=False)  # in a recorded prompt
     _wall_ns: int | None = attrs.field(default=None, init=False)  # the clock's anchor
     _trio_s: float = attrs.field(default=0.0, init=False)
@@ -157,7 +180,7 @@ class SessionTracer:
         return describe_session(self._session)
 
     def _classify(self, message: AssistantMessage) -> str:
-        return classify_for(self._session, message)
+        return classify_for(self._session, message, self._classifier)
 
     def _scrub(self, text: str) -> str:
         return scrub_secrets(text, self._secrets) if self._secrets else text
@@ -451,7 +474,7 @@ def tracer_of(provider: TracerProvider) -> Tracer:
     return tracer
 
 
-def describe_session(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
+def describe_session(ref: weakref.ref[ObservedSession]) -> tuple[str, str, str]:
     """``(session id, provider, model id)`` of the session, if it is still alive."""
     session = ref()
     if session is None:  # pragma: no cover - events come from a live session
@@ -459,12 +482,15 @@ def describe_session(ref: weakref.ref[AgentSession]) -> tuple[str, str, str]:
     return (session.session_id, session.model.provider, session.model.id)
 
 
-def classify_for(ref: weakref.ref[AgentSession], message: AssistantMessage) -> str:
-    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says."""
+def classify_for(
+    ref: weakref.ref[ObservedSession], message: AssistantMessage, own: Classifier | None
+) -> str:
+    """``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says:
+    ``own`` (the one it was given), else its profile's (R-53)."""
     session = ref()
     if session is None:  # pragma: no cover - events come from a live session
         return "fatal"
-    classifier = session._classifier or CLASSIFIERS[session.settings.retry.classifier]
+    classifier = own or profile_classifier(session.settings.retry)
     window = session.model.context_window
     if classifier.is_retryable(message, window):
         return "retryable"
@@ -484,8 +510,9 @@ def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
 def session_tracer(
     tracer_provider: TracerProvider | None,
     *,
-    session: weakref.ref[AgentSession],
+    session: weakref.ref[ObservedSession],
     secrets: AbstractSet[str],
+    classifier: Classifier | None = None,
 ) -> SessionTracer | None:
     """The span maker for one session, or ``None`` when OpenTelemetry is not installed.
 
@@ -495,7 +522,8 @@ def session_tracer(
             each prompt starts.
         session: the session, weakly.
         secrets: the session's API keys (``use_secrets`` replaces the set).
+        classifier: the session's own classifier, if it was given one.
     """
     if not _import_opentelemetry():
         return None
-    return SessionTracer(session, secrets, tracer_provider)
+    return SessionTracer(session, secrets, tracer_provider, classifier)

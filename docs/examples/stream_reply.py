@@ -1,7 +1,9 @@
-"""Stream a reply in one call, across a retry: ``async with session.stream(...)``.
+"""Stream a reply in one call, across a retry:
+``async with session.stream(...)``.
 
-The provider fails once with 503, then answers in chunks. Runs on Trio's MockClock,
-so the 2 s backoff takes no real time. ``python docs/examples/stream_reply.py``.
+The provider fails once with 503, then answers in chunks. Runs on Trio's
+MockClock, so the 2 s backoff takes no real time.
+``python docs/examples/stream_reply.py``.
 """
 
 from __future__ import annotations

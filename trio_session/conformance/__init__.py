@@ -11,8 +11,9 @@ Not imported by ``import trio_session``.
 from __future__ import annotations
 
 from ._agent import AgentError
+from ._checks import Check, Result
 from ._run import passed, print_json, print_table, run_all, run_command, run_scenario, select
-from ._scenarios import SCENARIOS, Check, Result, Scenario
+from ._scenarios import SCENARIOS, Scenario
 from ._server import Hang, HttpError, LoopbackLLM, Stream
 
 __all__ = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -28,12 +29,21 @@ API_KEY = "conformance-key"
 #: The model's context window, as declared in models.json.
 CONTEXT_WINDOW = 32_000
 
-#: How long a command may wait for its response.
+#: How long a command may wait for its response, seconds.
 RESPONSE_TIMEOUT = 30.0
+#: The longest line the kit reads from the agent's stdout, bytes; a longer one is an error.
+MAX_LINE = 4 * 1024 * 1024
+#: The most the kit reads from one agent's stdout (one scenario): lines, and bytes.
+MAX_LINES = 20_000
+MAX_BYTES = 64 * 1024 * 1024
+#: How long the agent has to exit once its stdin ends, and again after SIGTERM, seconds.
+EXIT_GRACE = 3.0
+
+_MIB = 1024 * 1024
 
 
 class AgentError(Exception):
-    """The agent did not behave as an RPC agent at all (exited, no response, bad JSON)."""
+    """The agent did not behave as an RPC agent at all (exited, no response, bad output)."""
 
 
 @attrs.frozen
@@ -47,6 +57,39 @@ class Observed:
     def type(self) -> str:
         """The event's ``type``."""
         return str(self.event.get("type", ""))
+
+
+def excerpt(data: bytes, limit: int = 60) -> str:
+    """The start of ``data`` as a quoted, escaped string: control characters show as
+    escapes, and ``…`` follows when there is more.
+
+    Args:
+        data: What the agent wrote.
+        limit: How many characters to show at most.
+
+    Returns:
+        For example ``'not json\\x1b[31m'`` or ``'xxxxxxxx'…``.
+    """
+    text = data[: limit * 4].decode(errors="replace")
+    more = len(text) > limit or len(data) > limit * 4
+    return repr(text[:limit]) + ("…" if more else "")
+
+
+def exit_status(returncode: int) -> str:
+    """``status 3`` or ``signal SIGKILL``: how a process ended, in words.
+
+    Args:
+        returncode: The process's return code (negative: the signal that ended it).
+
+    Returns:
+        The words.
+    """
+    if returncode >= 0:
+        return f"status {returncode}"
+    try:
+        return f"signal {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"signal {-returncode}"
 
 
 def models_json(base_url: str, api_key: str = API_KEY) -> dict[str, Any]:
@@ -101,7 +144,14 @@ def agent_environment(agent_dir: Path, home: Path) -> dict[str, str]:
 
 @attrs.define(eq=False)
 class Agent:
-    """A running agent: send commands, read events."""
+    """A running agent: send commands, read events.
+
+    What it writes is read within bounds: a line of at most ``MAX_LINE`` bytes, at most
+    ``MAX_LINES`` lines and ``MAX_BYTES`` bytes in all. A line that is not a JSON object,
+    or output past a bound, is a ``failure``: the kit reads no further (it closes its end
+    of the pipe, so the agent's next write fails) and every command raises ``AgentError``
+    saying what it saw.
+    """
 
     process: trio.Process
     events: list[Observed] = attrs.field(factory=list)
@@ -109,35 +159,79 @@ class Agent:
     stderr: bytearray = attrs.field(factory=bytearray)
     changed: trio.Event = attrs.field(factory=trio.Event)
     closed: bool = False
+    #: What was wrong with the agent's output, once something was; then ``closed`` too.
+    failure: str | None = None
+    #: Lines and bytes read from stdout; responses received to the kit's commands.
+    lines: int = 0
+    received: int = 0
+    answered: int = 0
+    #: What else the kit saw, for the result (an agent that would not exit).
+    notes: list[str] = attrs.field(factory=list)
+    #: How the agent ended, if it did before ``stop``.
+    exited: str | None = None
+    stderr_done: trio.Event = attrs.field(factory=trio.Event)
     _next_id: int = 0
 
     def _notify(self) -> None:
         self.changed.set()
         self.changed = trio.Event()
 
+    def _fail(self, failure: str) -> None:
+        if self.failure is None:
+            self.failure = failure
+
     async def read_stdout(self) -> None:
-        """Read JSON lines until the agent closes its stdout."""
-        assert self.process.stdout is not None
-        buffer = b""
+        """Read JSON lines until the agent closes its stdout, or its output fails."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        buffer = bytearray()
+        scanned = 0  # no newline in buffer[:scanned]
         try:
-            while data := await self.process.stdout.receive_some(65536):
+            while self.failure is None and (data := await stdout.receive_some(65536)):
+                self.received += len(data)
                 buffer += data
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    self._line(line)
+                start = 0
+                while self.failure is None and (end := buffer.find(b"\n", scanned)) >= 0:
+                    self._line(bytes(buffer[start:end]))
+                    start = scanned = end + 1
+                del buffer[:start]
+                scanned = len(buffer)
+                if len(buffer) > MAX_LINE:
+                    self._fail(
+                        f"the agent wrote a line longer than {MAX_LINE // _MIB} MiB "
+                        f"(the kit reads no further): {excerpt(bytes(buffer[:256]))}"
+                    )
+                elif self.received > MAX_BYTES:
+                    self._fail(
+                        f"the agent flooded its stdout: more than {MAX_BYTES // _MIB} MiB "
+                        "in one scenario (the kit reads no further)"
+                    )
+            if self.failure is None and buffer.strip():
+                self._line(bytes(buffer))  # the last line, without its newline
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+        if self.failure is not None:
+            await stdout.aclose()  # the agent's next write fails instead of blocking
         self.closed = True
         self._notify()
 
     def _line(self, line: bytes) -> None:
+        self.lines += 1
+        if self.lines > MAX_LINES:
+            self._fail(
+                f"the agent flooded its stdout: more than {MAX_LINES} lines in one "
+                "scenario (the kit reads no further)"
+            )
+            return
         if not line.strip():
             return
         try:
             data = json.loads(line)
-        except ValueError:
-            return  # a stray line is not an event
+        except (ValueError, RecursionError):
+            self._fail(f"the agent wrote a line that is not JSON: {excerpt(line)}")
+            return
         if not isinstance(data, dict):
+            self._fail(f"the agent wrote a line that is not a JSON object: {excerpt(line)}")
             return
         if data.get("type") == "response":
             self.responses.append(data)
@@ -154,26 +248,67 @@ class Agent:
                 del self.stderr[:-8192]
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+        finally:
+            self.stderr_done.set()
 
     async def send(self, command: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Send one command; its response (``AgentError`` if none comes)."""
+        """Send one command and wait for its response.
+
+        Args:
+            command: The command, without its ``id``.
+
+        Returns:
+            The agent's response.
+
+        Raises:
+            AgentError: The agent's output failed, it exited or closed its stdout, or no
+                response came within ``RESPONSE_TIMEOUT``; the message says which.
+        """
         self._next_id += 1
         ident = f"conf_{self._next_id}"
+        name = str(command.get("type"))
         assert self.process.stdin is not None
         line = json.dumps({"id": ident, **command}) + "\n"
-        try:
-            await self.process.stdin.send_all(line.encode())
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise AgentError(f"the agent closed its stdin: {self.stderr_tail()}") from exc
         with trio.move_on_after(RESPONSE_TIMEOUT):
+            if self.failure is not None:
+                raise AgentError(self.failure)
+            try:
+                await self.process.stdin.send_all(line.encode())
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise AgentError(await self._gone(name)) from exc
             while True:
                 for response in self.responses:
                     if response.get("id") == ident:
+                        self.answered += 1
                         return response
+                if self.failure is not None:
+                    raise AgentError(self.failure)
                 if self.closed:
-                    raise AgentError(f"the agent exited: {self.stderr_tail()}")
+                    raise AgentError(await self._gone(name))
                 await self.changed.wait()
-        raise AgentError(f"no response to {command.get('type')} in {RESPONSE_TIMEOUT:g} s")
+        if self.lines == 0:
+            raise AgentError(
+                f"no response to {name} in {RESPONSE_TIMEOUT:g} s: the agent wrote "
+                f"nothing on stdout; {self.stderr_tail()}"
+            )
+        raise AgentError(f"no response to {name} in {RESPONSE_TIMEOUT:g} s; {self.stderr_tail()}")
+
+    async def _gone(self, name: str) -> str:
+        """Why the agent cannot answer ``name``: it exited (how), or closed its pipes."""
+        with trio.move_on_after(EXIT_GRACE):
+            await self.process.wait()
+        with trio.move_on_after(1):
+            await self.stderr_done.wait()
+        code = self.process.returncode
+        if code is None:
+            return (
+                f"the agent closed its stdout before answering {name} (it still runs); "
+                f"{self.stderr_tail()}"
+            )
+        return (
+            f"the agent exited with {exit_status(code)} before answering {name}; "
+            f"{self.stderr_tail()}"
+        )
 
     async def wait_for(self, test: Callable[[Observed], bool], within: float) -> Observed | None:
         """The first event (so far or to come) passing ``test``; ``None`` after ``within`` s."""
@@ -221,10 +356,41 @@ class Agent:
                 await self.changed.wait()
         return False
 
+    async def stop(self) -> None:
+        """End the agent: close its stdin (an RPC agent exits on EOF), then SIGTERM, then
+        SIGKILL, ``EXIT_GRACE`` seconds apart; a note says when EOF was not enough."""
+        process = self.process
+        if process.returncode is not None and self.failure is None:
+            with trio.move_on_after(1):
+                await self.stderr_done.wait()
+            self.exited = (
+                f"the agent exited with {exit_status(process.returncode)} before the kit "
+                f"ended it; {self.stderr_tail()}"
+            )
+        if process.stdin is not None:
+            with trio.move_on_after(1):
+                await process.stdin.aclose()
+        with trio.move_on_after(EXIT_GRACE):
+            await process.wait()
+            return
+        late = f"the agent did not exit within {EXIT_GRACE:g} s of the end of its stdin"
+        process.terminate()
+        with trio.move_on_after(EXIT_GRACE):
+            await process.wait()
+            self.notes.append(f"{late}; SIGTERM ended it")
+            return
+        process.kill()
+        self.notes.append(f"{late}, nor within {EXIT_GRACE:g} s of SIGTERM: the kit killed it")
+        with trio.move_on_after(EXIT_GRACE):
+            await process.wait()
+
     def stderr_tail(self) -> str:
-        """The end of what the agent wrote to stderr, for an error message."""
+        """The end of what the agent wrote to stderr, quoted and escaped, for a message."""
         text = self.stderr.decode(errors="replace").strip()
-        return text[-500:] if text else "(nothing on stderr)"
+        if not text:
+            return "nothing on its stderr"
+        tail = repr(text[-200:])
+        return f"its stderr ends: {'…' if len(text) > 200 else ''}{tail}"
 
 
 def store_keys(home: Path, environ: Mapping[str, str], keys: Sequence[str]) -> None:
@@ -234,7 +400,8 @@ def store_keys(home: Path, environ: Mapping[str, str], keys: Sequence[str]) -> N
     SQLite store of ``trio-session auth add`` is where trio-session keeps more.
     """
     from .._dirs import user_data_dir
-    from ..store._sqlite_credentials import SqliteCredentialStore, default_credentials_path
+    from ..store._credentials_file import default_credentials_path
+    from ..store._sqlite_credentials import SqliteCredentialStore
 
     data_dir = user_data_dir(environ=environ, home=home)
     store = SqliteCredentialStore.open(default_credentials_path(data_dir=data_dir), env_vars={})
@@ -288,24 +455,11 @@ async def start_agent(
                 yield agent
             finally:
                 with trio.CancelScope(shield=True):
-                    await _stop(process)
+                    await agent.stop()
                 nursery.cancel_scope.cancel()
     finally:
         if process.returncode is None:
             process.kill()
-
-
-async def _stop(process: trio.Process) -> None:
-    """Close stdin (an RPC agent exits on EOF); terminate, then kill, if it lingers."""
-    if process.stdin is not None:
-        with trio.move_on_after(1):
-            await process.stdin.aclose()
-    for signal_it in (None, process.terminate, process.kill):
-        if signal_it is not None:
-            signal_it()
-        with trio.move_on_after(3):
-            await process.wait()
-            return
 
 
 def text_of(message: Mapping[str, Any]) -> str:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 import trio
 
-from ._agent import AgentError, Observed, start_agent
-from ._scenarios import SCENARIOS, Check, Result, Run, Scenario, requests, retry_summary
+from ._agent import Agent, AgentError, Observed, start_agent
+from ._checks import Check, Result, Run, requests, retry_summary
+from ._scenarios import SCENARIOS, Scenario
 from ._server import LoopbackLLM
 
 #: How long one scenario may take at all, seconds (its runs have their own timeouts).
@@ -33,10 +34,20 @@ def select(only: Sequence[str] | None) -> tuple[Scenario, ...]:
 
 
 async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -> Result:
-    """Run one scenario against a fresh agent started from ``command``."""
+    """Run one scenario against a fresh agent started from ``command``.
+
+    Args:
+        scenario: The scenario.
+        command: The agent's command line.
+        work: A directory for the agent's private home, agent directory and project.
+
+    Returns:
+        The scenario's result.
+    """
     checks: list[Check] = []
     retry_events: list[Observed] = []
     error = None
+    agent: Agent | None = None
     fallback = scenario.fallback
     server = LoopbackLLM(list(scenario.script), keyed=dict(scenario.keyed))
     if fallback is not None:
@@ -59,6 +70,16 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -
             nursery.cancel_scope.cancel()
     except* AgentError as group:
         error = "; ".join(str(exc) for exc in _leaves(group))
+    if agent is not None and agent.failure is not None:
+        error = agent.failure  # what it wrote, even if the driver went on without it
+    # No RPC agent at all: it could not start, its output is not JSON lines, or it did
+    # not answer the scenario's first command (it died, stayed silent or flooded).
+    broken = error is not None and (
+        agent is None or agent.failure is not None or not agent.answered
+    )
+    notes = list(agent.notes) if agent is not None else []
+    if error is None and agent is not None and agent.exited is not None:
+        notes.insert(0, agent.exited)  # a crash the checks only show as missing events
     observed = f"{retry_summary(retry_events)}; {requests(len(server.requests))}"
     return Result(
         scenario.name,
@@ -68,6 +89,8 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], work: Path) -
         observed,
         tuple(checks),
         error,
+        notes=tuple(notes),
+        broken=broken,
     )
 
 
@@ -78,15 +101,61 @@ def _leaves(error: BaseException) -> list[BaseException]:
     return [error]
 
 
+def not_run(scenario: Scenario, broken: Result) -> Result:
+    """The result of a scenario the kit did not run, ``broken`` having shown the agent is
+    no RPC agent.
+
+    Args:
+        scenario: The scenario not run.
+        broken: The result that showed it.
+
+    Returns:
+        A result whose verdict is ``error``.
+    """
+    return Result(
+        scenario.name,
+        scenario.rules,
+        scenario.beyond_rules,
+        scenario.expected,
+        "not run",
+        (),
+        f"not run: the agent is broken (see {broken.name})",
+        ran=False,
+    )
+
+
 async def run_all(
-    command: Sequence[str], scenarios: Sequence[Scenario], work: Path | None = None
+    command: Sequence[str],
+    scenarios: Sequence[Scenario],
+    work: Path | None = None,
+    progress: Callable[[Result], None] | None = None,
 ) -> list[Result]:
-    """Run ``scenarios`` one after another, each against a fresh agent."""
-    results = []
+    """Run ``scenarios`` one after another, each against a fresh agent.
+
+    Once a scenario shows the agent is no RPC agent at all (``Result.broken``), the rest
+    are not run: their results say so.
+
+    Args:
+        command: The agent's command line.
+        scenarios: The scenarios, in order.
+        work: A directory for the agents' files (a temporary one if not given).
+        progress: Called with each result as soon as its scenario is over.
+
+    Returns:
+        One result per scenario, in order.
+    """
+    results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="trio-session-conformance-") as temporary:
         root = work or Path(temporary)
         for scenario in scenarios:
-            results.append(await run_scenario(scenario, command, root / scenario.name))
+            broken = next((r for r in results if r.broken), None)
+            if broken is not None:
+                result = not_run(scenario, broken)
+            else:
+                result = await run_scenario(scenario, command, root / scenario.name)
+            results.append(result)
+            if progress is not None:
+                progress(result)
     return results
 
 
@@ -96,9 +165,17 @@ def passed(results: Sequence[Result]) -> bool:
 
 
 def print_table(results: Sequence[Result], out: TextIO) -> None:
-    """One row per scenario, then the failed checks under it."""
+    """One row per scenario, then the failed checks and the notes under it; the scenarios
+    not run (the agent being broken) on one line.
+
+    Args:
+        results: The results, in order.
+        out: Where to write.
+    """
     out.write("scenario | rules | expected | observed | verdict\n")
     for r in results:
+        if not r.ran:
+            continue
         rules = ", ".join(
             f"{rule} [beyond]" if rule in r.beyond_rules else rule for rule in r.rules
         )
@@ -107,10 +184,18 @@ def print_table(results: Sequence[Result], out: TextIO) -> None:
             if not c.ok:
                 mark = "beyond the reference" if c.beyond else "FAIL"
                 out.write(f"    {mark}: {c.rules}: expected {c.expected}; observed {c.observed}\n")
+        for note in r.notes:
+            out.write(f"    note: {note}\n")
+    skipped = [r for r in results if not r.ran]
+    broken = next((r.name for r in results if r.broken), None)
+    if skipped:
+        names = ", ".join(r.name for r in skipped)
+        out.write(f"not run, the agent being broken (see {broken}): {names}\n")
     total = len(results)
     good = sum(r.verdict == "pass" for r in results)
     beyond = sum(r.verdict == "beyond-differs" for r in results)
-    out.write(f"{good} of {total} scenarios pass, {beyond} differ only beyond the reference\n")
+    summary = f"{good} of {total} scenarios pass, {beyond} differ only beyond the reference"
+    out.write(f"{summary}{f', {len(skipped)} not run' if skipped else ''}\n")
 
 
 def print_json(results: Sequence[Result], out: TextIO) -> None:
@@ -120,11 +205,26 @@ def print_json(results: Sequence[Result], out: TextIO) -> None:
 
 
 def run_command(
-    command: Sequence[str], only: Sequence[str] | None, as_json: bool, out: TextIO
+    command: Sequence[str],
+    only: Sequence[str] | None,
+    as_json: bool,
+    out: TextIO,
+    progress: TextIO | None = None,
 ) -> int:
     """``trio-session conformance``: run, print, and exit 0 only if every seed rule held.
 
-    Raises ``ValueError`` for an unknown scenario name or a missing command.
+    Args:
+        command: The agent's command line.
+        only: The names of the scenarios to run (all if empty or ``None``).
+        as_json: Print one JSON document instead of the table.
+        out: Where the table or the document goes.
+        progress: Where a line per scenario goes as soon as it is over (none if ``None``).
+
+    Returns:
+        The exit status: 0 if every non-[beyond] rule held, else 1.
+
+    Raises:
+        ValueError: An unknown scenario name, or no command, or one that cannot be found.
     """
     if not command:
         raise ValueError(
@@ -134,7 +234,13 @@ def run_command(
     if shutil.which(command[0]) is None:
         raise ValueError(f"cannot find the agent command {command[0]!r}")
     scenarios = select(only)
-    results = trio.run(run_all, command, scenarios)
+
+    def said(result: Result) -> None:
+        if progress is not None and result.ran:
+            progress.write(f"conformance: {result.name}: {result.verdict}\n")
+            progress.flush()
+
+    results = trio.run(run_all, command, scenarios, None, said)
     if as_json:
         print_json(results, out)
     else:

@@ -31,13 +31,14 @@ before any ``stop_reason``) was cut: a connection error, retried.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
 
+from .._errors import CodecError
+from .._json import TOO_DEEP_ARGUMENTS, loads
 from .._messages import (
     AssistantMessage,
     ImageContent,
@@ -49,19 +50,10 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from ._base import (
-    STREAM_CUT_MESSAGE,
-    THINKING_BUDGETS,
-    Model,
-    ProviderRequest,
-    StreamEnd,
-    StreamSink,
-    ToolSpec,
-    event_error_message,
-    excerpt,
-    invalid_response_message,
-)
-from ._http import HttpProvider, StreamParser
+from ._base import THINKING_BUDGETS, Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
+from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
+from ._http import HttpProvider
+from ._http_body import StreamParser
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")
@@ -193,8 +185,8 @@ class MessagesParser:
     def feed(self, event: ServerSentEvent) -> StreamEnd | None:
         """Take one event; return the end on ``message_stop`` or an error."""
         try:
-            data = json.loads(event.data)
-        except ValueError:
+            data = loads(event.data)
+        except ValueError:  # not JSON, or too deep for the parser
             logger.debug(
                 "event stream data is not valid JSON: %r",
                 excerpt(event.data, 200, secrets=self._secrets),
@@ -217,7 +209,7 @@ class MessagesParser:
         elif kind == "content_block_delta":
             self._block_delta(data.get("index"), data.get("delta"))
         elif kind == "content_block_stop":
-            self._block_stop(data.get("index"))
+            return self._block_stop(data.get("index"))
         elif kind == "message_delta":
             delta = data.get("delta")
             if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
@@ -286,20 +278,24 @@ class MessagesParser:
             if isinstance(part, str):
                 self._tools[index].json_parts.append(part)
 
-    def _block_stop(self, index: object) -> None:
+    def _block_stop(self, index: object) -> StreamEnd | None:
+        """Close a block; a tool call's input too deep for the parser ends the stream."""
         tool = self._tools.pop(index, None)
         if tool is None:
-            return
+            return None
         text = "".join(tool.json_parts).strip()
         try:
-            arguments = json.loads(text) if text else dict(tool.initial)
+            arguments = loads(text) if text else dict(tool.initial)
+        except CodecError:
+            return StreamEnd.error(invalid_response_message(TOO_DEEP_ARGUMENTS))
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):
             self._unfinished = tool.name  # fine if max_tokens cut it off: decided at the end
-            return
+            return None
         self._sink.tool_call(ToolCall(id=tool.id, name=tool.name, arguments=arguments))
         self._calls += 1
+        return None
 
     def _end(self) -> StreamEnd:
         reason = STOP_REASONS.get(self._stop_reason or "end_turn", "stop")

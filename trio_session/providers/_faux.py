@@ -18,6 +18,7 @@ import trio
 
 from .._codec import _decode_attrs
 from .._errors import CodecError, TrioSessionError
+from .._json import loads
 from .._messages import ZERO_USAGE, StopReason, ToolCall, Usage
 from ._base import ProviderRequest, StreamEnd, StreamSink
 
@@ -292,11 +293,14 @@ def load_faux_script(path: str | Path) -> list[FauxReply]:
         msg = f"cannot read faux script {source}: {exc}"
         raise FauxScriptError(msg) from exc
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as exc:
         msg = (
             f"faux script {source} is not valid JSON: {exc.msg} "
             f"at line {exc.lineno} column {exc.colno}"
         )
+        raise FauxScriptError(msg) from exc
+    except ValueError as exc:  # too deep for the parser; an integer too long to read
+        msg = f"faux script {source} cannot be read: {exc}"
         raise FauxScriptError(msg) from exc
     return faux_script_from_json(data, source=source)

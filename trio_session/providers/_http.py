@@ -32,10 +32,11 @@ are async generators nested several deep, and leaving the outer one abandons the
 ones to the garbage collector (trio warns). A cancellation instead unwinds every level
 from the innermost read, and httpcore closes the connection on the way out.
 
-Nothing here retries (R-28a): the owned client's transport has ``retries=0`` and
-redirects are not followed — a 3xx is an error naming its ``location``. Cancellation
-passes straight through; leaving ``client.stream()`` closes the response, and with it
-the connection, so the server sees the disconnect at once.
+Nothing here retries (R-28a): the owned client's transports have ``retries=0`` (the
+direct one, and one per proxy of the environment: ``HTTPS_PROXY``, ``NO_PROXY``, see
+``_proxy``), and redirects are not followed: a 3xx is an error naming its ``location``.
+Cancellation passes straight through; leaving ``client.stream()`` closes the response,
+and with it the connection, so the server sees the disconnect at once.
 """
 
 from __future__ import annotations
@@ -45,43 +46,34 @@ import logging
 import math
 import os
 import traceback
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeAlias
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 
 import attrs
 import trio
 
 from .._text import valid_unicode
-from ._base import (
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink
+from ._error_text import (
     STREAM_CUT_MESSAGE,
-    Model,
-    ProviderRequest,
-    StreamEnd,
-    StreamSink,
-    excerpt,
     http_error_message,
-    invalid_response_message,
     redact,
 )
-from ._sse import EventStreamTooLarge, ServerSentEvent, SSEDecoder
+from ._http_body import (
+    UNDECODABLE,
+    EventReader,
+    StreamParser,
+    content_decoder,
+    error_response_message,
+    not_a_stream_message,
+)
+from ._httpx import lazy_httpx
+from ._proxy import proxy_mounts, proxy_secrets
 
 if TYPE_CHECKING:
     import httpx
 else:
-
-    class _Httpx:
-        """Stands for the ``httpx`` module until something of it is used, then imports it
-        and puts the module in its place: a provider that is made but never sends (the
-        ``rpc`` command answering its first commands) does not pay for importing it."""
-
-        def __getattr__(self, name: str) -> Any:
-            global httpx
-            import httpx as module
-
-            httpx = module
-            return getattr(module, name)
-
-    httpx = _Httpx()
+    httpx = lazy_httpx(globals())
 
 logger = logging.getLogger("trio_session")
 
@@ -107,14 +99,6 @@ else:
 #: Default limit on one attempt as a whole, in seconds: connecting, the headers, the whole
 #: streamed answer and any error body.
 DEFAULT_ATTEMPT_TIMEOUT = 600.0
-
-#: The most of an error body that is read; the rest is dropped with the connection.
-MAX_ERROR_BODY_BYTES = 64 * 1024
-
-_UNDECODABLE = invalid_response_message("the response body could not be decoded")
-
-#: ``http_error_message``'s signature: what an adapter uses to word an HTTP error response.
-ErrorWording = Callable[..., str]
 
 
 if TYPE_CHECKING:
@@ -155,18 +139,6 @@ def json_body(body: Mapping[str, Any]) -> bytes:
     except UnicodeEncodeError:
         logger.warning("the request had text that is not valid Unicode; sent U+FFFD instead")
         return valid_unicode(text).encode("utf-8")
-
-
-class StreamParser(Protocol):
-    """Reads one API's events into a sink; made fresh for every request."""
-
-    def feed(self, event: ServerSentEvent) -> StreamEnd | None:
-        """Take one event; return how the stream ended if this event ends it."""
-        ...
-
-    def finish(self) -> StreamEnd:
-        """The body ended without an end event: how did the stream end?"""
-        ...
 
 
 @attrs.define(eq=False)
@@ -291,6 +263,15 @@ class HttpProvider:
 
     # -- configuration -------------------------------------------------------------
 
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets this provider holds — its own ``api_key``, if it was given one —
+        for a session to keep out of its logs and spans (see ``Provider``).
+
+        Returns:
+            The provider's own key, or nothing.
+        """
+        return (self._api_key,) if self._api_key else ()
+
     @property
     def name(self) -> str:
         """The provider name credentials are keyed by."""
@@ -345,6 +326,7 @@ class HttpProvider:
         if self._client is None:
             self._client = httpx.AsyncClient(
                 transport=httpx.AsyncHTTPTransport(retries=0),
+                mounts=proxy_mounts(),  # HTTP(S)_PROXY, NO_PROXY: see _proxy
                 timeout=self.timeout,
                 follow_redirects=False,
             )
@@ -399,7 +381,7 @@ class HttpProvider:
             sink: where the streamed text, thinking, tool calls and usage go.
         """
         key = request.api_key or self._api_key
-        secrets = tuple(s for s in (request.api_key, self._api_key) if s)
+        secrets = (*(s for s in (request.api_key, self._api_key) if s), *proxy_secrets())
         attempt = _Attempt()
         limit = self._attempt_timeout
         with trio.move_on_after(math.inf if limit is None else limit) as deadline:
@@ -455,7 +437,7 @@ class HttpProvider:
                 attempt.response = response
                 if not response.is_success:
                     return StreamEnd.error(
-                        await _error_response_message(response, secrets, self._http_error_message)
+                        await error_response_message(response, secrets, self._http_error_message)
                     )
                 return await self._read_events(response, self._parser(sink, secrets), secrets)
         except httpx.InvalidURL as exc:
@@ -470,11 +452,11 @@ class HttpProvider:
         content_type = response.headers.get("content-type", "")
         if content_type and "event-stream" not in content_type.lower():
             return StreamEnd.error(
-                await _not_a_stream_message(
+                await not_a_stream_message(
                     response, content_type, secrets, self._http_error_message
                 )
             )
-        reader = _EventReader(_content_decoder(response), parser)
+        reader = EventReader(content_decoder(response), parser)
         end: StreamEnd | None = None
         failure: Exception | None = None
         with trio.CancelScope() as reading:
@@ -509,7 +491,7 @@ class HttpProvider:
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError)):
             return f"Invalid request: {exc}"
         if isinstance(exc, httpx.DecodingError):
-            return _UNDECODABLE
+            return UNDECODABLE
         if isinstance(exc, httpx.TransportError):  # read/write/close errors, remote protocol
             if responded:
                 return STREAM_CUT_MESSAGE
@@ -563,142 +545,3 @@ def env_base_url(cls: type[HttpProvider], environ: Mapping[str, str] = os.enviro
     variable = cls.BASE_URL_VARIABLE
     value = environ.get(variable, "").strip() if variable else ""
     return value or None
-
-
-class _ContentDecoder(Protocol):
-    def decode(self, data: bytes) -> bytes: ...
-    def flush(self) -> bytes: ...
-
-
-def _content_decoder(response: httpx.Response) -> _ContentDecoder:
-    """The ``content-encoding`` decoder httpx would use for ``response``.
-
-    The body is read with ``aiter_raw()`` and decoded here, in the reader's own frame:
-    inside httpx's ``aiter_bytes()`` a ``DecodingError`` would leave the raw iterator
-    under it suspended and abandoned to the garbage collector (trio warns), while here
-    it is caught and the read loop is left by cancellation like any early stop.
-    ``_get_content_decoder`` is httpx's own: private, but in every httpx this package
-    supports, and what ``aiter_bytes()`` itself calls.
-    """
-    decoder: _ContentDecoder = response._get_content_decoder()
-    return decoder
-
-
-@attrs.define(eq=False)
-class _EventReader:
-    """Raw body pieces → content decoding → SSE lines and events → the parser."""
-
-    _content: _ContentDecoder
-    _parser: StreamParser
-    _events: SSEDecoder = attrs.field(factory=SSEDecoder)
-
-    def take(self, raw: bytes) -> StreamEnd | None:
-        """Feed one raw piece of the body; the end, if it came (or a failure)."""
-        try:
-            data = self._content.decode(raw)
-        except httpx.DecodingError:
-            return StreamEnd.error(_UNDECODABLE)
-        return self._feed(data)
-
-    def finish(self) -> StreamEnd:
-        """The body ended: what the content decoder still held, then the parser's verdict."""
-        try:
-            end = self._feed(self._content.flush())
-        except httpx.DecodingError:
-            end = StreamEnd.error(_UNDECODABLE)
-        return end if end is not None else self._parser.finish()
-
-    def _feed(self, data: bytes) -> StreamEnd | None:
-        try:
-            for event in self._events.feed(data):
-                if (end := self._parser.feed(event)) is not None:
-                    return end
-        except EventStreamTooLarge as exc:
-            return StreamEnd.error(invalid_response_message(str(exc)))
-        return None
-
-
-async def _read_capped(
-    response: httpx.Response, secrets: tuple[str, ...]
-) -> tuple[str, str | None]:
-    """Up to ``MAX_ERROR_BODY_BYTES`` of a body as text, secrets redacted, and what
-    went wrong reading it (``None`` if nothing did).
-
-    A body cut at the limit or by a lost connection may end in the start of a key; that
-    start is redacted too (``redact`` with ``cut=True``).
-    """
-    content = _content_decoder(response)
-    chunks: list[bytes] = []
-    size = 0
-    problem: str | None = None
-    try:
-        with trio.CancelScope() as reading:  # stop early as _read_events does
-            async for raw in response.aiter_raw():
-                if size >= MAX_ERROR_BODY_BYTES or problem is not None:
-                    continue  # the cancellation lands at the next checkpoint
-                try:
-                    chunk = content.decode(raw)
-                except httpx.DecodingError:  # content-encoding: gzip, and something else
-                    problem = "the error body could not be decoded"
-                    reading.cancel(reason="error body undecodable")
-                    continue
-                chunks.append(chunk)
-                size += len(chunk)
-                if size >= MAX_ERROR_BODY_BYTES:
-                    reading.cancel(reason="error body long enough")
-    except httpx.TransportError:
-        problem = "the connection was lost while reading the error body"
-    if problem is None and size < MAX_ERROR_BODY_BYTES:
-        try:
-            chunks.append(content.flush())
-        except httpx.DecodingError:
-            problem = "the error body could not be decoded"
-    data = b"".join(chunks)[:MAX_ERROR_BODY_BYTES]
-    try:
-        text = data.decode(response.encoding or "utf-8", errors="replace")
-    except LookupError:
-        text = data.decode("utf-8", errors="replace")
-    cut = problem is not None or size >= MAX_ERROR_BODY_BYTES
-    return redact(text, *secrets, cut=cut), problem
-
-
-async def _error_response_message(
-    response: httpx.Response,
-    secrets: tuple[str, ...],
-    wording: ErrorWording = http_error_message,
-) -> str:
-    body, problem = await _read_capped(response, secrets)
-    content_type = response.headers.get("content-type", "")
-    if problem is not None and not body.strip():
-        body, content_type = f"({problem})", "text/plain"
-    return wording(
-        response.status_code,
-        response.reason_phrase,
-        body,
-        response.headers,
-        content_type=content_type,
-        secrets=secrets,
-    )
-
-
-async def _not_a_stream_message(
-    response: httpx.Response,
-    content_type: str,
-    secrets: tuple[str, ...],
-    wording: ErrorWording = http_error_message,
-) -> str:
-    """A 2xx that is not an event stream: a JSON error in disguise, or the wrong server."""
-    body, _ = await _read_capped(response, secrets)
-    try:
-        data = json.loads(body) if "json" in content_type.lower() else None
-    except ValueError:
-        data = None
-    if isinstance(data, list) and len(data) == 1:  # Gemini wraps its error in a list
-        data = data[0]
-    if isinstance(data, Mapping) and data.get("error"):
-        return wording(
-            response.status_code, response.reason_phrase, body, response.headers, secrets=secrets
-        )
-    kind = content_type.split(";")[0].strip()
-    logger.debug("expected an event stream, got %s: %r", kind, excerpt(body, 200, secrets=secrets))
-    return invalid_response_message(f"expected an event stream, got {kind!r}")

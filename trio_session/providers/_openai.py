@@ -35,6 +35,8 @@ from typing import Any, ClassVar
 
 import attrs
 
+from .._errors import CodecError
+from .._json import TOO_DEEP_ARGUMENTS, loads
 from .._messages import (
     AssistantMessage,
     ImageContent,
@@ -45,18 +47,10 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from ._base import (
-    STREAM_CUT_MESSAGE,
-    Model,
-    ProviderRequest,
-    StreamEnd,
-    StreamSink,
-    ToolSpec,
-    event_error_message,
-    excerpt,
-    invalid_response_message,
-)
-from ._http import HttpProvider, StreamParser
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
+from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
+from ._http import HttpProvider
+from ._http_body import StreamParser
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")
@@ -176,8 +170,8 @@ class ChatCompletionsParser:
         if data == "[DONE]":
             return self._end()
         try:
-            chunk = json.loads(data)
-        except ValueError:
+            chunk = loads(data)
+        except ValueError:  # not JSON, or too deep for the parser
             logger.debug(
                 "event stream data is not valid JSON: %r",
                 excerpt(event.data, 200, secrets=self._secrets),
@@ -259,7 +253,9 @@ class ChatCompletionsParser:
         for number, draft in enumerate(self._drafts.values()):
             text = "".join(draft.arguments).strip() or "{}"
             try:
-                arguments = json.loads(text)
+                arguments = loads(text)
+            except CodecError:  # too deep for the parser
+                return StreamEnd.error(invalid_response_message(TOO_DEEP_ARGUMENTS))
             except ValueError:
                 arguments = None
             if isinstance(arguments, dict):

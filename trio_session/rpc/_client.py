@@ -24,7 +24,6 @@ Nothing hangs.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import signal
@@ -38,6 +37,7 @@ import attrs
 import trio
 
 from .._groups import unwrapped as _unwrapped
+from .._json import loads
 from ._errors import RpcCommandError, RpcConnectionError
 from ._protocol import LineSplitter, encode_line
 
@@ -551,8 +551,8 @@ class RpcClient:
 
     def _dispatch(self, line: bytes) -> None:
         try:
-            data = json.loads(line)
-        except ValueError:
+            data = loads(line)
+        except ValueError:  # not JSON, or too deep for the parser
             logger.warning("rpc server wrote a line that is not JSON: %r", line[:200])
             return
         if not isinstance(data, dict):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..store._history import LabelEntry, LoadedSession
+from ..store._entries import LabelEntry
+from ..store._loaded import LoadedSession
 
 
 def entries_json(

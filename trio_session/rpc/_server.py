@@ -49,6 +49,7 @@ from .._errors import CompactionError, SessionBusyError, SessionClosedError
 from .._events import MessageUpdate, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._messages import UserMessage
+from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
 from ..store._history import HistoryError, LoadedSession, MessageEntry, load_session
 from ..store._session_file import fork_session
@@ -239,6 +240,9 @@ class RpcServer:
             ``message``, no ``assistantMessageEvent.partial``, no top-level ``delta``):
             the client accumulates deltas by ``contentIndex`` (docs/rpc.md). Off by
             default: the reference's shape, which its own clients read.
+        prompt_input: what ``prompt``, ``steer`` and ``follow_up`` text goes through
+            first: pi's templates and skills expanded, a prompt without a key refused
+            (``trio_session._prompt_input``); ``get_commands`` lists its commands.
 
     Use ``serve_rpc``, or ``await nursery.start(server.serve)``.
     """
@@ -250,6 +254,7 @@ class RpcServer:
     merge_updates_after: int = MERGE_UPDATES_AFTER
     first_session: SessionRequest = attrs.field(factory=SessionRequest)
     lean_updates: bool = False
+    prompt_input: PromptInput = attrs.field(factory=PromptInput)
     _outbox: Outbox = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
@@ -490,10 +495,10 @@ class RpcServer:
         | GetAvailableThinkingLevels,
     ) -> Response:
         if isinstance(command, Steer):
-            session.steer(command.message, command.images)
+            session.steer(self.prompt_input.expand(command.message), command.images)
             return Response.ok(command, QUEUED)
         if isinstance(command, FollowUp):
-            session.follow_up(command.message, command.images)
+            session.follow_up(self.prompt_input.expand(command.message), command.images)
             return Response.ok(command, QUEUED)
         if isinstance(command, SetSteeringMode):
             session.set_steering_mode(command.mode)
@@ -522,7 +527,9 @@ class RpcServer:
         backoff sleeps and compaction included — unlike the reference, where it
         drops between attempts. ``pendingMessageCount``, ``steeringMode`` and
         ``followUpMode`` are the session's queues. ``credentialStore`` is there when
-        the credential store reports a status (a Redis store).
+        the credential store reports a status (a Redis store). ``retryProfile`` is the
+        settings' ``retry.profile`` (R-53); pi 1.6.0 has no command to change it, nor
+        have we: it is set in a settings file or with ``--retry-profile``.
         """
         session = self.session
         return {
@@ -540,6 +547,7 @@ class RpcServer:
             "autoRetryEnabled": session.auto_retry_enabled,
             "isRetrying": session.is_retrying,
             "retryAttempt": session.retry_attempt,
+            "retryProfile": session.settings.retry.profile,
             **self._credential_store_state(),
         }
 
@@ -550,7 +558,13 @@ class RpcServer:
         return {} if status is None else {"credentialStore": status}
 
     def _prompt(self, command: Prompt) -> Response:
-        if self._run is not None or self.session.is_running:
+        starting = self._run is None and not self.session.is_running
+        try:
+            text = self.prompt_input.prepare(command.message, self.session.model, starting=starting)
+        except PromptRefused as exc:  # as pi: the prompt's answer says it, no run starts
+            return Response.failed(command, str(exc))
+        command = attrs.evolve(command, message=text)
+        if not starting:
             if self.session.join_retry(command.message, command.images):
                 # In a backoff sleep nothing streams: the seed reference starts the prompt
                 # at once (streamingBehavior or not); here the wait is cut short and the
@@ -719,7 +733,7 @@ class RpcServer:
                 return Response.failed(command, f"cannot write the HTML file: {exc}")
             return Response.ok(command, {"path": str(path)})
         if isinstance(command, GetCommands):
-            return Response.ok(command, {"commands": []})
+            return Response.ok(command, {"commands": self.prompt_input.commands()})
         assert_never(command)
 
     async def _abort_bash(self) -> None:
@@ -782,7 +796,8 @@ class RpcServer:
             )
         await self._abort_run()
         await file.flush()
-        loaded = await trio.to_thread.run_sync(load_session, file.path)
+        # Reading only: a cancel may leave the thread to finish on its own.
+        loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
         return file.path, loaded
 
     async def _entries(self, command: GetEntries | GetTree) -> Response:
@@ -794,7 +809,8 @@ class RpcServer:
                 command, f"Cannot {command.type}: this session keeps no session file"
             )
         await file.flush()
-        loaded = await trio.to_thread.run_sync(load_session, file.path)
+        # Reading only: a cancel may leave the thread to finish on its own.
+        loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
         if isinstance(command, GetTree):
             return Response.ok(command, tree_json(loaded, file.leaf_id))
         data = entries_json(loaded, file.leaf_id, command.since)
@@ -839,7 +855,7 @@ class RpcServer:
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or a.samefile(b)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a loop of links (Python 3.11, 3.12)
         return False
 
 

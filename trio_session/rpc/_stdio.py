@@ -33,6 +33,7 @@ from typing import Final
 import attrs
 import trio
 
+from .._prompt_input import PromptInput
 from ._protocol import MAX_LINE_BYTES
 from ._server import RpcServer, SessionFactory, SessionRequest
 
@@ -65,6 +66,7 @@ async def serve_stdio(
     max_line_bytes: int = MAX_LINE_BYTES,
     first_session: SessionRequest | None = None,
     lean_updates: bool = False,
+    prompt_input: PromptInput | None = None,
 ) -> signal.Signals | None:
     """Serve the RPC protocol on this process's stdin and stdout.
 
@@ -81,6 +83,7 @@ async def serve_stdio(
         max_line_bytes: the longest command line read (R-42).
         first_session: what ``sessions`` is asked for first; a new session if ``None``.
         lean_updates: write ``message_update`` events without the message so far.
+        prompt_input: what a prompt goes through first (``RpcServer``'s).
     """
     blocking = {}
     for fd in (0, 1):
@@ -97,6 +100,7 @@ async def serve_stdio(
             max_line_bytes=max_line_bytes,
             first_session=first_session if first_session is not None else SessionRequest(),
             lean_updates=lean_updates,
+            prompt_input=prompt_input if prompt_input is not None else PromptInput(),
         )
         stopper = _Stopper(server)
         # The receiver stays open until the server has written its last line: a signal

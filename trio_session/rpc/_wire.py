@@ -14,6 +14,8 @@ from typing import Any, Final, Protocol, TypeAlias
 
 import attrs
 
+from .._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth, loads
+
 MAX_LINE_BYTES: Final = 1024 * 1024
 """Longest command line the server reads (bytes, without the newline). A longer line gets one
 error response and is skipped up to its newline, never buffered (R-42)."""
@@ -93,7 +95,7 @@ def decode_json_line(line: bytes) -> Any | Rejected:
     """Decode one line (without its newline) as JSON, or say why it is not.
 
     A trailing ``\\r`` is dropped. Invalid UTF-8, an empty line, invalid JSON,
-    ``NaN``/``Infinity`` and nesting too deep for the parser are all
+    ``NaN``/``Infinity`` and nesting deeper than ``MAX_JSON_DEPTH`` are all
     ``Rejected`` with ``command: "parse"``.
     """
     if line.endswith(b"\r"):
@@ -107,13 +109,14 @@ def decode_json_line(line: bytes) -> Any | Rejected:
     if not text.strip():
         return parse_failure("the line is empty; expected a JSON object")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        data = loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         return parse_failure(f"{exc.msg} at column {exc.colno}")
-    except ValueError as exc:  # NaN, Infinity; or an integer too long to convert
+    except ValueError as exc:  # NaN, Infinity, too deep for the parser; a number too long
         return parse_failure(str(exc))
-    except RecursionError:
-        return parse_failure("the JSON is nested too deeply")
+    if json_depth(data) > MAX_JSON_DEPTH:
+        return parse_failure(f"the JSON is {TOO_DEEP}")
+    return data
 
 
 @attrs.frozen

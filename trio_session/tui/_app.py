@@ -17,14 +17,11 @@ editor, and a second Ctrl+C (or Ctrl+D on an empty editor) exits. See ``HELP``.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import sys
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import attrs
 import trio
@@ -39,71 +36,31 @@ from .._events import (
     MessageStart,
     MessageUpdate,
     SessionEvent,
+    SummarizationRetryScheduled,
 )
 from .._messages import AssistantMessage, UserMessage
+from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession, EventStream
 from ..providers._base import Model
-from ..store._history import HistoryError, SessionSummary, list_sessions
+from ..store._entries import HistoryError
 from ._controller import EventController, js_round
 from ._editor import Editor
+from ._footer import footer_of, tilde
+from ._help import COMMANDS, HINT, help_text
 from ._input_history import InputHistory
 from ._keys import Key
 from ._layout import FooterInfo, Frame, compose, editor_rows, fixed_rows, footer_lines
 from ._picker import Picker
 from ._render import Style
-from ._terminal import KeyReader, Screen, raw_terminal
+from ._resume import resume_picker
+from ._terminal import KeyReader, Screen
 from ._transcript import ReplyView, Transcript
 
-HINT = "enter: send · alt+enter: newline · esc: abort · /help: keys, commands"
 FRAMES_PER_SECOND = 60
 TICK = 0.1
 
 #: Opens a session: ``None`` for a new one, else the session file to resume.
 SessionOpener = Callable[[Path | None], AbstractAsyncContextManager[AgentSession]]
-
-COMMANDS = {
-    "/new": "start a new session",
-    "/resume": "pick an earlier session of this directory to continue",
-    "/model": "choose the model (/model NAME picks directly)",
-    "/compact": "summarize the conversation so far (/compact INSTRUCTIONS)",
-    "/name": "name this session (/name TEXT)",
-    "/help": "this help",
-    "/quit": "leave the chat",
-}
-
-KEYS = (
-    ("Enter", "send (while the agent works: queue it as a steer)"),
-    ("Shift+Enter, Alt+Enter, Ctrl+J", "insert a newline"),
-    ("Esc", "abort the running prompt; while a retry waits: cancel the retry"),
-    ("Ctrl+C", "abort, else clear the editor; twice: exit"),
-    ("Ctrl+D", "exit (on an empty editor)"),
-    ("←/→, Ctrl/Alt+←/→", "move by character / by word"),
-    ("Home/End, Ctrl+A/E", "start / end of the line"),
-    ("↑/↓", "move between lines; on the first/last line: input history"),
-    ("Ctrl+U / Ctrl+K / Ctrl+W", "delete to line start / to line end / the word before"),
-    ("Ctrl+L", "redraw the screen"),
-)
-
-
-def help_text() -> str:
-    """The ``/help`` text: the keys, then the commands."""
-    key_width = max(len(key) for key, _ in KEYS)
-    name_width = max(len(name) for name in COMMANDS)
-    lines = ["keys:"]
-    lines += [f"  {key:<{key_width}}  {what}" for key, what in KEYS]
-    lines.append("commands:")
-    lines += [f"  {name:<{name_width}}  {what}" for name, what in COMMANDS.items()]
-    return "\n".join(lines)
-
-
-def _tilde(path: Path) -> str:
-    """``path`` with the home directory written ``~``."""
-    text, home = str(path), str(Path.home())
-    return "~" + text[len(home) :] if text == home or text.startswith(home + os.sep) else text
-
-
-def _place() -> str:
-    return _tilde(Path.cwd())
 
 
 @attrs.frozen
@@ -125,6 +82,8 @@ class ChatApp:
             commands say they are not available (the demo).
         sessions_dir: where ``/resume`` looks for this directory's sessions.
         style: colours or not.
+        prompt_input: what a sent line goes through first: pi's templates and skills
+            expanded, a prompt without a key refused (``trio_session._prompt_input``).
     """
 
     screen: Screen
@@ -133,6 +92,7 @@ class ChatApp:
     opener: SessionOpener | None = None
     sessions_dir: Path | None = None
     style: Style = attrs.field(factory=Style)
+    prompt_input: PromptInput = attrs.field(factory=PromptInput)
     clock: Callable[[], float] = trio.current_time
     editor: Editor = attrs.field(init=False)
     transcript: Transcript = attrs.field(init=False)
@@ -244,7 +204,7 @@ class ChatApp:
         self.transcript.clear()
         self.transcript.blocks += banner
         if session.session_file is not None:
-            self.transcript.note(f"  session file: {_tilde(session.session_file)}")
+            self.transcript.note(f"  session file: {tilde(session.session_file)}")
         file = session.history_file
         for warning in file.loaded.warnings if file is not None and file.loaded else ():
             self.transcript.note(f"  ! warning: {warning}")
@@ -379,25 +339,7 @@ class ChatApp:
 
     def _update_footer(self) -> FooterInfo:
         """Read tokens, cost and context use from the session (not on every delta)."""
-        session = self._session
-        if session is None:
-            self._footer = FooterInfo(place=_place(), model="")
-            return self._footer
-        stats = session.stats()
-        usage = stats.context_usage
-        model = session.model
-        self._footer = FooterInfo(
-            place=_place(),
-            model=model.id,
-            session_name=session.session_name,
-            thinking=session.thinking_level if model.reasoning else None,
-            input_tokens=stats.tokens.input,
-            output_tokens=stats.tokens.output,
-            cost=stats.cost,
-            context_percent=usage.percent if usage is not None else None,
-            context_window=model.context_window,
-            auto_compaction=session.auto_compaction_enabled,
-        )
+        self._footer = footer_of(self._session)
         return self._footer
 
     def _say(self, text: str) -> None:
@@ -437,6 +379,12 @@ class ChatApp:
         elif isinstance(event, AutoRetryEnd):
             if event.success:
                 self.transcript.note(f"  ✓ retry {event.attempt} succeeded")
+        elif isinstance(event, SummarizationRetryScheduled):  # R-56f: as a retry is shown
+            seconds = max(1, js_round(event.delay_ms / 1000))
+            self.transcript.note(
+                f"  ↻ summary retry {event.attempt}/{event.max_attempts} in {seconds}s: "
+                f"{event.error_message}"
+            )
         elif isinstance(event, CompactionStart):
             self.transcript.note("  ⇣ compacting the conversation")
         elif isinstance(event, CompactionEnd):
@@ -517,7 +465,7 @@ class ChatApp:
         self.editor.take()
         if self.session.is_running:
             try:
-                self.session.steer(text)
+                self.session.steer(self.prompt_input.expand(text))
             except (SessionBusyError, TrioSessionError, ValueError) as exc:
                 self._say(f"  ✗ {exc}")
             return False
@@ -529,6 +477,12 @@ class ChatApp:
         self._start(self._prompt, text)
 
     async def _prompt(self, text: str) -> None:
+        try:
+            text = self.prompt_input.prepare(text, self.session.model, starting=True)
+        except PromptRefused as exc:  # as pi: said, and nothing is sent
+            self._say(f"  ✗ {exc}")
+            self.render()
+            return
         try:
             await self.session.prompt(text)
         except SessionBusyError:
@@ -620,17 +574,10 @@ class ChatApp:
             self._say("  /resume: this chat keeps no session files (--no-save)")
             return
         try:
-            found = await trio.to_thread.run_sync(list_sessions, directory)
+            self._picker = await resume_picker(directory, self.session.session_file)
         except HistoryError as exc:
             self._say(f"  ✗ {exc}")
             return
-        current = self.session.session_file
-        items = [(_summary_label(s), s.path) for s in found if s.path != current]
-        self._picker = Picker(
-            "resume a session (enter: open · esc: close)",
-            items,
-            empty=f"(no other session in {_tilde(directory)})",
-        )
         self.render()
 
     def _on_picker_key(self, key: Key) -> None:
@@ -645,44 +592,3 @@ class ChatApp:
             self._switch = _Switch(chosen)
         elif isinstance(chosen, Model):
             self._start(self._set_model, chosen)
-
-
-def _summary_label(summary: SessionSummary) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.modified))
-    name = f"[{summary.name}] " if summary.name else ""
-    return f"{when}  {name}{summary.first_message}"
-
-
-def color_wanted() -> bool:
-    """Colour unless ``NO_COLOR`` is set (https://no-color.org) or ``TERM=dumb``."""
-    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-async def run_terminal_chat(
-    session: AgentSession | None = None,
-    *,
-    opener: SessionOpener | None = None,
-    resume: Path | None = None,
-    sessions_dir: Path | None = None,
-    history: InputHistory | None = None,
-    first_prompt: str | None = None,
-    banner: str | None = None,
-    fd: int = 0,
-    out: TextIO | None = None,
-) -> None:
-    """Run the chat on the terminal at ``fd`` (keys) and ``out`` (screen, stdout).
-
-    Give it a ``session`` to chat with, or an ``opener`` (with ``resume``) that
-    opens sessions, so ``/new`` and ``/resume`` work.
-    """
-    out = out or sys.stdout
-    with raw_terminal(fd, out):
-        app = ChatApp(
-            Screen(out),
-            KeyReader(fd),
-            history=history if history is not None else InputHistory(),
-            opener=opener,
-            sessions_dir=sessions_dir,
-            style=Style(color=color_wanted()),
-        )
-        await app.run(session, resume=resume, first_prompt=first_prompt, banner=banner)

@@ -13,6 +13,11 @@ and calls ``EventController.press_esc`` when Esc arrives.
   failed show ``Retry failed after <attempt> attempts: <finalError>``. An end with no
   start before it (``maxRetries: 0``) restores nothing.
 * A run aborted after retries (R-48) shows ``Aborted after N retry attempt(s)``.
+* A compaction's summary request retried (``summarization_retry_scheduled``, R-56f,
+  ``retry.profile`` ``"pi-1.6"``) shows as a retry does: the same loader and countdown;
+  Esc is then what it is during any compaction, abort (which ends the wait and the
+  compaction). ``summarization_retry_attempt_start`` goes back to the compaction's own
+  loader; ``summarization_retry_finished`` or the compaction's end clears it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from .._events import (
     CompactionStart,
     MessageEnd,
     SessionEvent,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
 )
 from .._messages import AssistantMessage, UserMessage
 
@@ -80,6 +88,8 @@ class EventController:
     _retry_started_at: float = attrs.field(default=0.0, init=False)
     _retries_this_prompt: int = attrs.field(default=0, init=False)
     _compacting: bool = attrs.field(default=False, init=False)
+    _summary_retry: SummarizationRetryScheduled | None = attrs.field(default=None, init=False)
+    _summary_retry_at: float = attrs.field(default=0.0, init=False)
 
     @property
     def retrying(self) -> bool:
@@ -100,6 +110,15 @@ class EventController:
                 retry.max_attempts,
                 retry.delay_ms - elapsed_ms,
                 delay_ms=retry.delay_ms,
+            )
+        summary = self._summary_retry
+        if summary is not None:
+            elapsed_ms = (now - self._summary_retry_at) * 1000
+            return loader_text(
+                summary.attempt,
+                summary.max_attempts,
+                summary.delay_ms - elapsed_ms,
+                delay_ms=summary.delay_ms,
             )
         if self._compacting:
             return "Compacting the conversation…"
@@ -130,6 +149,12 @@ class EventController:
             self._compacting = True
         elif isinstance(event, CompactionEnd):
             self._compacting = False
+            self._summary_retry = None
+        elif isinstance(event, SummarizationRetryScheduled):
+            self._summary_retry = event
+            self._summary_retry_at = now
+        elif isinstance(event, SummarizationRetryAttemptStart | SummarizationRetryFinished):
+            self._summary_retry = None
         elif isinstance(event, MessageEnd) and isinstance(event.message, UserMessage):
             self._retries_this_prompt = 0
             self.status = None

@@ -9,7 +9,10 @@ file, then ``os.replace``).
 
 People paste secrets into chats: the file is created ``0600`` and the
 directories made for it ``0700``. A file that cannot be read or written never
-stops the chat: ``warning`` says so once, and the entries stay in memory.
+stops the chat: ``warning`` says so once, and the entries stay in memory. Only a
+regular file is read or appended to (a named pipe or a device there is refused
+without waiting), and one larger than ``MAX_HISTORY_FILE_BYTES`` is neither read
+nor grown further.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from pathlib import Path
 
 import attrs
 
-from .._dirs import fsync_directory, user_data_dir
+from .._dirs import fsync_directory, make_private_dirs, user_data_dir
+from .._files import RefusedFileError, describe_size, open_regular, read_regular
 
 HISTORY_FILE_NAME = "chat-history.jsonl"
 FILE_MODE = 0o600
-DIR_MODE = 0o700
+#: The largest input history file read, in bytes (64 MiB).
+MAX_HISTORY_FILE_BYTES = 64 << 20
 
 
 def default_history_path() -> Path:
@@ -58,11 +63,19 @@ class InputHistory:
         if path is None:
             return history
         try:
-            data = path.read_bytes()
+            data = read_regular(path, MAX_HISTORY_FILE_BYTES)
         except FileNotFoundError:
             return history
-        except OSError as exc:
-            history._warn(f"input history: cannot read {path}: {_describe(exc)}")
+        except OSError as exc:  # a pipe or a device is refused at once, unread
+            if isinstance(exc, RefusedFileError) and exc.kind == "size":
+                history.path = None  # not read, so not grown either: kept in memory
+                bound = describe_size(MAX_HISTORY_FILE_BYTES)
+                history._warn(
+                    f"input history: {path} is larger than the limit of {bound}; "
+                    "not read, and this chat's input is not saved"
+                )
+            else:
+                history._warn(f"input history: cannot read {path}: {_describe(exc)}")
             return history
         lines = data.split(b"\n")
         history._needs_newline = bool(lines[-1])
@@ -102,11 +115,11 @@ class InputHistory:
             self.warning = message
 
     def _append(self, path: Path, text: str) -> None:
-        _make_parents(path.parent)
+        make_private_dirs(path.parent)
         line = json.dumps(text, ensure_ascii=False) + "\n"
         if self._needs_newline:
             line = "\n" + line
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         try:
             _write_all(fd, line.encode("utf-8", "backslashreplace"))
         finally:
@@ -137,16 +150,3 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _make_parents(directory: Path) -> None:
-    """Create ``directory`` and its missing parents, each ``0700``."""
-    missing: list[Path] = []
-    while not directory.exists():
-        missing.append(directory)
-        if directory.parent == directory:
-            break
-        directory = directory.parent
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=DIR_MODE)

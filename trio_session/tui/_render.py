@@ -184,21 +184,38 @@ def fit(line: str, width: int) -> str:
     """
     if display_width(line) <= width:
         return line
+    parts = _SEQUENCE.split(line)  # text, sequence, text, …, text
+    # Graphemes are found in the text without its sequences, as ``display_width`` sees
+    # it: a character and what joins it (a variation selector, a combining mark, a
+    # zero-width joiner) stay one grapheme when a style change falls between them.
+    graphemes = list(wcwidth.iter_graphemes("".join(parts[0::2])))
+    keep = len(graphemes)
+    used = sum(display_width(g) for g in graphemes)
+    while keep and used > width:
+        keep -= 1
+        used -= display_width(graphemes[keep])
+    out = _cut(parts, graphemes, keep)
+    while keep and display_width(out) > width:  # one by one, graphemes may measure less
+        keep -= 1
+        out = _cut(parts, graphemes, keep)
+    return out + RESET if _SEQUENCE.search(out) else out
+
+
+def _cut(parts: list[str], graphemes: list[str], keep: int) -> str:
+    """The styled line of ``parts`` with only its first ``keep`` graphemes of text, and
+    the sequences that come before the cut."""
+    chars = sum(len(g) for g in graphemes[:keep])
     out: list[str] = []
-    used = 0
-    styled = False
-    for part in _SEQUENCE.split(line):
-        if _SEQUENCE.fullmatch(part):
+    for index, part in enumerate(parts):
+        if index % 2:  # a sequence
             out.append(part)
-            styled = True
-            continue
-        for grapheme in wcwidth.iter_graphemes(part):
-            cells = display_width(grapheme)
-            if used + cells > width:
-                return "".join(out) + (RESET if styled else "")
-            out.append(grapheme)
-            used += cells
-    return "".join(out) + (RESET if styled else "")  # graphemes one by one may measure less
+        elif len(part) <= chars:
+            out.append(part)
+            chars -= len(part)
+        else:
+            out.append(part[:chars])
+            break
+    return "".join(out)
 
 
 @attrs.frozen

@@ -4,14 +4,19 @@ Classification is plain text matching on ``errorMessage`` (R-6, R-52): the
 provider adapters put the HTTP status, the server's message and the retry
 headers into that text, and these patterns decide. Everything here is pure.
 
-Two classifiers ship:
+Three classifiers ship, each built from its table of named patterns (``tables.py``):
 
-* ``REFERENCE_CLASSIFIER`` — the reference's rules, exactly (R-4, R-5, R-7).
-  It is the default.
-* ``STRICT_CLASSIFIER`` — ``retry.classifier: "strict"`` (R-8): status codes
+* ``REFERENCE_CLASSIFIER`` — the seed profile: the contract's rules, exactly
+  (R-4, R-5, R-7; ``SEED_PATTERNS``). It is the default.
+* ``PI_1_6_CLASSIFIER`` — the pi-1.6 profile: pi 1.6.0's own lists, pattern for
+  pattern (R-58; ``PI_1_6_PATTERNS``).
+* ``STRICT_CLASSIFIER`` — ``retry.classifier: "strict"`` (R-8, R-60): status codes
   must stand alone (``0429`` inside a model name is not a 429), billing and quota
-  errors are never retried, and a per-minute token rate limit is not mistaken
-  for a context overflow.
+  errors are never retried, a per-minute token rate limit is not mistaken for a
+  context overflow, and pi 1.6.0's wider transport wordings retry
+  (``STRICT_PATTERNS``).
+
+``classifier_for(profile)`` names them.
 
 An application can build its own ``PatternClassifier`` or pass any object
 with the two methods of ``Classifier``.
@@ -26,7 +31,7 @@ from typing import Protocol
 
 import attrs
 
-from ._errors import (
+from .._errors import (
     AuthenticationError,
     ContextOverflowError,
     OverloadedError,
@@ -35,72 +40,21 @@ from ._errors import (
     RateLimitError,
     ServerError,
 )
-from ._messages import AssistantMessage
+from .._messages import AssistantMessage
+from .tables import PI_1_6_PATTERNS, SEED_PATTERNS, STRICT_PATTERNS, PatternTable
 
-RETRYABLE_PATTERN = re.compile(
-    r"overloaded|rate.?limit|usage.?limit|too many requests|429|500|502|503|504"
-    r"|service.?unavailable|server error|internal error|connection.?error|fetch failed"
-    r"|retry delay",
-    re.IGNORECASE,
-)
+RETRYABLE_PATTERN = SEED_PATTERNS.joined(SEED_PATTERNS.retryable)
 """R-5: the reference's retryable pattern, searched anywhere, case-insensitive."""
 
-OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"prompt is too long",  # Anthropic
-        r"input is too long for requested model",  # Amazon Bedrock
-        r"exceeds the context window",  # OpenAI
-        r"input token count.*exceeds the maximum",  # Google Gemini
-        r"maximum prompt length is \d+",  # xAI
-        r"reduce the length of the messages",  # Groq
-        r"maximum context length is \d+ tokens",  # OpenRouter, vLLM
-        r"exceeds the limit of \d+",  # GitHub Copilot
-        r"exceeds the available context size",  # llama.cpp
-        r"greater than the context length",  # LM Studio
-        r"context window exceeds limit",  # MiniMax
-        r"exceeded model token limit",  # Kimi
-        r"too large for model with \d+ maximum context length",  # Mistral
-        r"context[_ ]length[_ ]exceeded",  # generic
-        r"too many tokens",  # generic
-        r"token limit exceeded",  # generic
-        r"request_too_large",  # Anthropic 413
-    )
-)
+OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(p.regex for p in SEED_PATTERNS.overflow)
 """R-7(a): context-overflow wordings of the major providers (the reference's list, plus
 ``request_too_large`` as the contract names it)."""
 
 #: R-7(a): Cerebras-style "400 status code (no body)" / "413 (no body)" at the start.
-NO_BODY_OVERFLOW_PATTERN = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.IGNORECASE)
+NO_BODY_OVERFLOW_PATTERN = SEED_PATTERNS.bodyless_overflow.regex
 
 USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
 """R-17: an error that means this credential hit its usage limit."""
-
-#: R-8 strict: status codes only as whole numbers, plus wordings the reference misses.
-STRICT_RETRYABLE_PATTERN = re.compile(
-    r"overloaded|rate.?limit|usage.?limit|too many requests|too many tokens|throttl"
-    r"|(?<![\w.,\-])(?:429|500|502|503|504|529)(?![\w\-])"
-    r"|service.?unavailable|server.?error|internal.?error|bad gateway|gateway time-?out"
-    r"|connection.?(?:error|refused|reset)|fetch failed|retry delay|temporarily unavailable",
-    re.IGNORECASE,
-)
-
-#: R-8 strict: errors that mention a retryable word but will not heal by waiting.
-#: Not "billing" or "exceeded your current quota" alone: per-minute rate limits of
-#: OpenAI, Groq and Gemini link to the billing page yet heal by waiting.
-STRICT_NON_RETRYABLE_PATTERN = re.compile(
-    r"insufficient_quota|insufficient.credits|credit balance|spending limit"
-    r"|used all available credits|payment required"
-    r"|invalid.?api.?key|authentication|unauthori[sz]ed|permission",
-    re.IGNORECASE,
-)
-
-#: R-8 strict: wordings of a *rate* limit that some overflow patterns also match
-#: (Bedrock's "Too many tokens, please wait", OpenAI's "tokens per min (TPM)").
-STRICT_NOT_OVERFLOW_PATTERN = re.compile(
-    r"per min|per minute|\bTPM\b|please wait|(?<![\w-])rate[ _]?limit(?!-)|throttl",
-    re.IGNORECASE,
-)
 
 
 class Classifier(Protocol):
@@ -130,14 +84,24 @@ class Classifier(Protocol):
 
 @attrs.frozen
 class PatternClassifier:
-    """A classifier made of regular expressions (R-4 … R-8).
+    """A classifier made of regular expressions (R-4 … R-8, R-57 … R-60).
+
+    An overflow by wording (R-7(a)) is a match of ``overflow`` or of ``bodyless_overflow``
+    (for a message from one of ``bodyless_providers``, or any provider when that is
+    ``None``) that ``not_overflow`` does not veto. ``classifier_for`` gives the shipped
+    ones; ``from_table`` builds one from a ``PatternTable``.
 
     Attributes:
-        name: shown in docs and errors (``"reference"``, ``"strict"``).
+        name: shown in docs and errors (``"reference"``, ``"pi-1.6"``, ``"strict"``).
         retryable: searched in ``errorMessage``; a match means transient.
         overflow: any match means context overflow.
         non_retryable: if given, a match vetoes ``retryable``.
-        not_overflow: if given, a match vetoes ``overflow`` (the no-body rule still applies).
+        not_overflow: if given, a match vetoes an overflow by wording.
+        bodyless_overflow: a bare "400/413 status code (no body)" at the start of the text
+            (R-7(a)); ``None`` for no such rule.
+        bodyless_providers: if given, ``bodyless_overflow`` counts only for these providers.
+        length_overflow: whether a ``length`` stop with no output whose input fills 99 % of
+            the window is an overflow too (pi's third case; R-58).
     """
 
     name: str
@@ -145,12 +109,40 @@ class PatternClassifier:
     overflow: tuple[re.Pattern[str], ...]
     non_retryable: re.Pattern[str] | None = None
     not_overflow: re.Pattern[str] | None = None
+    bodyless_overflow: re.Pattern[str] | None = attrs.field(
+        default=attrs.Factory(lambda: NO_BODY_OVERFLOW_PATTERN)
+    )
+    bodyless_providers: frozenset[str] | None = None
+    length_overflow: bool = False
     _overflow_any: re.Pattern[str] | None = attrs.field(
         init=False,
         eq=False,
         repr=False,
         default=attrs.Factory(lambda self: _any_of(self.overflow), takes_self=True),
     )
+
+    @classmethod
+    def from_table(cls, table: PatternTable, name: str | None = None) -> PatternClassifier:
+        """The classifier a table describes: its lists joined as pi joins them.
+
+        Args:
+            table: the patterns (``SEED_PATTERNS``, ``PI_1_6_PATTERNS``, ``STRICT_PATTERNS``
+                or one of your own).
+            name: the classifier's name; the table's by default.
+
+        Returns:
+            The classifier.
+        """
+        return cls(
+            name=table.name if name is None else name,
+            retryable=table.joined(table.retryable),
+            overflow=tuple(p.regex for p in table.overflow),
+            non_retryable=table.joined(table.never_retry) if table.never_retry else None,
+            not_overflow=table.joined(table.not_overflow) if table.not_overflow else None,
+            bodyless_overflow=table.bodyless_overflow.regex,
+            bodyless_providers=table.bodyless_overflow.providers,
+            length_overflow=table.length_overflow,
+        )
 
     def is_context_overflow(
         self, message: AssistantMessage, context_window: int | None = None
@@ -164,15 +156,18 @@ class PatternClassifier:
         """
         text = message.error_message
         if message.stop_reason == "error" and text:
-            if NO_BODY_OVERFLOW_PATTERN.search(text):
-                return True
             vetoed = self.not_overflow is not None and self.not_overflow.search(text)
-            if not vetoed and self._overflows(text):
+            if not vetoed and (self._overflows(text) or self._bodyless(message, text)):
                 return True
+        if not context_window:
+            return False
+        if message.stop_reason == "stop":
+            return message.usage.context_tokens > context_window
         return bool(
-            context_window
-            and message.stop_reason == "stop"
-            and message.usage.context_tokens > context_window
+            self.length_overflow
+            and message.stop_reason == "length"
+            and message.usage.output == 0
+            and message.usage.context_tokens >= context_window * 0.99
         )
 
     def _overflows(self, text: str) -> bool:
@@ -181,8 +176,16 @@ class PatternClassifier:
             return self._overflow_any.search(text) is not None
         return any(p.search(text) for p in self.overflow)
 
+    def _bodyless(self, message: AssistantMessage, text: str) -> bool:
+        """Whether the no-body rule applies to this message and matches ``text``."""
+        if self.bodyless_overflow is None:
+            return False
+        if self.bodyless_providers is not None and message.provider not in self.bodyless_providers:
+            return False
+        return self.bodyless_overflow.search(text) is not None
+
     def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
-        """R-4: an error, with a message, not an overflow, matching the pattern.
+        """R-4: an error, with a message, not an overflow, not vetoed, matching the pattern.
 
         Args:
             message: the assistant message.
@@ -198,36 +201,62 @@ class PatternClassifier:
         return self.retryable.search(text) is not None
 
 
+#: What makes a list of patterns unsafe to join: a back-reference or a named group.
+_NOT_JOINABLE = re.compile(r"\\[1-9]|\(\?P[<=]|\(\?<[A-Za-z]")
+
+
 def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
-    """The shipped overflow patterns as one alternation: one search instead of 17.
+    """The overflow patterns as one alternation: one search instead of one per pattern.
 
-    Only for ``OVERFLOW_PATTERNS`` themselves, whose semantics under ``|`` are known
-    (same flags, no back-references); any other tuple is searched pattern by pattern.
+    Only when that means the same (same flags, no back-references or named groups, and
+    it compiles); otherwise ``None``, and the tuple is searched pattern by pattern.
     """
-    return _OVERFLOW_ANY if patterns == OVERFLOW_PATTERNS else None
+    flags = {p.flags for p in patterns}
+    if len(flags) != 1 or any(_NOT_JOINABLE.search(p.pattern) for p in patterns):
+        return None
+    try:
+        return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), flags.pop())
+    except re.error:
+        return None
 
 
-_OVERFLOW_ANY = re.compile("|".join(f"(?:{p.pattern})" for p in OVERFLOW_PATTERNS), re.IGNORECASE)
-
-
-REFERENCE_CLASSIFIER = PatternClassifier(
-    name="reference", retryable=RETRYABLE_PATTERN, overflow=OVERFLOW_PATTERNS
-)
-"""The reference's classifier (R-5, R-7): its retryable pattern and overflow wordings,
-searched anywhere in the error text. The default."""
-STRICT_CLASSIFIER = PatternClassifier(
-    name="strict",
-    retryable=STRICT_RETRYABLE_PATTERN,
-    overflow=OVERFLOW_PATTERNS,
-    non_retryable=STRICT_NON_RETRYABLE_PATTERN,
-    not_overflow=STRICT_NOT_OVERFLOW_PATTERN,
-)
-"""A stricter classifier (R-8): status codes only as whole numbers, wordings the reference
-misses, and texts that look retryable or like an overflow but are not."""
+REFERENCE_CLASSIFIER = PatternClassifier.from_table(SEED_PATTERNS, name="reference")
+"""The reference's classifier (R-5, R-7): ``SEED_PATTERNS``, searched anywhere in the error
+text. The default, and the seed profile's."""
+PI_1_6_CLASSIFIER = PatternClassifier.from_table(PI_1_6_PATTERNS)
+"""pi 1.6.0's classifier (R-58): ``PI_1_6_PATTERNS``, decided as pi 1.6.0's
+``AgentSession._isRetryableError`` and ``isContextOverflow`` decide. The pi-1.6 profile's."""
+STRICT_CLASSIFIER = PatternClassifier.from_table(STRICT_PATTERNS)
+"""A stricter classifier (R-8, R-60): ``STRICT_PATTERNS``: status codes only as whole numbers,
+pi 1.6.0's wider transport wordings, and texts that look retryable or like an overflow but
+are not."""
 CLASSIFIERS: dict[str, PatternClassifier] = {
     "reference": REFERENCE_CLASSIFIER,
+    "seed": REFERENCE_CLASSIFIER,
+    "pi-1.6": PI_1_6_CLASSIFIER,
     "strict": STRICT_CLASSIFIER,
 }
+"""The shipped classifiers by profile (``retry.profile``) or ``retry.classifier`` value."""
+
+
+def classifier_for(profile: str) -> PatternClassifier:
+    """The shipped classifier of a profile or ``retry.classifier`` value (R-57).
+
+    Args:
+        profile: ``"seed"`` (also ``"reference"``), ``"pi-1.6"`` or ``"strict"``.
+
+    Returns:
+        ``REFERENCE_CLASSIFIER``, ``PI_1_6_CLASSIFIER`` or ``STRICT_CLASSIFIER``.
+
+    Raises:
+        ValueError: ``profile`` names no shipped classifier.
+    """
+    try:
+        return CLASSIFIERS[profile]
+    except KeyError:
+        names = ", ".join(repr(name) for name in CLASSIFIERS)
+        msg = f"no classifier is named {profile!r} (one of {names})"
+        raise ValueError(msg) from None
 
 
 def is_context_overflow(message: AssistantMessage, context_window: int | None = None) -> bool:

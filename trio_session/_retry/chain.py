@@ -12,8 +12,8 @@ prompt() nursery
         └── re-attempt          agent continue, under the same scope
 ```
 
-The loop is SPEC §3 in order: read settings (R-11), count the attempt before the
-max check (R-13, R-15), compute the delay (R-16, R-28), share a server's wait
+The loop is SPEC §3 in order: read settings (R-11), end if ``decide`` gave up (its
+one max check, R-13, R-15), count the attempt, compute the delay (R-16, R-28), share a server's wait
 hint and wait at least what is left of the key's shared cooldown
 (``retry.sharedCooldown``), rotate the credential on a usage limit (R-17), emit
 ``auto_retry_start`` (R-19), drop the error from the runtime context (R-20), sleep
@@ -25,56 +25,53 @@ way out. Emission is synchronous, so it cannot be skipped by cancellation (R-34)
 
 from __future__ import annotations
 
-import enum
 from typing import Protocol
 
 import attrs
 import trio
 
-from ._backoff import plan_delay
-from ._classify import is_usage_limit_error, parse_retry_after_ms
-from ._events import AutoRetryEnd, AutoRetryStart, SessionEvent
-from ._messages import AssistantMessage
-from ._settings import RetrySettings
+from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
+from .._messages import AssistantMessage
+from .._settings_values import RetrySettings
+from .backoff import plan_delay
+from .classify import is_usage_limit_error, parse_retry_after_ms
+from .decide import Next
 
 CANCELLED = "Retry cancelled"
 
 
-class Next(enum.Enum):
-    """What the session does after a run ends, decided just before ``agent_end``."""
-
-    DONE = "done"  #: nothing; the prompt is over (or the error stays, R-15a)
-    RETRY = "retry"  #: a retryable error within the budget: start or go on with a chain
-    GIVE_UP = "give_up"  #: retryable, but the next attempt would exceed maxRetries
-    COMPACT = "compact"  #: context overflow error: compact, then continue once (R-50)
-    COMPACT_ONLY = "compact_only"  #: silent overflow on an answer: compact, don't continue
+class ChainHost(Protocol):
+    """What a chain needs from the prompt that runs it (``PromptController`` is the one
+    host): declared here, below its implementer, so the chain imports nothing above it."""
 
     @property
-    def will_retry(self) -> bool:
-        """The ``willRetry`` flag of ``agent_end`` (R-45a)."""
-        return self in (Next.RETRY, Next.COMPACT)
+    def retry_settings(self) -> RetrySettings:
+        """The ``retry`` group, read fresh (R-11)."""
+        ...
 
+    def emit(self, event: SessionEvent) -> None:
+        """Deliver one event, synchronously."""
+        ...
 
-class RetryHost(Protocol):
-    """What a chain needs from its session."""
+    def drop_from_context(self, message: AssistantMessage) -> None:
+        """Remove the failed attempt from the runtime context (R-20)."""
+        ...
 
-    @property
-    def retry_settings(self) -> RetrySettings: ...
+    async def rotate_credential(self, hint_ms: int | None) -> bool:
+        """Report a usage limit (R-17); whether the store moved to another key."""
+        ...
 
-    @property
-    def next_step(self) -> Next: ...
+    async def share_cooldown(self, hint_ms: int) -> None:
+        """Share a server's wait hint with every session on the key (R-28b)."""
+        ...
 
-    def emit(self, event: SessionEvent) -> None: ...
+    async def cooldown_delay(self, delay_ms: int) -> int:
+        """``delay_ms``, or what is left of the key's shared cooldown if that is longer."""
+        ...
 
-    def drop_from_context(self, message: AssistantMessage) -> None: ...
-
-    async def rotate_credential(self, hint_ms: int | None) -> bool: ...
-
-    async def share_cooldown(self, hint_ms: int) -> None: ...
-
-    async def cooldown_delay(self, delay_ms: int) -> int: ...
-
-    async def reattempt(self) -> AssistantMessage: ...
+    async def reattempt(self) -> tuple[AssistantMessage, Next]:
+        """Continue the agent (R-22); its last message and what ``decide`` made of it."""
+        ...
 
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -124,23 +121,34 @@ class RetryChain:
         self._sleep.cancel(reason="retry now")
         return True
 
-    def succeed(self, host: RetryHost) -> None:
-        """The first good assistant message after the chain began (R-23)."""
+    def succeed(self, host: ChainHost) -> None:
+        """The first good assistant message after the chain began (R-23).
+
+        Args:
+            host: the prompt running the chain.
+        """
         self._end(host, AutoRetryEnd(success=True, attempt=self.attempt))
 
-    async def run(self, host: RetryHost, error: AssistantMessage) -> AssistantMessage | None:
-        """Drive the chain from ``error`` until it ends.
+    async def run(
+        self, host: ChainHost, error: AssistantMessage, step: Next
+    ) -> tuple[AssistantMessage, Next] | None:
+        """Drive the chain from ``error`` (decided ``step``: retry or give up) until it ends.
+
+        Args:
+            host: the prompt running the chain.
+            error: the retryable error that starts it.
+            step: what ``decide`` made of ``error``: ``RETRY`` or ``GIVE_UP``.
 
         Returns:
-            The message that ended the chain when the session still has to act on
-            it — after a success (it may need a fresh chain later, R-24) or a
-            non-retryable result (R-25) — or ``None``.
+            The message that ended the chain, and its step, when the session still
+                has to act on it — after a success (it may need a fresh chain later,
+                R-24) or a non-retryable result (R-25) — or ``None``.
         """
         message = error
         with self._scope:
             try:
                 while True:
-                    if not await self._start_attempt(host, message):
+                    if not await self._start_attempt(host, message, step):
                         return None
                     # trio.sleep() in a scope of our own, as one scope: its deadline
                     # is the delay's end, retry_now() cancels it (R-21, R-34a).
@@ -148,13 +156,13 @@ class RetryChain:
                     with trio.CancelScope(deadline=deadline) as self._sleep:
                         await trio.sleep_forever()
                     self._sleep = None
-                    message = await host.reattempt()
+                    message, step = await host.reattempt()
                     if self.ended:
-                        return message  # success was announced at its message_end
-                    if host.next_step not in (Next.RETRY, Next.GIVE_UP):
+                        return message, step  # success was announced at its message_end
+                    if not step.retries:
                         final = message.error_message or f"re-attempt ended: {message.stop_reason}"
                         self._end(host, AutoRetryEnd(False, self.attempt, final))  # R-25
-                        return message
+                        return message, step
             except Exception as exc:  # the session file could not be written, or a bug
                 self._end(host, AutoRetryEnd(False, self.attempt, str(exc) or repr(exc)))
                 raise
@@ -164,13 +172,13 @@ class RetryChain:
                     self._end(host, AutoRetryEnd(False, self.attempt, CANCELLED))  # R-30
         return None
 
-    async def _start_attempt(self, host: RetryHost, message: AssistantMessage) -> bool:
+    async def _start_attempt(self, host: ChainHost, message: AssistantMessage, step: Next) -> bool:
         settings = host.retry_settings  # R-11
         text = message.error_message or ""
-        self.attempt += 1  # R-13
-        if self.attempt > settings.max_retries:  # R-15
-            self._end(host, AutoRetryEnd(False, self.attempt - 1, text))
+        if step is Next.GIVE_UP:  # decide() found attempt + 1 > maxRetries (R-15)
+            self._end(host, AutoRetryEnd(False, self.attempt, text))
             return False
+        self.attempt += 1  # R-13
         hint = parse_retry_after_ms(text)  # R-18
         plan = plan_delay(self.attempt, settings, hint_ms=hint)  # R-16, R-28
         delay = plan.delay_ms
@@ -187,7 +195,7 @@ class RetryChain:
         self._pending_delay_ms = delay
         return True
 
-    def _end(self, host: RetryHost, event: AutoRetryEnd) -> None:
+    def _end(self, host: ChainHost, event: AutoRetryEnd) -> None:
         if self.ended:
             return
         self.ended = True

@@ -1,10 +1,17 @@
-"""How long to wait before a re-attempt (R-16, R-28). Pure functions, no I/O.
+"""How long to wait before a re-attempt (R-16, R-28), and the one cap on any wait.
+
+Pure functions, no I/O.
 
 The reference formula is ``exponential_delay_ms``:
 
 ```text
 delay = baseDelayMs * 2 ** (attempt - 1)        # 2000, 4000, 8000 with defaults
 ```
+
+Under ``retry.profile: "pi-1.6"`` the exponential delay is capped at
+``retry.maxAgentDelayMs`` (60 000 by default), as pi 1.6.0's ``retryDelayMs`` does:
+the wait is cut to the cap, the chain goes on (R-53a, ``agent_delay_cap``). Under
+``"seed"`` there is no such cap.
 
 ``plan_delay`` adds the optional extras of R-28, all off by default so the
 reference schedule is exact: a cap (``maxDelayMs``), jitter, and honouring a
@@ -24,8 +31,8 @@ from typing import Literal
 
 import attrs
 
-from ._classify import MAX_HINT_MS
-from ._settings import RetrySettings
+from .._settings_values import RetrySettings
+from .classify import MAX_HINT_MS
 
 #: The longest wait ever planned, in milliseconds: 2**53 - 1 (about 285 000 years),
 #: the largest integer a JSON client reading doubles holds exactly.
@@ -73,7 +80,8 @@ def plan_delay(
 ) -> DelayPlan:
     """The wait before re-attempt number ``attempt`` (1-based).
 
-    1. ``d = min(baseDelayMs * 2 ** (attempt - 1), MAX_WAIT_MS)`` (R-16).
+    1. ``d = min(baseDelayMs * 2 ** (attempt - 1), MAX_WAIT_MS)`` (R-16); under
+       ``"pi-1.6"`` at most ``maxAgentDelayMs`` too (R-53a, ``agent_delay_cap``).
     2. With ``maxDelayMs``: ``d = min(d, maxDelayMs)``.
     3. Jitter: ``"full"`` draws from ``[0, d]``; ``"equal"`` from ``[d/2, d]``.
     4. With ``respectRetryAfter`` and a server hint ``h``: ``d = max(d, h)`` — jitter
@@ -89,26 +97,62 @@ def plan_delay(
         rng: source of jitter; a seeded ``random.Random`` makes it repeatable.
     """
     delay = min(exponential_delay_ms(attempt, settings.base_delay_ms), MAX_WAIT_MS)
+    agent_cap = agent_delay_cap(settings)
+    if agent_cap is not None:
+        delay = min(delay, agent_cap)
     cap = settings.max_delay_ms
     if cap is not None:
         delay = min(delay, cap)
     if settings.jitter != "none":
         delay = _jittered(delay, settings.jitter, rng or _RANDOM)
     if settings.respect_retry_after and hint_ms is not None:
-        hint_cap, cap_key = cap, "retry.maxDelayMs"
-        if cap is None and settings.provider.max_retry_delay_ms > 0:
-            hint_cap, cap_key = (
-                settings.provider.max_retry_delay_ms,
-                "retry.provider.maxRetryDelayMs",
-            )
-        if hint_cap is not None and hint_ms > hint_cap:
+        hint_cap = wait_cap(settings)
+        if hint_cap is not None and hint_ms > hint_cap[0]:
             refusal = (
                 f"server asked to wait {hint_ms} ms before retrying, "
-                f"more than {cap_key} ({hint_cap} ms)"
+                f"more than {hint_cap[1]} ({hint_cap[0]} ms)"
             )
             return DelayPlan(delay_ms=None, refusal=refusal)
         delay = max(delay, min(hint_ms, MAX_WAIT_MS))
     return DelayPlan(delay_ms=delay)
+
+
+def agent_delay_cap(settings: RetrySettings) -> int | None:
+    """The cap on the exponential wait of R-16, by profile: the one rule of R-53a.
+
+    pi 1.6.0 (``retryDelayMs`` in pi-ai's ``utils/retry``) cuts the computed delay to
+    ``retry.maxAgentDelayMs`` and retries anyway: with ``baseDelayMs`` 40 000 the
+    waits are 40 000, 60 000, 60 000. It does not give up because the delay would be
+    longer, and ``0`` means no wait at all. Under ``"seed"`` (pi 0.73.1) there is no cap.
+
+    Args:
+        settings: the ``retry`` group.
+
+    Returns:
+        The cap in milliseconds, or ``None`` for none.
+    """
+    if settings.profile == "pi-1.6":
+        return settings.max_agent_delay_ms
+    return None
+
+
+def wait_cap(settings: RetrySettings) -> tuple[int, str] | None:
+    """The longest a server's hint (or a shared cooldown) may make us wait, and its key.
+
+    The one cap rule of R-28 and R-28b: ``retry.maxDelayMs`` when set, else
+    ``retry.provider.maxRetryDelayMs`` when it is not ``0``, else none.
+
+    Args:
+        settings: the ``retry`` group.
+
+    Returns:
+        ``(milliseconds, the settings key that set them)``, or ``None`` for no cap.
+    """
+    if settings.max_delay_ms is not None:
+        return settings.max_delay_ms, "retry.maxDelayMs"
+    if settings.provider.max_retry_delay_ms > 0:
+        return settings.provider.max_retry_delay_ms, "retry.provider.maxRetryDelayMs"
+    return None
 
 
 def _jittered(delay: int, jitter: Literal["none", "full", "equal"], rng: random.Random) -> int:

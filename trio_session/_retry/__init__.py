@@ -1,0 +1,97 @@
+"""The retry policy, in one folder: SPEC §1–§6 and §12 (docs/spec.md), rule by rule.
+
+A reader who wants to know what happens to a failed request opens this folder. The
+modules, lowest first (each imports only those above it in this list):
+
+```text
+tables.py       the classifier tables: each profile's named patterns         pure
+classify.py     which errors retry, which overflow, the server's wait hint   pure
+backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
+decide.py       the one decision after a run, the one maximum check         pure
+profile.py      which profile's rules apply: retry.profile                   pure
+overflow.py     the overflow path's rules per profile, on decide's answer     pure
+chain.py        the retry chain: one task, one scope, one auto_retry_end     trio
+summary.py      a compaction's summary request retried (pi-1.6)             trio
+keys.py         credentials: the key per request, rotation, cooldowns        the store
+controller.py   the prompt's scope tree: run, settle, join, abort, succeed   the agent
+```
+
+Where each rule of SPEC §1–§6 and §12 lives (``file:function``):
+
+```text
+R-1 R-2 R-3     decide.py:decide
+R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable
+R-7             classify.py:PatternClassifier.is_context_overflow
+R-8             classify.py:STRICT_CLASSIFIER
+R-57            tables.py (SEED_PATTERNS, PI_1_6_PATTERNS, STRICT_PATTERNS),
+                classify.py:classifier_for, PatternClassifier.from_table
+R-58            tables.py:PI_1_6_PATTERNS, classify.py:PI_1_6_CLASSIFIER
+R-59            tables.py:SEED_PATTERNS (R-5, R-7 as written, not 0.73.1's code)
+R-60            tables.py:STRICT_PATTERNS, classify.py:STRICT_CLASSIFIER
+R-9             chain.py:RetryChain.attempt
+R-10 R-14       controller.py:PromptController._settle
+R-11            decide.py:decide, chain.py:RetryChain._start_attempt
+R-12            decide.py:decide
+R-13 R-15 R-27  decide.py:decide (the one maximum check)
+                chain.py:RetryChain._start_attempt (count; end on GIVE_UP)
+R-15a           controller.py:PromptController._settle
+R-16            backoff.py:exponential_delay_ms
+R-17            chain.py:RetryChain._start_attempt, keys.py:KeyRing.rotate
+R-18            classify.py:parse_retry_after_ms
+R-19            chain.py:RetryChain._start_attempt
+R-20 R-20a      controller.py:PromptController.drop_from_context
+R-21            chain.py:RetryChain.run
+R-22            controller.py:PromptController.reattempt
+R-23 R-23a      controller.py:PromptController.saw_message, chain.py:RetryChain.succeed
+R-24 R-25       chain.py:RetryChain.run, controller.py:PromptController._run_chain
+R-26 R-28       backoff.py:plan_delay, backoff.py:wait_cap (the one cap rule)
+R-28a           this folder: the one owner of the loop
+R-28b           keys.py:KeyRing.share_cooldown, KeyRing.cooldown_ms, KeyRing.api_key
+R-29 R-31       controller.py:PromptController.abort_retry, chain.py:RetryChain.cancel
+R-30 R-34       chain.py:RetryChain.run (its finally)
+R-32 R-33       controller.py:PromptController.abort, PromptController.run
+R-34a           chain.py:RetryChain.skip_wait, controller.py:PromptController.join
+R-35            controller.py:PromptController.run
+R-36            controller.py:PromptController.refuse
+R-36a           controller.py:PromptController.end
+R-53            profile.py:retry_profile (the one reader of retry.profile),
+                decide.py:profile_classifier (the one call site of a profile's classifier)
+R-53a           backoff.py:agent_delay_cap, backoff.py:plan_delay
+R-53b R-56      decide.py:asks_for_a_key, decide.py:decide (rotated),
+                controller.py:PromptController.ask_store
+R-56 R-56a-d    overflow.py:overflow_step, via controller.py:PromptController._decide
+R-56c           controller.py:PromptController._settle (the "recovery failed" end)
+R-56e           controller.py:PromptController.drop_from_context
+R-56f           summary.py:RetryingAsk
+```
+
+The scope tree of one prompt, as ``controller.py:PromptController.run`` builds it:
+
+```text
+AgentSession.prompt() → PromptController.run()     returns when the prompt is over (R-35)
+├── CancelScope (the run)              abort() / the caller's timeout cancel it (R-32, R-33)
+│   └── first run: agent.prompt()      decide() at its agent_end says what follows
+└── nursery (the run from here on)     opened only if a chain or a compaction follows;
+    │                                  born cancelled if abort() came as the first run ended
+    ├── compaction, then one continue  (R-50), in the prompt's own task
+    └── retry chain task               exists ⇔ is_retrying (R-10)
+        └── CancelScope (the chain)    abort_retry() cancels it (R-29, R-31)
+            ├── sleep(delay)           retry_now() / a joining prompt end just this wait (R-34a)
+            └── agent continue         the re-attempt, under the same scope
+```
+
+Why the first run is not in the nursery: a turn that succeeds first time (most of
+them) then pays for no nursery and no exception-group unwrapping. Opening the nursery
+first was measured (``benchmarks/session_costs.py``, ``first_try.overhead``): 1.59× the
+bare agent loop against 1.40× this way, on the same machine in the same hour.
+
+A 503 then a success, followed from ``AgentSession.prompt``:
+``controller.py:PromptController.run`` → ``decide.py:decide`` (RETRY) →
+``controller.py:PromptController._settle`` (starts the chain) →
+``chain.py:RetryChain.run`` (``auto_retry_start``, sleep, ``reattempt``) →
+``controller.py:PromptController.saw_message`` → ``chain.py:RetryChain.succeed``
+(``auto_retry_end``).
+
+This ``__init__`` imports nothing, so ``classify`` (which the providers use) costs no
+more than itself.
+"""

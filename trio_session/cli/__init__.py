@@ -1,0 +1,10 @@
+"""The ``trio-session`` command. The only place that parses ``argv``.
+
+``_main`` (the entry point) → ``_args`` (the parser) → ``_setup`` (flags to provider,
+key check and session file) → ``_chat`` / ``_rpc`` (the two long-running commands) and
+``_output`` (printing events, the demo). Nothing imports back up that chain.
+"""
+
+from ._main import main
+
+__all__ = ["main"]

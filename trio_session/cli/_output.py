@@ -1,0 +1,218 @@
+"""What ``trio-session`` prints as a session runs, and the offline demo."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+import trio
+
+from .._codec import event_to_json
+from .._events import (
+    AutoRetryEnd,
+    AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
+    HistoryWriteFailed,
+    MessageEnd,
+    MessageUpdate,
+    SessionEvent,
+)
+from .._extensions import Extension
+from .._messages import AssistantMessage, UserMessage
+from .._opening import open_session
+from .._session import EventStream
+from .._settings import SettingsStore
+from ..providers._base import Model, ProviderRequest
+from ..providers._faux import FauxProvider, FauxReply
+
+DEMO_PROMPT = "Say hello, and tell me what just happened."
+DEMO_ANSWER = (
+    "Hello! The provider answered 503 twice; the session waited 2 s, then 4 s, "
+    "and the third attempt got through."
+)
+
+
+def demo_script() -> list[FauxReply]:
+    """The demo's provider: two 503s, then a streamed answer."""
+    error = "503 Service Unavailable: the server is temporarily overloaded"
+    words = DEMO_ANSWER.split(" ")
+    chunks = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+    return [
+        FauxReply(error=error, delay=0.2),
+        FauxReply(error=error, delay=0.2),
+        FauxReply(text=DEMO_ANSWER, chunks=chunks, delay=0.2, chunk_delay=0.03),
+    ]
+
+
+#: A refused connection, as the HTTP providers word it (``providers._http``).
+REFUSED = re.compile(r"Connection error: could not connect to (.+) \(Connection refused\)")
+
+
+def refused_note(event: AutoRetryStart) -> str | None:
+    """A first retry after a refused connection: say at once that nothing listens there.
+
+    A refused connection is rarely transient (a local server not started, a wrong
+    port), and the retries that follow take seconds; the user learns it before them.
+    """
+    found = REFUSED.fullmatch(event.error_message)
+    if event.attempt != 1 or found is None:
+        return None
+    return f"nothing listens on {found.group(1)} (connection refused); retrying"
+
+
+class Printer:
+    """Human-readable event output for the line mode.
+
+    Args:
+        out: where the conversation and the retry story go.
+        notes: where a note for the user goes (``refused_note``): stderr by default.
+        story_only: print the retry story, not the messages (``chat -p``, on stderr).
+    """
+
+    def __init__(
+        self, out: TextIO, *, notes: TextIO | None = None, story_only: bool = False
+    ) -> None:
+        self.out = out
+        self.notes = notes if notes is not None else sys.stderr
+        self.story_only = story_only
+        self.tty = out.isatty()
+        self.streaming = False
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def event(self, event: SessionEvent) -> None:
+        if self.story_only and isinstance(event, MessageUpdate):
+            return
+        if self.story_only and isinstance(event, MessageEnd):
+            if isinstance(event.message, AssistantMessage) and event.message.stop_reason == "error":
+                self.write(f"  ✗ error: {event.message.error_message}\n")
+            return
+        if isinstance(event, MessageUpdate):
+            if event.delta:  # the text deltas; other parts (tool calls) are not shown
+                if not self.streaming:
+                    self.write("assistant: ")
+                    self.streaming = True
+                self.write(event.delta)
+        elif isinstance(event, MessageEnd):
+            message = event.message
+            if isinstance(message, UserMessage):
+                self.write(f"you: {message.text}\n")
+            elif isinstance(message, AssistantMessage):
+                if self.streaming:
+                    self.write("\n")
+                    self.streaming = False
+                if message.stop_reason == "error":
+                    self.write(f"  ✗ error: {message.error_message}\n")
+                elif message.stop_reason == "aborted":
+                    self.write("  ✗ aborted\n")
+        elif isinstance(event, AutoRetryStart):
+            if (note := refused_note(event)) is not None:
+                self.notes.write(f"trio-session: {note}\n")
+                self.notes.flush()
+            seconds = round(event.delay_ms / 1000)
+            line = f"  ↻ retrying ({event.attempt}/{event.max_attempts}) in {seconds}s…"
+            self.write(line if self.tty else line + "\n")
+        elif isinstance(event, AutoRetryEnd):
+            if self.tty:
+                self.write("\n")
+            if event.success:
+                self.write(f"  ✓ retry succeeded on attempt {event.attempt}\n")
+            else:
+                self.write(
+                    f"  ✗ retry failed after {event.attempt} attempts: {event.final_error}\n"
+                )
+        elif isinstance(event, CompactionStart):
+            self.write(f"  ⇣ compacting the context ({event.reason})\n")
+        elif isinstance(event, CompactionEnd):
+            done = "done" if event.result is not None else "nothing to compact"
+            self.write(f"  ⇣ compaction {'aborted' if event.aborted else done}\n")
+        elif isinstance(event, HistoryWriteFailed):
+            self.write(f"  ✗ not saved: {event.error}\n")
+
+    def countdown(self, event: AutoRetryStart, remaining: float) -> None:
+        if self.tty:
+            seconds = math.ceil(remaining)
+            self.write(
+                f"\r  ↻ retrying ({event.attempt}/{event.max_attempts}) in {seconds}s… \x1b[K"
+            )
+
+
+async def show(events: EventStream, printer: Printer, as_json: bool) -> None:
+    """Print events as they happen; count down the retry delay on a terminal."""
+    async with trio.open_nursery() as nursery:
+        countdown: trio.CancelScope | None = None
+        async for event in events:
+            if as_json:
+                printer.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
+                continue
+            if countdown is not None:
+                countdown.cancel()
+                countdown = None
+            printer.event(event)
+            if isinstance(event, AutoRetryStart) and printer.tty:
+                countdown = trio.CancelScope()
+                nursery.start_soon(_countdown, printer, event, countdown)
+
+
+async def _countdown(printer: Printer, event: AutoRetryStart, scope: trio.CancelScope) -> None:
+    with scope:
+        deadline = trio.current_time() + event.delay_ms / 1000
+        while (remaining := deadline - trio.current_time()) > 0:
+            printer.countdown(event, remaining)
+            await trio.sleep(min(1.0, remaining - math.floor(remaining) or 1.0))
+
+
+def _echo(request: ProviderRequest) -> FauxReply:
+    """The demo's answer once its script is played: say what was heard."""
+    users = [m for m in request.messages if isinstance(m, UserMessage)]
+    heard = users[-1].text if users else ""
+    return FauxReply(text=f"(demo) You said: {heard}", delay=0.2)
+
+
+def is_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+async def run_demo(
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    settings: SettingsStore | None = None,
+    extensions: Sequence[Extension] = (),
+    interactive: bool = False,
+) -> int:
+    """An offline session on the faux provider: two 503s, then an answer.
+
+    With ``interactive`` (a terminal on both ends), the chat UI opens with the demo
+    prompt already sent; otherwise the events are printed as lines and it exits.
+    """
+    provider = FauxProvider([*demo_script(), *[_echo] * 1000])
+    model = Model(id="faux-demo", provider="faux", context_window=32_000)
+    banner = (
+        "trio-session demo: an offline session whose provider fails twice with 503,\n"
+        "then answers. Watch the retry policy at work"
+    )
+    async with open_session(provider, model, settings=settings, extensions=extensions) as session:
+        if interactive:
+            from ..tui._terminal_chat import run_terminal_chat
+
+            await run_terminal_chat(
+                session, first_prompt=DEMO_PROMPT, banner=banner + " (Esc cancels a retry)."
+            )
+            return 0
+        printer = Printer(out)
+        if not as_json:
+            printer.write(banner + " (Ctrl+C to stop).\n\n")
+        with session.events() as events:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(show, events, printer, as_json)
+                reply = await session.prompt(DEMO_PROMPT)
+                await session.aclose()  # ends the event stream, so show returns
+    return 0 if reply.stop_reason == "stop" else 1
