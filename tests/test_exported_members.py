@@ -78,8 +78,9 @@ def test_agent_session_members() -> None:
 
 
 def test_all_count() -> None:
-    """``trio_session.__all__`` still has its 140 names (issue 26 moved none)."""
-    assert len(trio_session.__all__) == 140
+    """``trio_session.__all__`` has its 142 names: issue 26 moved none; issue 31 added
+    ``ReplyItems`` and ``ReplyRestart``."""
+    assert len(trio_session.__all__) == 142
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

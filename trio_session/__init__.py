@@ -105,6 +105,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._stats import ContextUsage as ContextUsage
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
+    from ._stream import ReplyItems as ReplyItems
+    from ._stream import ReplyRestart as ReplyRestart
     from ._stream import ReplyStream as ReplyStream
     from ._tools import ToolArgumentError as ToolArgumentError
     from ._tools import tool as tool
@@ -250,6 +252,8 @@ _EXPORTS: dict[str, str] = {
     "ContextUsage": "._stats",
     "SessionStats": "._stats",
     "TokenTotals": "._stats",
+    "ReplyItems": "._stream",
+    "ReplyRestart": "._stream",
     "ReplyStream": "._stream",
     "ToolArgumentError": "._tools",
     "tool": "._tools",
@@ -392,6 +396,8 @@ __all__ = [
     "QueueUpdate",
     "RateLimitError",
     "RedisCredentialStore",
+    "ReplyItems",
+    "ReplyRestart",
     "ReplyStream",
     "RetrySettings",
     "RpcClient",
