@@ -68,6 +68,12 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._extensions import load_entry_point_extensions as load_entry_point_extensions
     from ._extensions import load_extension_file as load_extension_file
     from ._messages import AssistantMessage as AssistantMessage
+    from ._messages import BashExecutionMessage as BashExecutionMessage
+    from ._messages import BranchSummaryMessage as BranchSummaryMessage
+    from ._messages import CompactionSummaryMessage as CompactionSummaryMessage
+    from ._messages import Cost as Cost
+    from ._messages import CustomMessage as CustomMessage
+    from ._messages import ImageContent as ImageContent
     from ._messages import Message as Message
     from ._messages import TextContent as TextContent
     from ._messages import ToolCall as ToolCall
@@ -152,6 +158,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .store._session_file import SessionFile as SessionFile
     from .store._session_file import fork_session as fork_session
     from .store._session_file import open_history as open_history
+    from .store._sqlite_credentials import CredentialInfo as CredentialInfo
     from .store._sqlite_credentials import CredentialStoreError as CredentialStoreError
     from .store._sqlite_credentials import SqliteCredentialStore as SqliteCredentialStore
     from .store._sqlite_credentials import open_sqlite_credentials as open_sqlite_credentials
@@ -160,6 +167,13 @@ __version__ = "0.1.0.dev0"
 
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
+    "CredentialInfo": ".store._sqlite_credentials",
+    "ImageContent": "._messages",
+    "CustomMessage": "._messages",
+    "Cost": "._messages",
+    "CompactionSummaryMessage": "._messages",
+    "BranchSummaryMessage": "._messages",
+    "BashExecutionMessage": "._messages",
     "Agent": "._agent",
     "Tool": "._agent",
     "DelayPlan": "._retry.backoff",
@@ -347,7 +361,9 @@ __all__ = [
     "AutoCompactionStart",
     "AutoRetryEnd",
     "AutoRetryStart",
+    "BashExecutionMessage",
     "BashResult",
+    "BranchSummaryMessage",
     "Classifier",
     "CodecError",
     "Compaction",
@@ -356,12 +372,16 @@ __all__ = [
     "CompactionResult",
     "CompactionSettings",
     "CompactionStart",
+    "CompactionSummaryMessage",
     "Compactor",
     "ContextOverflowError",
     "ContextUsage",
+    "Cost",
+    "CredentialInfo",
     "CredentialStore",
     "CredentialStoreError",
     "CredentialsSettings",
+    "CustomMessage",
     "DelayPlan",
     "DropOldestCompactor",
     "EventStream",
@@ -377,6 +397,7 @@ __all__ = [
     "HistoryError",
     "HistoryWriteFailed",
     "HttpProvider",
+    "ImageContent",
     "InMemoryCredentialStore",
     "LoadedSession",
     "Message",

@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -112,6 +112,9 @@ SCRUBBED_LOGGERS = (
     "trio_session.provider",
     "trio_session.rpc",
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 #: Keys shorter than this are not scrubbed (they would garble every record).
 MIN_SECRET_LENGTH = 4
@@ -220,7 +223,7 @@ class SessionObserver:
     def install(
         cls,
         session: ObservedSession,
-        tracer_provider: Any = None,
+        tracer_provider: TracerProvider | None = None,
         *,
         provider_key: object = None,
         classifier: Classifier | None = None,

@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
 import trio
@@ -54,6 +54,9 @@ from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
 from .store._history import runtime_context
 from .store._session_file import SessionFile
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["DEFAULT_COMPACTOR", "AgentSession", "EventStream"]
 
@@ -120,7 +123,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _history_file: SessionFile | None = attrs.field(default=None, alias="history_file")
     _models: tuple[Model, ...] = attrs.field(default=(), converter=_models_tuple, alias="models")
     _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
-    _tracer_provider: Any = attrs.field(default=None, alias="tracer_provider")
+    _tracer_provider: TracerProvider | None = attrs.field(default=None, alias="tracer_provider")
     # -- the collaborators ---------------------------------------------------------
     _observer: SessionObserver = attrs.field(init=False)
     _hub: EventHub = attrs.field(init=False)
