@@ -99,20 +99,29 @@ async def test_doc_page_python_blocks_run(page: Path, nursery: trio.Nursery) -> 
         assert result.stdout.decode() == "Hello!\n"
 
 
-def test_stream_reply_example_streams_after_the_retry() -> None:
-    """docs/examples/stream_reply.py: the chunks arrive after the 2 s backoff and join
-    to the reply it prints."""
+def test_stream_reply_example_shows_the_text_that_stands_and_the_restart() -> None:
+    """docs/examples/stream_reply.py: plain iteration yields only the answer that stands;
+    ``items()`` yields the failed attempt live, the restart mark, then the answer, at
+    the times docs/embedding.md prints."""
     example = Path(__file__).parent.parent / "docs" / "examples" / "stream_reply.py"
     out = subprocess.run(
         [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
     ).stdout.splitlines()
     assert out == [
-        "t=2.0s  'Backoff waits '",
-        "t=2.0s  '2 s, '",
-        "t=2.0s  'then 4 s, '",
-        "t=2.0s  'then 8 s.'",
-        "done at t=2.0s: Backoff waits 2 s, then 4 s, then 8 s.",
+        "plain iteration: the text that stands",
+        "  t=4.0s  'Backoff waits 2 s, then 4 s, then 8 s.'",
+        "items(): live, with a restart mark",
+        "  t=0.0s  'Backoff waits '",
+        "  t=0.5s  '2 s, '",
+        "  t=0.5s  restart: take back 'Backoff waits 2 s, '",
+        "  t=2.5s  'Backoff waits '",
+        "  t=3.0s  '2 s, '",
+        "  t=3.5s  'then 4 s, '",
+        "  t=4.0s  'then 8 s.'",
+        "done at t=4.0s: Backoff waits 2 s, then 4 s, then 8 s.",
     ]
+    page = (Path(__file__).parent.parent / "docs" / "embedding.md").read_text(encoding="utf-8")
+    assert "\n".join(out) in page
 
 
 def test_typed_errors_example_raises_a_connection_error() -> None:

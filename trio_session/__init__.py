@@ -72,6 +72,12 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._extensions import load_entry_point_extensions as load_entry_point_extensions
     from ._extensions import load_extension_file as load_extension_file
     from ._messages import AssistantMessage as AssistantMessage
+    from ._messages import BashExecutionMessage as BashExecutionMessage
+    from ._messages import BranchSummaryMessage as BranchSummaryMessage
+    from ._messages import CompactionSummaryMessage as CompactionSummaryMessage
+    from ._messages import Cost as Cost
+    from ._messages import CustomMessage as CustomMessage
+    from ._messages import ImageContent as ImageContent
     from ._messages import Message as Message
     from ._messages import TextContent as TextContent
     from ._messages import ToolCall as ToolCall
@@ -116,6 +122,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._stats import ContextUsage as ContextUsage
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
+    from ._stream import ReplyItems as ReplyItems
+    from ._stream import ReplyRestart as ReplyRestart
     from ._stream import ReplyStream as ReplyStream
     from ._tools import Tool as Tool
     from ._tools import ToolArgumentError as ToolArgumentError
@@ -148,6 +156,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .rpc import serve_rpc as serve_rpc
     from .store._credentials import CredentialStore as CredentialStore
     from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
+    from .store._credentials_file import CredentialInfo as CredentialInfo
     from .store._credentials_file import CredentialStoreError as CredentialStoreError
     from .store._entries import HistoryError as HistoryError
     from .store._fork import fork_session as fork_session
@@ -170,6 +179,13 @@ __version__ = "0.1.0.dev0"
 
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
+    "CredentialInfo": ".store._credentials_file",
+    "ImageContent": "._messages",
+    "CustomMessage": "._messages",
+    "Cost": "._messages",
+    "CompactionSummaryMessage": "._messages",
+    "BranchSummaryMessage": "._messages",
+    "BashExecutionMessage": "._messages",
     "Agent": "._agent",
     "Tool": "._tools",
     "DelayPlan": "._retry.backoff",
@@ -274,6 +290,8 @@ _EXPORTS: dict[str, str] = {
     "ContextUsage": "._stats",
     "SessionStats": "._stats",
     "TokenTotals": "._stats",
+    "ReplyItems": "._stream",
+    "ReplyRestart": "._stream",
     "ReplyStream": "._stream",
     "ToolArgumentError": "._tools",
     "tool": "._tools",
@@ -372,7 +390,9 @@ __all__ = [
     "AutoCompactionStart",
     "AutoRetryEnd",
     "AutoRetryStart",
+    "BashExecutionMessage",
     "BashResult",
+    "BranchSummaryMessage",
     "Classifier",
     "CodecError",
     "Compaction",
@@ -381,12 +401,16 @@ __all__ = [
     "CompactionResult",
     "CompactionSettings",
     "CompactionStart",
+    "CompactionSummaryMessage",
     "Compactor",
     "ContextOverflowError",
     "ContextUsage",
+    "Cost",
+    "CredentialInfo",
     "CredentialStore",
     "CredentialStoreError",
     "CredentialsSettings",
+    "CustomMessage",
     "DelayPlan",
     "DropOldestCompactor",
     "EntryAppended",
@@ -403,6 +427,7 @@ __all__ = [
     "HistoryError",
     "HistoryWriteFailed",
     "HttpProvider",
+    "ImageContent",
     "InMemoryCredentialStore",
     "LoadedSession",
     "Message",
@@ -424,6 +449,8 @@ __all__ = [
     "QueueUpdate",
     "RateLimitError",
     "RedisCredentialStore",
+    "ReplyItems",
+    "ReplyRestart",
     "ReplyStream",
     "RetrySettings",
     "RpcClient",

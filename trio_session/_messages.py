@@ -44,7 +44,13 @@ class TextContent:
 
 @attrs.frozen
 class ImageContent:
-    """An image in a user message or tool result: base64 ``data`` and its MIME type."""
+    """An image in a user message or tool result: base64 ``data`` and its MIME type.
+
+    Attributes:
+        data: the image's bytes, base64-encoded.
+        mime_type: its MIME type (``"image/png"``).
+        type: always ``"image"``; the part's kind on the wire.
+    """
 
     data: str
     mime_type: str
@@ -83,7 +89,15 @@ UserContent: TypeAlias = TextContent | ImageContent
 
 @attrs.frozen
 class Cost:
-    """What one assistant message cost, in dollars, by kind of token."""
+    """What one assistant message cost, in dollars, by kind of token.
+
+    Attributes:
+        input: the input tokens' cost (cache reads not included).
+        output: the output tokens' cost.
+        cache_read: the cost of the tokens read from the provider's cache.
+        cache_write: the cost of the tokens written to the provider's cache.
+        total: the four added up.
+    """
 
     input: float = 0.0
     output: float = 0.0
@@ -289,6 +303,17 @@ class BashExecutionMessage:
 
     It reaches the model with the next prompt, as user text (``to_llm``), unless
     ``exclude_from_context``.
+
+    Attributes:
+        command: the command line as the user typed it.
+        output: what it printed (stdout and stderr), as kept.
+        exit_code: its exit status, or ``None`` if it did not exit (cancelled).
+        cancelled: whether it was cancelled (RPC ``abort_bash``).
+        truncated: whether ``output`` was cut to the size limit.
+        full_output_path: where the whole output was saved, when it was cut.
+        exclude_from_context: keep it from the model (written only when true).
+        timestamp: when it ran, in milliseconds since the epoch.
+        role: always ``"bashExecution"``; the message's kind on the wire.
     """
 
     command: str
@@ -317,7 +342,16 @@ class BashExecutionMessage:
 
 @attrs.frozen
 class CustomMessage:
-    """A message an extension put into the conversation (the reference's ``custom`` role)."""
+    """A message an extension put into the conversation (the reference's ``custom`` role).
+
+    Attributes:
+        custom_type: the extension's name for this kind of message.
+        content: its text, or text and image parts.
+        display: whether a front end shows it.
+        details: anything else the extension keeps with it (JSON-shaped).
+        timestamp: when it was made, in milliseconds since the epoch.
+        role: always ``"custom"``; the message's kind on the wire.
+    """
 
     custom_type: str
     content: str | tuple[UserContent, ...] = attrs.field(converter=_user_content)
@@ -345,7 +379,14 @@ BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 @attrs.frozen
 class BranchSummaryMessage:
-    """What a branch the conversation came back from did (from a ``branch_summary`` entry)."""
+    """What a branch the conversation came back from did (from a ``branch_summary`` entry).
+
+    Attributes:
+        summary: the branch's summary.
+        from_id: the id of the entry the branch left from.
+        timestamp: when it was made, in milliseconds since the epoch.
+        role: always ``"branchSummary"``; the message's kind on the wire.
+    """
 
     summary: str
     from_id: str
@@ -360,7 +401,14 @@ class BranchSummaryMessage:
 
 @attrs.frozen
 class CompactionSummaryMessage:
-    """The summary that stands for the messages a compaction removed."""
+    """The summary that stands for the messages a compaction removed.
+
+    Attributes:
+        summary: the compactor's summary of them.
+        tokens_before: the context's size, in tokens, before the compaction.
+        timestamp: when it was made, in milliseconds since the epoch.
+        role: always ``"compactionSummary"``; the message's kind on the wire.
+    """
 
     summary: str
     tokens_before: int = 0

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -28,6 +28,9 @@ from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
 from .store._open_history import open_history
 from .store._session_file import SessionFile
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 
 def _no_report(event: object) -> None:
@@ -70,7 +73,7 @@ def open_session(
     history: str | Path | SessionFile | None = None,
     models: Sequence[Model] = (),
     thinking_level: str | None = None,
-    tracer_provider: Any = None,  # -- observe (issue 14) --
+    tracer_provider: TracerProvider | None = None,  # -- observe (issue 14) --
 ) -> AbstractAsyncContextManager[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
@@ -226,7 +229,7 @@ async def _open_session(
     history: str | Path | SessionFile | None,
     models: Sequence[Model],
     thinking_level: str | None,
-    tracer_provider: Any,
+    tracer_provider: TracerProvider | None,
 ) -> AsyncIterator[AgentSession]:
     """``open_session`` with extensions to run, or a session file to open."""
     loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]

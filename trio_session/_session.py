@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
 import trio
@@ -55,6 +55,9 @@ from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
 from .store._loaded import runtime_context
 from .store._session_file import SessionFile
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["DEFAULT_COMPACTOR", "AgentSession", "EventStream"]
 
@@ -121,7 +124,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _history_file: SessionFile | None = attrs.field(default=None, alias="history_file")
     _models: tuple[Model, ...] = attrs.field(default=(), converter=_models_tuple, alias="models")
     _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
-    _tracer_provider: Any = attrs.field(default=None, alias="tracer_provider")
+    _tracer_provider: TracerProvider | None = attrs.field(default=None, alias="tracer_provider")
     # -- the collaborators ---------------------------------------------------------
     _observer: SessionObserver = attrs.field(init=False)
     _hub: EventHub = attrs.field(init=False)
@@ -449,10 +452,13 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     ) -> AbstractAsyncContextManager[ReplyStream[str] | ReplyStream[SessionEvent]]:
         """Run ``prompt(text)`` and stream it: ``async with session.stream(text) as reply:``.
 
-        ``async for delta in reply`` yields the text deltas as they arrive — across
-        every retry re-attempt and compaction of the prompt — and ends exactly when
-        ``prompt()`` would return; then ``reply.reply`` is the final message. With
-        ``events=True`` it yields every ``SessionEvent`` of the prompt instead.
+        ``async for text in reply`` yields ``str`` pieces that join to the prompt's
+        reply text — across every retry re-attempt and compaction — never a failed
+        attempt's text (each message's text comes once it has ended well); it ends
+        exactly when ``prompt()`` would return, and then ``reply.reply`` is the final
+        message. ``reply.items()`` yields the text live instead, with a
+        ``ReplyRestart`` when an attempt that had text is thrown away. With
+        ``events=True`` it yields every ``SessionEvent`` of the prompt.
 
         The prompt runs in a nursery of the block. Leaving the block before the
         prompt is over cancels it (recorded as aborted) and waits for it; so does
@@ -460,20 +466,20 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
 
         ```python
         async with session.stream("Explain backoff") as reply:
-            async for delta in reply:
-                print(delta, end="", flush=True)
+            async for text in reply:
+                print(text, end="", flush=True)
         print(reply.reply.usage)
         ```
 
         Args:
             text: the user message's text.
             images: images sent after the text, in order.
-            events: yield every ``SessionEvent`` of the prompt instead of text deltas.
+            events: yield every ``SessionEvent`` of the prompt instead of text.
             raise_on_error: raise the ``ProviderError`` the prompt ended in (from the
                 iteration, or on leaving the block), as ``prompt`` does.
 
         Returns:
-            An async context manager whose ``ReplyStream`` yields the deltas (or
+            An async context manager whose ``ReplyStream`` yields the text (or
                 events); its ``reply`` is the final message once the iteration ends.
 
         Raises:

@@ -67,6 +67,9 @@ class ToolArgumentError(TrioSessionError, ValueError):
         problems: each problem, as a sentence fragment.
     """
 
+    tool: str
+    problems: tuple[str, ...]
+
     def __init__(self, tool: str, problems: Sequence[str]) -> None:
         shown = list(problems[:_SHOWN_PROBLEMS])
         if len(problems) > _SHOWN_PROBLEMS:
