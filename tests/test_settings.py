@@ -489,14 +489,14 @@ def test_set_writes_top_layer() -> None:
             "network.timeout",
             3,
             r"network\.timeout is not a known setting "
-            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*\)",
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*\)",
             id="unknown-group",
         ),
         pytest.param(
             "retry",
             {"enabled": False},
             r"retry is not a known setting "
-            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*\)",
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*\)",
             id="group-without-key",
         ),
     ],

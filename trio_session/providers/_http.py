@@ -69,7 +69,7 @@ from ._http_body import (
     not_a_stream_message,
 )
 from ._httpx import lazy_httpx
-from ._pool import check_limits, make_client, pool_stats
+from ._pool import check_limits, make_client_off_loop, pool_stats
 from ._proxy import proxy_secrets
 
 if TYPE_CHECKING:
@@ -327,9 +327,7 @@ class HttpProvider:
                 self._making_client = trio.Lock()
             async with self._making_client:
                 if self._client is None:
-                    self._client = await trio.to_thread.run_sync(
-                        make_client, self._timeout, self._limits
-                    )
+                    self._client = await make_client_off_loop(self._timeout, self._limits)
         return self._client
 
     def pool_stats(self) -> dict[str, int]:
@@ -405,6 +403,8 @@ class HttpProvider:
         limit = request.attempt_timeout
         limit = self._attempt_timeout if limit is None else limit
         attempt = _Attempt(limit=limit)
+        if self._client is None and not self._closed:
+            await self._get_client()  # outside the attempt's deadline
         self._in_flight += 1
         try:
             with trio.move_on_after(math.inf if limit is None else limit) as deadline:

@@ -11,7 +11,11 @@ Making the client costs the first request: importing httpx (about 100 ms) and a 
 context per transport (``ssl.create_default_context`` loads the CA bundle, tens of
 milliseconds; httpx builds one even for ``http://``). ``make_client`` does both, and is
 run in a worker thread (``trio.to_thread.run_sync``), so the event loop and every other
-session on it go on meanwhile.
+session on it go on meanwhile. Under an autojump clock (``trio.testing.MockClock``
+with ``autojump_threshold`` set, as tests use) it is made inline instead: that clock
+jumps to the next deadline whenever every task waits, a thread's work included, so a
+thread would let virtual time run ahead and fire timeouts; inline, the work costs no
+virtual time at all.
 
 ``pool_stats`` reads httpcore's pools (``AsyncConnectionPool.connections``, and its
 queue of requests waiting for a connection) behind the client's transports; a
@@ -20,8 +24,11 @@ transport that is not httpx's own counts nothing but the requests in flight.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeAlias
+
+import trio
 
 from ._proxy import proxy_mounts
 
@@ -96,6 +103,19 @@ def make_client(timeout: Any, limits: LimitsValue) -> httpx.AsyncClient:
         timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
         follow_redirects=False,
     )
+
+
+async def make_client_off_loop(timeouts: Any, limits: LimitsValue) -> httpx.AsyncClient:
+    """``make_client`` in a worker thread; inline under an autojump clock (see above).
+
+    Args:
+        timeouts: what ``httpx.Timeout`` takes.
+        limits: the pool's limits (see ``as_limits``).
+    """
+    clock = trio.lowlevel.current_clock()
+    if getattr(clock, "autojump_threshold", math.inf) != math.inf:
+        return make_client(timeouts, limits)
+    return await trio.to_thread.run_sync(make_client, timeouts, limits)
 
 
 def _pools(client: Any) -> Iterable[Any]:
