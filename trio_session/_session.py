@@ -42,6 +42,7 @@ from ._retry.keys import KeyRing
 from ._session_parts.bash import BashPart
 from ._session_parts.compaction import NOTHING_TO_COMPACT, Compaction
 from ._session_parts.hub import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Subscriber
+from ._session_parts.idle import IdlePart
 from ._session_parts.journal import Journal
 from ._session_parts.models import ModelsPart
 from ._session_parts.queues import QueuesPart
@@ -80,7 +81,7 @@ def _discard(event: SessionEvent) -> None:
 
 
 @attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
-class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
+class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, IdlePart):
     """A conversation with a model, with auto-retry and overflow compaction.
 
     Make one with ``open_session``. All methods must be called from Trio
@@ -154,6 +155,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
             emit=self._on_agent_event,
             tools=self._tools,
             system_prompt=self._system_prompt,
+            timeouts=self._settings.provider_timeouts,  # retry.provider.*, however set
         )
         journal = self._journal = Journal(file, hub, agent.messages)
         if file is not None:
@@ -404,7 +406,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
                 ``AuthenticationError``, ``ContextOverflowError``, … (see
                 ``AssistantMessage.raise_for_error``).
         """
-        self._refuse_prompt()
+        self._control.refuse()
         text, replaced = valid_text(text)
         if replaced:
             logger.warning(
@@ -496,12 +498,8 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
             images=images,
             events=events,
             raise_on_error=raise_on_error,
-            refuse=self._refuse_prompt,
+            refuse=self._control.refuse,  # closed, or busy (R-36)
         )
-
-    def _refuse_prompt(self) -> None:
-        """Raise what ``prompt()`` raises before it starts: closed, or busy (R-36)."""
-        self._control.refuse()
 
     def _start_busy(self) -> None:
         """The session runs a prompt or a manual compaction until ``_end_busy()``.

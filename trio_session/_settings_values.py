@@ -114,6 +114,24 @@ class CompactionSettings:
 
 
 @attrs.frozen
+class HttpSettings:
+    """The ``http`` group: the HTTP provider ``trio-session`` builds (``chat``, ``rpc``).
+
+    A program that builds its own provider passes ``limits=`` to it instead: one
+    provider's pool is shared by every session that uses it, so no one session's
+    settings can size it.
+
+    Attributes:
+        max_connections: ``http.maxConnections`` — the most connections the
+            provider's pool opens at once (as many are kept alive while idle, for
+            5 s); a request past that waits for a free one. ``None``: httpx's
+            defaults (100, 20 kept alive).
+    """
+
+    max_connections: int | None = None
+
+
+@attrs.frozen
 class CredentialsSettings:
     """The ``credentials`` group.
 
@@ -148,11 +166,13 @@ class Settings:
         retry: the ``retry`` group.
         compaction: the ``compaction`` group.
         credentials: the ``credentials`` group.
+        http: the ``http`` group.
     """
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
     credentials: CredentialsSettings = attrs.field(factory=CredentialsSettings)
+    http: HttpSettings = attrs.field(factory=HttpSettings)
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"
     default_thinking_level: ThinkingLevel | None = None
@@ -215,6 +235,7 @@ RANGES: Mapping[str, tuple[int, int]] = {
     "compaction.keepRecentTurns": (1, 1_000),
     "compaction.reserveTokens": (0, 10_000_000),
     "compaction.keepRecentTokens": (0, 10_000_000),
+    "http.maxConnections": (1, 100_000),
 }
 
 
@@ -243,6 +264,7 @@ SCHEMA: dict[str, _Rule] = {
     "compaction.reserveTokens": _ranged("compaction.reserveTokens"),
     "compaction.keepRecentTokens": _ranged("compaction.keepRecentTokens"),
     "credentials.url": _text(null=True),
+    "http.maxConnections": _ranged("http.maxConnections", null=True),
     # pi's top-level keys that trio_session uses
     "steeringMode": _one_of("all", "one-at-a-time"),
     "followUpMode": _one_of("all", "one-at-a-time"),
@@ -251,7 +273,7 @@ SCHEMA: dict[str, _Rule] = {
     "defaultModel": _text(null=True),
     "sessionDir": _text(null=True),
 }
-GROUPS = ("retry", "compaction", "credentials")
+GROUPS = ("retry", "compaction", "credentials", "http")
 #: Groups inside a group: their keys are nested one level deeper in a file.
 SUBGROUPS = frozenset({"retry.provider"})
 

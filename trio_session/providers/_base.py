@@ -174,6 +174,14 @@ class ProviderRequest:
         tools: the tools the model may call.
         api_key: the key for this request; ``None`` leaves it to the provider's own key.
         thinking_level: how much the model should reason.
+        attempt_timeout: seconds this attempt may take as a whole, overriding the
+            provider's own ``attempt_timeout``; ``None`` keeps the provider's. A
+            session sets it from ``retry.provider.timeoutMs`` when a settings layer
+            sets that key.
+        idle_timeout: the longest silence (seconds) while waiting for or reading
+            the answer, overriding the provider's own read, write and pool timeouts;
+            ``None`` keeps the provider's. A session sets it from
+            ``retry.provider.idleTimeoutMs`` when a settings layer sets that key.
     """
 
     model: Model
@@ -182,6 +190,8 @@ class ProviderRequest:
     tools: tuple[ToolSpec, ...] = ()
     api_key: str | None = attrs.field(default=None, repr=False)
     thinking_level: str = "off"
+    attempt_timeout: float | None = None
+    idle_timeout: float | None = None
 
 
 @attrs.frozen
