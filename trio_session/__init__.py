@@ -112,6 +112,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._settings import SettingsStore as SettingsStore
     from ._settings import default_settings_paths as default_settings_paths
     from ._settings import persist_setting as persist_setting
+    from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
     from ._stats import ContextUsage as ContextUsage
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
@@ -264,6 +265,7 @@ _EXPORTS: dict[str, str] = {
     "CredentialsSettings": "._settings",
     "ProviderRetrySettings": "._settings",
     "RetrySettings": "._settings",
+    "SERVICE_SETTINGS": "._settings_values",
     "Settings": "._settings",
     "SettingsLayer": "._settings",
     "SettingsStore": "._settings",
@@ -353,6 +355,7 @@ __all__ = [
     "REFERENCE_CLASSIFIER",
     "RETRYABLE_PATTERN",
     "SEED_PATTERNS",
+    "SERVICE_SETTINGS",
     "STRICT_CLASSIFIER",
     "STRICT_PATTERNS",
     "THINKING_LEVELS",
