@@ -80,8 +80,8 @@ def test_agent_session_members() -> None:
 def test_all_count() -> None:
     """``trio_session.__all__`` has its 140 names (issue 26 moved none), issue 28's four
     pi 1.6.0 events (summarization_retry_*, entry_appended) and its seven classifier
-    tables and classifiers; issue 31's SERVICE_SETTINGS."""
-    assert len(trio_session.__all__) == 152
+    tables and classifiers; issue 31's SERVICE_SETTINGS and ProviderFailure."""
+    assert len(trio_session.__all__) == 153
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

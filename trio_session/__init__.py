@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._extensions import ExtensionLoadError as ExtensionLoadError
     from ._extensions import load_entry_point_extensions as load_entry_point_extensions
     from ._extensions import load_extension_file as load_extension_file
+    from ._failure import ProviderFailure as ProviderFailure
     from ._messages import AssistantMessage as AssistantMessage
     from ._messages import Message as Message
     from ._messages import TextContent as TextContent
@@ -247,6 +248,7 @@ _EXPORTS: dict[str, str] = {
     "TurnEnd": "._events",
     "TurnStart": "._events",
     "Extension": "._extensions",
+    "ProviderFailure": "._failure",
     "ExtensionAPI": "._extensions",
     "ExtensionLoadError": "._extensions",
     "load_entry_point_extensions": "._extensions",
@@ -419,6 +421,7 @@ __all__ = [
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
+    "ProviderFailure",
     "ProviderRequest",
     "ProviderRetrySettings",
     "QueueUpdate",

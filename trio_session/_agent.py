@@ -157,6 +157,8 @@ class Agent:
         steering: messages to deliver after a turn, before the next request (and at
             the start of a run, after its prompt).
         follow_ups: messages to deliver when a run would otherwise stop.
+        retried: while a retry's re-attempt runs, the error it retries: every failed
+            reply then carries it as ``last_error`` (R-63); the controller sets it.
     """
 
     provider: Provider
@@ -171,6 +173,7 @@ class Agent:
     thinking_level: str = "off"
     steering: MessageQueue = attrs.field(factory=MessageQueue)
     follow_ups: MessageQueue = attrs.field(factory=MessageQueue)
+    retried: AssistantMessage | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _unsaved: bool = attrs.field(default=False, init=False)
     _requests: _RequestCache | None = attrs.field(default=None, init=False)
@@ -362,11 +365,15 @@ class Agent:
                 end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
         except BaseException:
             aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
+            if self.retried is not None:  # R-63: the error the re-attempt retried
+                aborted = attrs.evolve(aborted, last_error=self.retried)
             self.messages.append(aborted)
             produced.append(aborted)
             self.emit(MessageEnd(message=aborted))
             raise
         message = builder.finish(end)
+        if self.retried is not None and message.failed:  # R-63
+            message = attrs.evolve(message, last_error=self.retried)
         self.messages.append(message)
         produced.append(message)
         self.emit(MessageEnd(message=message))

@@ -81,10 +81,12 @@ class RetryChain:
     Attributes:
         attempt: the current 1-based attempt; 0 before the first (R-9).
         ended: whether ``auto_retry_end`` has been emitted.
+        retrying: the error the next (or running) re-attempt retries (R-63).
     """
 
     attempt: int = 0
     ended: bool = False
+    retrying: AssistantMessage | None = None
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _sleep: trio.CancelScope | None = attrs.field(default=None, init=False)
     _pending_delay_ms: int = attrs.field(default=0, init=False)
@@ -200,6 +202,7 @@ class RetryChain:
             return False
         host.emit(AutoRetryStart(self.attempt, settings.max_retries, delay, text))  # R-19
         host.drop_from_context(message)  # R-20
+        self.retrying = message
         self._pending_delay_ms = delay
         return True
 
