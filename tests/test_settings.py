@@ -29,7 +29,8 @@ from trio_session._codec import camel
 
 RETRY_KEYS = (
     "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-    "profile, maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+    "profile, maxAgentDelayMs, sharedCooldown, maxTotalMs, provider.maxRetryDelayMs, "
+    "provider.timeoutMs, "
     "provider.idleTimeoutMs, "
     "provider.maxRetries"
 )

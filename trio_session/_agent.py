@@ -159,6 +159,8 @@ class Agent:
         follow_ups: messages to deliver when a run would otherwise stop.
         timeouts: ``() -> (attempt_timeout, idle_timeout)`` asked for every request,
             put on its ``ProviderRequest`` (``None``: the provider's own).
+        retried: while a retry's re-attempt runs, the error it retries: every failed
+            reply then carries it as ``last_error`` (R-63); the controller sets it.
     """
 
     provider: Provider
@@ -176,6 +178,7 @@ class Agent:
     timeouts: Callable[[], tuple[float | None, float | None]] | None = None
     #: Whether a request to the provider is in flight (``AgentSession.assert_idle``).
     streaming: bool = attrs.field(default=False, init=False)
+    retried: AssistantMessage | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _unsaved: bool = attrs.field(default=False, init=False)
     _requests: _RequestCache | None = attrs.field(default=None, init=False)
@@ -379,11 +382,15 @@ class Agent:
                 self.streaming = False
         except BaseException:
             aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
+            if self.retried is not None:  # R-63: the error the re-attempt retried
+                aborted = attrs.evolve(aborted, last_error=self.retried)
             self.messages.append(aborted)
             produced.append(aborted)
             self.emit(MessageEnd(message=aborted))
             raise
         message = builder.finish(end)
+        if self.retried is not None and message.failed:  # R-63
+            message = attrs.evolve(message, last_error=self.retried)
         self.messages.append(message)
         produced.append(message)
         self.emit(MessageEnd(message=message))

@@ -56,6 +56,7 @@ from ._settings_values import (
 )
 from ._settings_values import RANGES as RANGES
 from ._settings_values import RETRY_PROFILES as RETRY_PROFILES
+from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
 from ._settings_values import ClassifierName as ClassifierName
 from ._settings_values import CompactionSettings as CompactionSettings
 from ._settings_values import CredentialsSettings as CredentialsSettings

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from .._failure import ProviderFailure
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 
 
@@ -201,19 +202,23 @@ class StreamEnd:
     Attributes:
         stop_reason: why the answer ended (as ``AssistantMessage.stop_reason``).
         error_message: what went wrong, when it failed.
+        failure: the failed response as data, when there was one (R-64): it becomes
+            the reply's ``AssistantMessage.failure``; not compared by ``==``.
     """
 
     stop_reason: StopReason = "stop"
     error_message: str | None = None
+    failure: ProviderFailure | None = attrs.field(default=None, eq=False)  # as the reply's
 
     @classmethod
-    def error(cls, message: str) -> StreamEnd:
+    def error(cls, message: str, failure: ProviderFailure | None = None) -> StreamEnd:
         """A failed request, described by ``message`` (status, server text, hints).
 
         Args:
             message: the error text.
+            failure: the response as data, if there was a response.
         """
-        return cls(stop_reason="error", error_message=message)
+        return cls(stop_reason="error", error_message=message, failure=failure)
 
 
 class StreamSink(Protocol):

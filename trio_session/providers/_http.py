@@ -65,7 +65,7 @@ from ._http_body import (
     EventReader,
     StreamParser,
     content_decoder,
-    error_response_message,
+    error_response_end,
     not_a_stream_message,
 )
 from ._httpx import lazy_httpx
@@ -419,7 +419,7 @@ class HttpProvider:
         if deadline.cancelled_caught:
             end = StreamEnd.error(self._deadline_message(attempt, secrets))
         if end.error_message is not None:
-            end = StreamEnd.error(redact(end.error_message, *secrets))
+            end = StreamEnd.error(redact(end.error_message, *secrets), end.failure)
         return end
 
     async def _exchange(
@@ -462,9 +462,7 @@ class HttpProvider:
             ) as response:
                 attempt.response = response
                 if not response.is_success:
-                    return StreamEnd.error(
-                        await error_response_message(response, secrets, self._http_error_message)
-                    )
+                    return await error_response_end(response, secrets, self._http_error_message)
                 return await self._read_events(response, self._parser(sink, secrets), secrets)
         except httpx.InvalidURL as exc:
             return StreamEnd.error(f"Invalid request: {exc}")
