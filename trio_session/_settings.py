@@ -463,3 +463,12 @@ class SettingsStore:
             return resolve(self._layers)
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
         return resolve([*self._layers, top])
+
+
+def coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
+    """``SettingsStore.coerce`` as a plain function (an attrs converter).
+
+    Args:
+        value: the settings to use; ``None`` for the defaults.
+    """
+    return SettingsStore.coerce(value)
