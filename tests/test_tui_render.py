@@ -408,6 +408,35 @@ def test_tight_list_reads_as_one_list() -> None:
     assert md(f"Intro:\n{items}") == ["Intro:", "", *(f" • item {n}" for n in range(30))]
 
 
+def test_a_numbered_list_reaching_ten_keeps_one_number_column() -> None:
+    """A 12-item list, at every point of its streaming, draws every item's text from
+    one column, and its final lines are those of the list rendered whole."""
+    items = [f"{n}. item {n} has words enough to wrap at thirty cells" for n in range(1, 13)]
+    renderer = MarkdownRenderer(style=PLAIN)
+    for count in range(1, 13):
+        lines = renderer.render("\n".join(items[:count]), 30)
+        columns = {line.index("item") for line in lines if re.match(r" *[0-9]+ item", line)}
+        assert len(columns) == 1, lines
+    assert lines == rich_whole("\n".join(items), 30)
+
+
+def rich_whole(text: str, width: int) -> list[str]:
+    """``text`` rendered by rich in one piece, without colour or trailing blanks."""
+    import io
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(Markdown(text))
+    return [line.rstrip() for line in console.file.getvalue().strip("\n").splitlines()]
+
+
+def test_a_numbered_list_is_numbered_as_one_list() -> None:
+    """Items all written "1." are numbered 1, 2, 3, as the whole list renders them."""
+    assert md("1. a\n1. b\n1. c") == [" 1 a", " 2 b", " 3 c"]
+
+
 def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Complete chunks come from the cache: only the last one goes through rich again."""
     calls: list[str] = []
