@@ -27,40 +27,33 @@ import attrs
 import trio
 
 from .._errors import SessionBusyError, TrioSessionError
-from .._events import (
-    AutoRetryEnd,
-    AutoRetryStart,
-    CompactionEnd,
-    CompactionStart,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    SessionEvent,
-    SummarizationRetryScheduled,
-)
-from .._messages import AssistantMessage, UserMessage
+from .._events import MessageEnd, MessageStart, MessageUpdate, SessionEvent
+from .._messages import AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession, EventStream
 from ..providers._base import Model
 from ..store._entries import HistoryError
-from ._controller import EventController, js_round
+from ._controller import EventController
 from ._editor import Editor
 from ._footer import footer_of, tilde
 from ._help import COMMANDS, HINT, help_text
 from ._input_history import InputHistory
 from ._keys import Key
 from ._layout import FooterInfo, Frame, compose, editor_rows, fixed_rows, footer_lines
+from ._notes import event_note
 from ._picker import Picker
 from ._render import Style
 from ._resume import resume_picker
 from ._terminal import KeyReader, Screen
-from ._transcript import ReplyView, Transcript
+from ._transcript import ReplyView, Transcript, custom_note
 
 FRAMES_PER_SECOND = 60
 TICK = 0.1
 
 #: Opens a session: ``None`` for a new one, else the session file to resume.
 SessionOpener = Callable[[Path | None], AbstractAsyncContextManager[AgentSession]]
+#: The banner: a text, or made from the session shown (so it names its model).
+Banner = str | Callable[[AgentSession], str]
 
 
 @attrs.frozen
@@ -115,6 +108,7 @@ class ChatApp:
     _dirty: trio.Event = attrs.field(factory=trio.Event, init=False)
     _switch: _Switch | None = attrs.field(default=None, init=False)
     _leave: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _banner: Banner | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.editor = Editor(history=self.history)
@@ -138,17 +132,19 @@ class ChatApp:
         *,
         resume: Path | None = None,
         first_prompt: str | None = None,
-        banner: str | None = None,
+        banner: Banner | None = None,
     ) -> None:
         """Run until the user leaves (``/quit``, Ctrl+C twice, Ctrl+D on an empty editor).
 
         Chat with ``session``; or, without one, with what ``opener`` opens for
         ``resume`` (a new session when ``None``). The conversation so far is shown
         first. The live region is erased on the way out; the transcript stays.
+        A ``banner`` made from the session is made again for each session shown.
         """
         if self.history.warning:
             self.transcript.note(f"  ! {self.history.warning}")
-        if banner:
+        self._banner = banner
+        if isinstance(banner, str) and banner:
             self.transcript.add("banner", banner)
         try:
             async with trio.open_nursery() as nursery:
@@ -202,7 +198,10 @@ class ChatApp:
         self._note = None
         banner = [b for b in self.transcript.blocks if b.kind == "banner"][:1]
         self.transcript.clear()
-        self.transcript.blocks += banner
+        if callable(self._banner):
+            self.transcript.add("banner", self._banner(session))
+        else:
+            self.transcript.blocks += banner
         if session.session_file is not None:
             self.transcript.note(f"  session file: {tilde(session.session_file)}")
         file = session.history_file
@@ -373,26 +372,12 @@ class ChatApp:
                 self.transcript.add("user", message.text)
             elif isinstance(message, AssistantMessage):
                 self._finish_reply(message)
-        elif isinstance(event, AutoRetryStart):
-            seconds = max(1, js_round(event.delay_ms / 1000))
-            self.transcript.note(f"  ↻ retry {event.attempt}/{event.max_attempts} in {seconds}s")
-        elif isinstance(event, AutoRetryEnd):
-            if event.success:
-                self.transcript.note(f"  ✓ retry {event.attempt} succeeded")
-        elif isinstance(event, SummarizationRetryScheduled):  # R-56f: as a retry is shown
-            seconds = max(1, js_round(event.delay_ms / 1000))
-            self.transcript.note(
-                f"  ↻ summary retry {event.attempt}/{event.max_attempts} in {seconds}s: "
-                f"{event.error_message}"
-            )
-        elif isinstance(event, CompactionStart):
-            self.transcript.note("  ⇣ compacting the conversation")
-        elif isinstance(event, CompactionEnd):
-            if event.result is not None:
-                first = event.result.summary.strip().splitlines()[:1]
-                self.transcript.note(f"  ⇣ compacted: {first[0][:200] if first else ''}")
-            elif event.error_message:
-                self.transcript.note(f"  ✗ compaction failed: {event.error_message}")
+            elif isinstance(message, ToolResultMessage):
+                self.transcript.add("tool", result=message)
+            elif isinstance(message, CustomMessage) and message.display:
+                self.transcript.note(custom_note(message))
+        elif (note := event_note(event)) is not None:
+            self.transcript.note(note)
         status = self._controller.status
         if status != self._shown_status:
             self._shown_status = status
@@ -449,6 +434,9 @@ class ChatApp:
         elif key.name == "enter":
             return self._on_enter()
         elif key.name == "ctrl_l":
+            self._size = None
+        elif key.name == "ctrl_o":  # tool results in full, or collapsed again
+            self.transcript.expanded = not self.transcript.expanded
             self._size = None
         else:
             self.editor.handle(key, self.screen.width)

@@ -9,7 +9,7 @@ from typing import TextIO
 
 from .._prompt_input import PromptInput
 from .._session import AgentSession
-from ._app import ChatApp, SessionOpener
+from ._app import Banner, ChatApp, SessionOpener
 from ._input_history import InputHistory
 from ._render import Style
 from ._terminal import KeyReader, Screen, raw_terminal
@@ -28,7 +28,7 @@ async def run_terminal_chat(
     sessions_dir: Path | None = None,
     history: InputHistory | None = None,
     first_prompt: str | None = None,
-    banner: str | None = None,
+    banner: Banner | None = None,
     prompt_input: PromptInput | None = None,
     fd: int = 0,
     out: TextIO | None = None,
