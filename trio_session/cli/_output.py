@@ -146,9 +146,7 @@ class Printer:
     def countdown(self, event: AutoRetryStart, remaining: float) -> None:
         if self.tty:
             wait = wait_text(remaining) if remaining < 1 else f"{math.ceil(remaining)}s"
-            self.write(
-                f"\r  ↻ retrying ({event.attempt}/{event.max_attempts}) in {wait}… \x1b[K"
-            )
+            self.write(f"\r  ↻ retrying ({event.attempt}/{event.max_attempts}) in {wait}… \x1b[K")
 
 
 async def show(events: EventStream, printer: Printer, as_json: bool) -> None:
