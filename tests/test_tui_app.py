@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -374,3 +374,44 @@ async def test_resume_shows_custom_messages_and_names_the_sessions_model(
         assert harness.app.session.model.id == "faux-other"
         nursery.cancel_scope.cancel()
     harness.close()
+
+
+async def test_slash_lists_the_matching_commands_and_tab_completes() -> None:
+    """Typing ``/`` lists the commands above the editor; ``/mo`` + Tab is ``/model ``."""
+    async with running([]) as h:
+        h.send("/")
+        screen = await h.wait_for(lambda s: "/compact" in s and "/resume" in s)
+        assert "start a new session" in screen
+        h.send("mo")
+        await h.wait_for(lambda s: "/resume" not in s)
+        h.send("\t")
+        await h.wait_for(lambda s: "> /model" in s and "choose the model" not in s)
+        assert h.app.editor.text == "/model "
+
+
+async def test_ctrl_g_edits_the_message_in_the_editor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl+G runs $VISUAL on the message (the terminal given back while it runs);
+    what it saved is the editor's text, and a failing editor says so."""
+    script = tmp_path / "editor"
+    script.write_text('#!/bin/sh\nprintf "rewritten by the editor\\n" > "$1"\n')
+    script.chmod(0o700)
+    monkeypatch.setenv("VISUAL", str(script))
+    suspended: list[str] = []
+
+    @contextmanager
+    def suspend() -> Iterator[None]:
+        suspended.append("cooked")
+        yield
+        suspended.append("raw")
+
+    async with running([]) as h:
+        h.app.suspend = suspend
+        h.send("draft\x07")
+        await h.wait_for(lambda s: "> rewritten by the editor" in s)
+        assert suspended == ["cooked", "raw"]
+        monkeypatch.setenv("VISUAL", "false")
+        h.send("\x07")
+        await h.wait_for(lambda s: "✗ false exited with status 1; the message is unchanged" in s)
+        assert h.app.editor.text == "rewritten by the editor"

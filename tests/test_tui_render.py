@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trio_session.tui import _render
+from trio_session.tui._help import render_help
 from trio_session.tui._render import (
     MarkdownRenderer,
     Style,
@@ -427,14 +428,33 @@ def rich_whole(text: str, width: int) -> list[str]:
     from rich.console import Console
     from rich.markdown import Markdown
 
-    console = Console(width=width, file=io.StringIO(), color_system=None)
-    console.print(Markdown(text))
-    return [line.rstrip() for line in console.file.getvalue().strip("\n").splitlines()]
+    out = io.StringIO()
+    Console(width=width, file=out, color_system=None).print(Markdown(text))
+    return [line.rstrip() for line in out.getvalue().strip("\n").splitlines()]
 
 
 def test_a_numbered_list_is_numbered_as_one_list() -> None:
     """Items all written "1." are numbered 1, 2, 3, as the whole list renders them."""
     assert md("1. a\n1. b\n1. c") == [" 1 a", " 2 b", " 3 c"]
+
+
+@pytest.mark.parametrize("width", [50, 60, 80])
+def test_help_wraps_a_description_under_its_own_column(width: int) -> None:
+    """/help: a description too long for its row goes on under where it began."""
+    lines = render_help(width, style=PLAIN)
+    assert all(display_width(line) <= width for line in lines)
+    start = lines.index(next(line for line in lines if line.startswith("  Esc ")))
+    column = lines[start].index("abort")
+    follow = lines[start + 1]
+    assert follow[:column].strip() == "", lines
+    assert follow[column] != " ", lines
+
+
+def test_help_below_two_columns_puts_what_a_key_does_under_it() -> None:
+    """At 24 cells the key stands on its row and what it does goes under it, indented."""
+    lines = render_help(24, style=PLAIN)
+    assert lines[1:3] == ["  Enter", "    send (while the"]
+    assert all(display_width(line) <= 24 for line in lines)
 
 
 def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,18 +8,17 @@ fit), and the terminal (``KeyReader``, ``Screen``). One Trio nursery holds it al
 the key reader, the event reader, a frame task that redraws at most
 ``FRAMES_PER_SECOND`` times a second, a SIGWINCH watcher, and the prompt tasks.
 
-Keys: Enter sends (while the agent works, the message is queued as a steer);
-Shift+Enter, Alt+Enter or Ctrl+J insert a newline; Esc aborts the running prompt, or
-— while the retry loader shows — cancels the retry; Ctrl+C aborts, else clears the
-editor, and a second Ctrl+C (or Ctrl+D on an empty editor) exits. See ``HELP``.
+Keys (all in ``_help.KEYS``): Enter sends (a steer while the agent works); Esc aborts,
+or cancels a waiting retry; Ctrl+C aborts, else clears the editor; twice, it exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,12 @@ from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession, EventStream
 from ..providers._base import Model
 from ..store._entries import HistoryError
+from ._complete import command_matches, complete, menu_lines, the_command
 from ._controller import EventController
 from ._editor import Editor
-from ._footer import footer_of, tilde
-from ._help import COMMANDS, HINT, help_text
+from ._external import EditorError, edit_text, editor_command
+from ._footer import footer_of, live_footer, tilde
+from ._help import COMMANDS, HINT
 from ._input_history import InputHistory
 from ._keys import Key
 from ._layout import FooterInfo, Frame, compose, editor_rows, fixed_rows, footer_lines
@@ -77,6 +78,8 @@ class ChatApp:
         style: colours or not.
         prompt_input: what a sent line goes through first: pi's templates and skills
             expanded, a prompt without a key refused (``trio_session._prompt_input``).
+        clock: the time, for the loader's countdown.
+        suspend: gives the terminal back (cooked mode) while an external editor runs.
     """
 
     screen: Screen
@@ -87,6 +90,7 @@ class ChatApp:
     style: Style = attrs.field(factory=Style)
     prompt_input: PromptInput = attrs.field(factory=PromptInput)
     clock: Callable[[], float] = trio.current_time
+    suspend: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     editor: Editor = attrs.field(init=False)
     transcript: Transcript = attrs.field(init=False)
     _session: AgentSession | None = attrs.field(default=None, init=False)
@@ -107,7 +111,6 @@ class ChatApp:
     _size: tuple[int, int] | None = attrs.field(default=None, init=False)
     _dirty: trio.Event = attrs.field(factory=trio.Event, init=False)
     _switch: _Switch | None = attrs.field(default=None, init=False)
-    _leave: trio.Event = attrs.field(factory=trio.Event, init=False)
     _banner: Banner | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -283,7 +286,10 @@ class ChatApp:
 
     def _frame(self, width: int, height: int, reply: list[str]) -> Frame:
         queue = [f"  ⋯ steer: {' '.join(t.split())}" for t in self._queued()]
-        fixed = fixed_rows(height, len(queue))
+        matches = command_matches(self.editor.text, COMMANDS) if self._picker is None else []
+        menu = menu_lines(matches, width, self.style)
+        menu = menu if height >= len(menu) + 10 else []  # else the editor needs the rows
+        fixed = fixed_rows(height, len(queue)) + len(menu)
         rows = editor_rows(height, fixed)
         if self._picker is not None:
             editor, cursor = self._picker.render(width, rows, self.style)
@@ -301,13 +307,12 @@ class ChatApp:
             editor_cursor=cursor,
             footer=footer,
             style=self.style,
+            menu=menu,
         )
 
     def _queued(self) -> tuple[str, ...]:
         session = self._session
-        if session is None:
-            return ()
-        return session.steering_messages + session.follow_up_messages
+        return () if session is None else session.steering_messages + session.follow_up_messages
 
     def _status_line(self) -> str:
         now = self.clock()
@@ -324,22 +329,13 @@ class ChatApp:
         return HINT
 
     def _footer_info(self) -> FooterInfo:
-        info = self._footer
-        if info is None:
-            info = self._update_footer()
-        session = self._session
-        retry = None
-        if session is not None and session.is_retrying:
-            retry = f"retry {session.retry_attempt}"
-        queued = len(self._queued())
-        if retry != info.retry or queued != info.queued:
-            info = attrs.evolve(info, retry=retry, queued=queued)
-        return info
+        info = self._footer or self._update_footer()
+        return live_footer(info, self._session, len(self._queued()))
 
     def _update_footer(self) -> FooterInfo:
         """Read tokens, cost and context use from the session (not on every delta)."""
-        self._footer = footer_of(self._session)
-        return self._footer
+        self._footer = info = footer_of(self._session)
+        return info
 
     def _say(self, text: str) -> None:
         """Add a note to the transcript and redraw."""
@@ -404,9 +400,24 @@ class ChatApp:
                 key = await self.keys.read()
             except EOFError:
                 return
-            if self._on_key(key) or self._switch is not None:
+            if key.name == "ctrl_g" and self._picker is None:
+                await self._edit_externally()
+            elif self._on_key(key) or self._switch is not None:
                 return
             self.render()
+
+    async def _edit_externally(self) -> None:
+        """Ctrl+G: the editor's text through ``$VISUAL``/``$EDITOR``; the screen redrawn."""
+        try:
+            command = editor_command(os.environ)
+            self.screen.close()
+            with self.suspend():
+                text = await edit_text(self.editor.text, command)
+        except EditorError as exc:
+            self._say(f"  ✗ {exc}")
+        else:
+            self.editor.set_text(text)
+        self._size = None  # the editor drew over the screen: draw it all again
 
     def _on_key(self, key: Key) -> bool:
         """Handle one key; True means leave."""
@@ -435,6 +446,10 @@ class ChatApp:
             return self._on_enter()
         elif key.name == "ctrl_l":
             self._size = None
+        elif key.name == "tab":
+            completed = complete(self.editor.text, COMMANDS)
+            if completed is not None:
+                self.editor.set_text(completed)
         elif key.name == "ctrl_o":  # tool results in full, or collapsed again
             self.transcript.expanded = not self.transcript.expanded
             self._size = None
@@ -447,6 +462,8 @@ class ChatApp:
         if not text.strip():
             return False
         word = text.split(maxsplit=1)[0]
+        if word not in COMMANDS and (only := the_command(text.strip(), COMMANDS)):
+            word = text = only  # "/mo" + Enter: the one command it names
         if word in COMMANDS or word == "/exit":
             self.editor.take()
             return self._command(word, text[len(word) :].strip())
@@ -506,7 +523,7 @@ class ChatApp:
         if name in ("/quit", "/exit"):
             return True
         if name == "/help":
-            self._say(help_text())
+            self.transcript.add("help")
         elif name == "/name":
             if argument:
                 self.session.set_session_name(argument)

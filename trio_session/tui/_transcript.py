@@ -35,6 +35,7 @@ from .._messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ._help import render_help
 from ._render import MarkdownRenderer, Style, fit, render_note, render_user, wrap
 
 LABEL = "assistant:"
@@ -146,6 +147,8 @@ class Block:
             return self.reply.render(width)
         if self.kind == "user":
             return render_user(self.text, width, style=self.style)
+        if self.kind == "help":
+            return render_help(width, style=self.style)
         if self.kind == "banner":
             return [styled(line, "2", self.style) for line in wrap(self.text, width)]
         return render_note(self.text, width, style=self.style)
