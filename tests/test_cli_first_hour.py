@@ -158,7 +158,7 @@ async def test_print_mode_prints_the_answer(tmp_path: Path, nursery: trio.Nurser
     assert (result.returncode, result.stdout.decode()) == (0, "Four.\n")
     assert result.stderr.decode().splitlines() == [
         f"  ✗ error: {ERROR}",
-        "  ↻ retrying (1/3) in 0s…",
+        "  ↻ retrying (1/3) in 0.01s…",
         "  ✓ retry succeeded on attempt 1",
     ]
     asked = [m["content"] for m in server.bodies[-1]["messages"] if m["role"] == "user"]
@@ -177,11 +177,11 @@ async def test_print_mode_fails_after_the_retries(tmp_path: Path, nursery: trio.
     error = ERROR
     assert result.stderr.decode().splitlines() == [
         f"  ✗ error: {error}",
-        "  ↻ retrying (1/3) in 0s…",
+        "  ↻ retrying (1/3) in 0.01s…",
         f"  ✗ error: {error}",
-        "  ↻ retrying (2/3) in 0s…",
+        "  ↻ retrying (2/3) in 0.02s…",
         f"  ✗ error: {error}",
-        "  ↻ retrying (3/3) in 0s…",
+        "  ↻ retrying (3/3) in 0.04s…",
         f"  ✗ error: {error}",
         f"  ✗ retry failed after 3 attempts: {error}",
         f"trio-session: {error}",

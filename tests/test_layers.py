@@ -62,6 +62,18 @@ PRIVATE_READS = {
     ("trio_session.tui._render", "_color_system"): (
         "rich's Console says which colours it found only through this attribute"
     ),
+    ("trio_session.providers._pool", "_transport"): (
+        "httpx's AsyncClient names its default transport (for pool_stats) only here"
+    ),
+    ("trio_session.providers._pool", "_mounts"): (
+        "httpx's AsyncClient names its proxy transports (for pool_stats) only here"
+    ),
+    ("trio_session.providers._pool", "_pool"): (
+        "httpx's AsyncHTTPTransport names its httpcore pool (for pool_stats) only here"
+    ),
+    ("trio_session.providers._pool", "_requests"): (
+        "httpcore's pool names the requests waiting for a connection only here"
+    ),
 }
 
 #: Reads of private names of other libraries' modules (not of our classes).

@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._extensions import ExtensionLoadError as ExtensionLoadError
     from ._extensions import load_entry_point_extensions as load_entry_point_extensions
     from ._extensions import load_extension_file as load_extension_file
+    from ._failure import ProviderFailure as ProviderFailure
     from ._messages import AssistantMessage as AssistantMessage
     from ._messages import BashExecutionMessage as BashExecutionMessage
     from ._messages import BranchSummaryMessage as BranchSummaryMessage
@@ -119,6 +120,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._settings import SettingsStore as SettingsStore
     from ._settings import default_settings_paths as default_settings_paths
     from ._settings import persist_setting as persist_setting
+    from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
     from ._stats import ContextUsage as ContextUsage
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
@@ -264,6 +266,7 @@ _EXPORTS: dict[str, str] = {
     "TurnEnd": "._events",
     "TurnStart": "._events",
     "Extension": "._extensions",
+    "ProviderFailure": "._failure",
     "ExtensionAPI": "._extensions",
     "ExtensionLoadError": "._extensions",
     "load_entry_point_extensions": "._extensions",
@@ -282,6 +285,7 @@ _EXPORTS: dict[str, str] = {
     "CredentialsSettings": "._settings",
     "ProviderRetrySettings": "._settings",
     "RetrySettings": "._settings",
+    "SERVICE_SETTINGS": "._settings_values",
     "Settings": "._settings",
     "SettingsLayer": "._settings",
     "SettingsStore": "._settings",
@@ -373,6 +377,7 @@ __all__ = [
     "REFERENCE_CLASSIFIER",
     "RETRYABLE_PATTERN",
     "SEED_PATTERNS",
+    "SERVICE_SETTINGS",
     "STRICT_CLASSIFIER",
     "STRICT_PATTERNS",
     "THINKING_LEVELS",
@@ -444,6 +449,7 @@ __all__ = [
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
+    "ProviderFailure",
     "ProviderRequest",
     "ProviderRetrySettings",
     "QueueUpdate",

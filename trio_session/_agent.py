@@ -157,6 +157,10 @@ class Agent:
         steering: messages to deliver after a turn, before the next request (and at
             the start of a run, after its prompt).
         follow_ups: messages to deliver when a run would otherwise stop.
+        timeouts: ``() -> (attempt_timeout, idle_timeout)`` asked for every request,
+            put on its ``ProviderRequest`` (``None``: the provider's own).
+        retried: while a retry's re-attempt runs, the error it retries: every failed
+            reply then carries it as ``last_error`` (R-63); the controller sets it.
     """
 
     provider: Provider
@@ -171,6 +175,10 @@ class Agent:
     thinking_level: str = "off"
     steering: MessageQueue = attrs.field(factory=MessageQueue)
     follow_ups: MessageQueue = attrs.field(factory=MessageQueue)
+    timeouts: Callable[[], tuple[float | None, float | None]] | None = None
+    #: Whether a request to the provider is in flight (``AgentSession.assert_idle``).
+    streaming: bool = attrs.field(default=False, init=False)
+    retried: AssistantMessage | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _unsaved: bool = attrs.field(default=False, init=False)
     _requests: _RequestCache | None = attrs.field(default=None, init=False)
@@ -228,16 +236,22 @@ class Agent:
         """
         builder = MessageBuilder(lambda event: None, self.provider.name, self.model)
         api_key = await self.key_source() if self.key_source is not None else None
+        attempt, idle = self.timeouts() if self.timeouts is not None else (None, None)
         request = ProviderRequest(
             model=self.model,
             messages=request_messages(messages),
             system_prompt=system_prompt,
             api_key=api_key,
+            attempt_timeout=attempt,
+            idle_timeout=idle,
         )
+        self.streaming = True
         try:
             end = await self.provider.stream(request, builder)
         except Exception as exc:
             end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
+        finally:
+            self.streaming = False
         return builder.finish(end)
 
     def request(self, api_key: str | None) -> ProviderRequest:
@@ -248,6 +262,7 @@ class Agent:
         """
         if self._requests is None:
             self._requests = _RequestCache()
+        attempt, idle = self.timeouts() if self.timeouts is not None else (None, None)
         return ProviderRequest(
             model=self.model,
             messages=self._requests.of(self.messages),
@@ -255,6 +270,8 @@ class Agent:
             tools=tuple(t.spec for t in self.tools),
             api_key=api_key,
             thinking_level=self.thinking_level,
+            attempt_timeout=attempt,
+            idle_timeout=idle,
         )
 
     def queue_update(self) -> QueueUpdate:
@@ -356,17 +373,24 @@ class Agent:
         builder = MessageBuilder(self.emit, self.provider.name, self.model)
         try:
             api_key = await self.key_source() if self.key_source is not None else None
+            self.streaming = True
             try:
                 end = await self.provider.stream(self.request(api_key), builder)
             except Exception as exc:  # a provider must not raise; if it does, it's an error
                 end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
+            finally:
+                self.streaming = False
         except BaseException:
             aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
+            if self.retried is not None:  # R-63: the error the re-attempt retried
+                aborted = attrs.evolve(aborted, last_error=self.retried)
             self.messages.append(aborted)
             produced.append(aborted)
             self.emit(MessageEnd(message=aborted))
             raise
         message = builder.finish(end)
+        if self.retried is not None and message.failed:  # R-63
+            message = attrs.evolve(message, last_error=self.retried)
         self.messages.append(message)
         produced.append(message)
         self.emit(MessageEnd(message=message))

@@ -209,6 +209,7 @@ async def open_provider(
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     model: Model | None = None,
     agent_dir: AgentDirConfig | None = None,
+    max_connections: int | None = None,
 ) -> AsyncIterator[tuple[Provider, Model]]:
     """The provider and model a command talks to; HTTP clients are closed on exit.
 
@@ -218,8 +219,9 @@ async def open_provider(
     environment variable (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``,
     ``GEMINI_BASE_URL``), else the provider's default; see ``endpoint``.
     ``attempt_timeout`` (``--timeout``) and ``idle_timeout``
-    (``--idle-timeout``) are seconds; see ``provider_timeouts``. The faux provider
-    has no use for them.
+    (``--idle-timeout``) are seconds; see ``provider_timeouts``. ``max_connections``
+    (``http.maxConnections``) sizes the HTTP provider's pool (its ``limits``). The faux
+    provider has no use for them.
     """
     if kind == "faux":
         from .providers._faux import FauxProvider, load_faux_script
@@ -247,7 +249,9 @@ async def open_provider(
     timeouts = provider_timeouts(attempt_timeout=attempt_timeout, idle_timeout=idle_timeout)
     headers = agent_dir.headers(model.provider, model.id) if agent_dir is not None else {}
     url, _ = endpoint(model, base_url)
-    http = cls(base_url=url, name=model.provider, headers=headers, **timeouts)
+    http = cls(
+        base_url=url, name=model.provider, headers=headers, limits=max_connections, **timeouts
+    )
     async with http:
         yield (
             http,

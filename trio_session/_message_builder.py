@@ -199,6 +199,7 @@ class MessageBuilder:
             api=self._model.api,
             response_id=self._response_id,
             response_model=self._response_model,
+            failure=end.failure,
         )
 
     def response(self, response_id: str | None, model: str | None = None) -> None:

@@ -20,6 +20,8 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._failure import ProviderFailure
+
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
 STOP_REASONS: frozenset[str] = frozenset({"stop", "length", "toolUse", "error", "aborted"})
 
@@ -196,6 +198,11 @@ def _parts(value: Any) -> tuple[ContentPart, ...]:
     return tuple(value)
 
 
+#: The metadata of a field that is ours and stays in memory: the codec neither writes
+#: nor reads it, so no event, RPC message or session file shows it (pi has no such field).
+IN_MEMORY: Mapping[str, bool] = {"wire": False}
+
+
 @attrs.frozen
 class AssistantMessage:
     """A message produced by the model, possibly ending in an error.
@@ -218,6 +225,13 @@ class AssistantMessage:
         response_id: the provider's id for the response, when it gave one.
         response_model: the model the response says answered, when it said.
         role: always ``"assistant"``; the message's kind on the wire.
+        failure: a failed HTTP response as data — status, wait hint, request id,
+            selected headers, the body's error type and code (R-64); ``None`` when the
+            failure had no response (or the reply did not fail). Ours, in memory only:
+            not in events, RPC or session files; not compared by ``==``.
+        last_error: on a failed reply of a retry's re-attempt — aborted, or an error —
+            the provider error the chain was retrying (the one that caused the wait,
+            R-63); ``None`` otherwise. In memory only, not compared, like ``failure``.
     """
 
     content: tuple[ContentPart, ...] = attrs.field(default=(), converter=_parts)
@@ -231,6 +245,12 @@ class AssistantMessage:
     response_id: str | None = None
     response_model: str | None = None
     role: Literal["assistant"] = "assistant"
+    failure: ProviderFailure | None = attrs.field(
+        default=None, eq=False, repr=False, metadata=IN_MEMORY
+    )
+    last_error: AssistantMessage | None = attrs.field(
+        default=None, eq=False, repr=False, metadata=IN_MEMORY
+    )
 
     @property
     def text(self) -> str:
@@ -259,6 +279,9 @@ class AssistantMessage:
             context_window: the model's context window, if known; with it, a reply whose usage
                 overflowed it counts as a context overflow.
 
+        When the reply is a retry's re-attempt that failed, the error it was retrying
+        (``last_error``) is the exception's ``__cause__`` (R-63).
+
         Raises:
             ProviderError: ``stop_reason`` is ``"error"``.
         """
@@ -266,7 +289,11 @@ class AssistantMessage:
             return self
         from ._retry.classify import provider_error
 
-        raise provider_error(self, context_window)
+        error = provider_error(self, context_window)
+        cause = self.last_error
+        if cause is not None and cause.stop_reason == "error":
+            raise error from provider_error(cause, context_window)
+        raise error
 
 
 @attrs.frozen

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import attrs
 import trio
@@ -41,13 +41,20 @@ from ._retry.controller import BUSY, PromptController
 from ._retry.keys import KeyRing
 from ._session_parts.bash import BashPart
 from ._session_parts.compaction import NOTHING_TO_COMPACT, Compaction
-from ._session_parts.hub import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Subscriber
+from ._session_parts.hub import (
+    DEFAULT_EVENT_BUFFER,
+    EventHub,
+    EventStream,
+    Subscriber,
+    discard,
+)
+from ._session_parts.idle import IdlePart
 from ._session_parts.journal import Journal
-from ._session_parts.models import ModelsPart
+from ._session_parts.models import ModelsPart, models_tuple
 from ._session_parts.queues import QueuesPart
 from ._session_parts.records import RecordsPart
 from ._session_parts.switches import SwitchesPart
-from ._settings import Settings, SettingsStore
+from ._settings import Settings, SettingsStore, coerce_settings
 from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
 from ._tools import Tool
@@ -67,20 +74,8 @@ logger = logging.getLogger("trio_session")
 DEFAULT_COMPACTOR = SummarizingCompactor()
 
 
-def _models_tuple(models: Sequence[Model]) -> tuple[Model, ...]:
-    return tuple(models)
-
-
-def _coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
-    return SettingsStore.coerce(value)
-
-
-def _discard(event: SessionEvent) -> None:
-    """Where a closed session's agent sends its (no longer expected) events."""
-
-
 @attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
-class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
+class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, IdlePart):
     """A conversation with a model, with auto-retry and overflow compaction.
 
     Make one with ``open_session``. All methods must be called from Trio
@@ -110,7 +105,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _provider: Provider = attrs.field(alias="provider")
     _model: Model = attrs.field(alias="model")
     _settings: SettingsStore = attrs.field(
-        default=None, converter=_coerce_settings, alias="settings"
+        default=None, converter=coerce_settings, alias="settings"
     )
     _tools: Sequence[Tool] = attrs.field(default=(), alias="tools")
     _system_prompt: str | None = attrs.field(default=None, alias="system_prompt")
@@ -122,7 +117,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     session_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
     _history_file: SessionFile | None = attrs.field(default=None, alias="history_file")
-    _models: tuple[Model, ...] = attrs.field(default=(), converter=_models_tuple, alias="models")
+    _models: tuple[Model, ...] = attrs.field(default=(), converter=models_tuple, alias="models")
     _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
     _tracer_provider: TracerProvider | None = attrs.field(default=None, alias="tracer_provider")
     # -- the collaborators ---------------------------------------------------------
@@ -154,6 +149,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
             emit=self._on_agent_event,
             tools=self._tools,
             system_prompt=self._system_prompt,
+            timeouts=self._settings.provider_timeouts,  # retry.provider.*, however set
         )
         journal = self._journal = Journal(file, hub, agent.messages)
         if file is not None:
@@ -404,7 +400,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
                 ``AuthenticationError``, ``ContextOverflowError``, … (see
                 ``AssistantMessage.raise_for_error``).
         """
-        self._refuse_prompt()
+        self._control.refuse()
         text, replaced = valid_text(text)
         if replaced:
             logger.warning(
@@ -496,12 +492,8 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
             images=images,
             events=events,
             raise_on_error=raise_on_error,
-            refuse=self._refuse_prompt,
+            refuse=self._control.refuse,  # closed, or busy (R-36)
         )
-
-    def _refuse_prompt(self) -> None:
-        """Raise what ``prompt()`` raises before it starts: closed, or busy (R-36)."""
-        self._control.refuse()
 
     def _start_busy(self) -> None:
         """The session runs a prompt or a manual compaction until ``_end_busy()``.
@@ -603,4 +595,4 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         self._hub.close()
         # The agent's emit is our bound method: a reference cycle. Cut it, so a closed
         # session is freed by reference counting rather than a later full collection.
-        self._agent.emit = _discard
+        self._agent.emit = discard

@@ -380,7 +380,10 @@ class PromptController:
             return
 
     async def _run_chain(self, chain: RetryChain, error: AssistantMessage, step: Next) -> None:
-        leftover = await chain.run(self, error, step)
+        try:
+            leftover = await chain.run(self, error, step)
+        finally:
+            self.agent.retried = None  # R-63: only a re-attempt's replies name it
         if leftover is not None:
             await self._settle(*leftover)
 
@@ -415,6 +418,7 @@ class PromptController:
                 self._compacted = False
             chain = self.live_chain
             if chain is not None and chain.attempt > 0:
+                self.agent.retried = None
                 chain.succeed(self)
 
     # -- what a chain needs (``ChainHost``) -----------------------------------------
@@ -484,6 +488,7 @@ class PromptController:
         joined the retry during its backoff and the steering their run took then."""
         joined, self._joined = self._joined, None
         steering, self._join_steering = self._join_steering, None
+        self.agent.retried = self.chain.retrying if self.chain is not None else None  # R-63
         last = await self.agent.continue_(
             will_continue=self._decide, messages=joined or (), steering=steering if joined else None
         )

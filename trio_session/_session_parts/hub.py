@@ -156,3 +156,11 @@ class EventHub:
         for stream in self.streams or ():
             stream._close()
         self.streams = None
+
+
+def discard(event: SessionEvent) -> None:
+    """Where a closed session's agent sends its (no longer expected) events.
+
+    Args:
+        event: the event, dropped.
+    """

@@ -259,7 +259,7 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                     resume=start.path,
                     sessions_dir=start.directory,
                     history=InputHistory.load(default_history_path()),
-                    banner=f"trio-session chat · {model.provider} {model.id}",
+                    banner=lambda s: f"trio-session chat · {s.model.provider} {s.model.id}",
                     prompt_input=prompts,
                     first_prompt=messages[0] if messages else None,
                 )

@@ -33,7 +33,7 @@ from ..providers._faux import FauxProvider, FauxReply
 DEMO_PROMPT = "Say hello, and tell me what just happened."
 DEMO_ANSWER = (
     "Hello! The provider answered 503 twice; the session waited 2 s, then 4 s, "
-    "and the third attempt got through."
+    "and retry 2 got through."
 )
 
 
@@ -51,6 +51,13 @@ def demo_script() -> list[FauxReply]:
 
 #: A refused connection, as the HTTP providers word it (``providers._http``).
 REFUSED = re.compile(r"Connection error: could not connect to (.+) \(Connection refused\)")
+
+
+def wait_text(seconds: float) -> str:
+    """A wait as the line mode says it: ``2s``, ``12s``; under a second ``0.2s``, ``0.01s``."""
+    if seconds >= 1:
+        return f"{round(seconds)}s"
+    return f"{seconds:.2g}s" if seconds > 0 else "0s"
 
 
 def refused_note(event: AutoRetryStart) -> str | None:
@@ -116,8 +123,8 @@ class Printer:
             if (note := refused_note(event)) is not None:
                 self.notes.write(f"trio-session: {note}\n")
                 self.notes.flush()
-            seconds = round(event.delay_ms / 1000)
-            line = f"  ↻ retrying ({event.attempt}/{event.max_attempts}) in {seconds}s…"
+            wait = wait_text(event.delay_ms / 1000)
+            line = f"  ↻ retrying ({event.attempt}/{event.max_attempts}) in {wait}…"
             self.write(line if self.tty else line + "\n")
         elif isinstance(event, AutoRetryEnd):
             if self.tty:
@@ -138,10 +145,8 @@ class Printer:
 
     def countdown(self, event: AutoRetryStart, remaining: float) -> None:
         if self.tty:
-            seconds = math.ceil(remaining)
-            self.write(
-                f"\r  ↻ retrying ({event.attempt}/{event.max_attempts}) in {seconds}s… \x1b[K"
-            )
+            wait = wait_text(remaining) if remaining < 1 else f"{math.ceil(remaining)}s"
+            self.write(f"\r  ↻ retrying ({event.attempt}/{event.max_attempts}) in {wait}… \x1b[K")
 
 
 async def show(events: EventStream, printer: Printer, as_json: bool) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from .._failure import ProviderFailure
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 
 
@@ -174,6 +175,14 @@ class ProviderRequest:
         tools: the tools the model may call.
         api_key: the key for this request; ``None`` leaves it to the provider's own key.
         thinking_level: how much the model should reason.
+        attempt_timeout: seconds this attempt may take as a whole, overriding the
+            provider's own ``attempt_timeout``; ``None`` keeps the provider's. A
+            session sets it from ``retry.provider.timeoutMs`` when a settings layer
+            sets that key.
+        idle_timeout: the longest silence (seconds) while waiting for or reading
+            the answer, overriding the provider's own read, write and pool timeouts;
+            ``None`` keeps the provider's. A session sets it from
+            ``retry.provider.idleTimeoutMs`` when a settings layer sets that key.
     """
 
     model: Model
@@ -182,6 +191,8 @@ class ProviderRequest:
     tools: tuple[ToolSpec, ...] = ()
     api_key: str | None = attrs.field(default=None, repr=False)
     thinking_level: str = "off"
+    attempt_timeout: float | None = None
+    idle_timeout: float | None = None
 
 
 @attrs.frozen
@@ -191,19 +202,23 @@ class StreamEnd:
     Attributes:
         stop_reason: why the answer ended (as ``AssistantMessage.stop_reason``).
         error_message: what went wrong, when it failed.
+        failure: the failed response as data, when there was one (R-64): it becomes
+            the reply's ``AssistantMessage.failure``; not compared by ``==``.
     """
 
     stop_reason: StopReason = "stop"
     error_message: str | None = None
+    failure: ProviderFailure | None = attrs.field(default=None, eq=False)  # as the reply's
 
     @classmethod
-    def error(cls, message: str) -> StreamEnd:
+    def error(cls, message: str, failure: ProviderFailure | None = None) -> StreamEnd:
         """A failed request, described by ``message`` (status, server text, hints).
 
         Args:
             message: the error text.
+            failure: the response as data, if there was a response.
         """
-        return cls(stop_reason="error", error_message=message)
+        return cls(stop_reason="error", error_message=message, failure=failure)
 
 
 class StreamSink(Protocol):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
@@ -331,3 +332,27 @@ def redact(text: str, *secrets: str | None, cut: bool = False) -> str:
                 if text.endswith(form[:size]):
                     return text[:-size] + _REDACTED
     return text
+
+
+def os_detail(exc: BaseException) -> str:
+    """The most specific OS-level reason in an exception's chain ("Connection refused").
+
+    trio reports a failed connect as ``OSError("all attempts … failed")`` caused by an
+    exception group of the per-address errors; the first ``strerror`` found wins.
+    """
+    seen: set[int] = set()
+    queue: list[BaseException] = [exc]
+    while queue:
+        current = queue.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            # trio's strerror repeats the address; the errno's own text says it plainly.
+            if isinstance(current.errno, int) and current.errno > 0:
+                return os.strerror(current.errno)
+            return current.strerror
+        if isinstance(current, BaseExceptionGroup):
+            queue.extend(current.exceptions)
+        queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return str(exc) or type(exc).__name__

@@ -57,6 +57,7 @@ from ._base import Model, ProviderRequest, StreamEnd, StreamSink
 from ._error_text import (
     STREAM_CUT_MESSAGE,
     http_error_message,
+    os_detail,
     redact,
 )
 from ._http_body import (
@@ -64,14 +65,17 @@ from ._http_body import (
     EventReader,
     StreamParser,
     content_decoder,
-    error_response_message,
+    error_response_end,
     not_a_stream_message,
 )
 from ._httpx import lazy_httpx
-from ._proxy import proxy_mounts, proxy_secrets
+from ._pool import check_limits, make_client_off_loop, pool_stats
+from ._proxy import proxy_secrets
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._pool import LimitsValue
 else:
     httpx = lazy_httpx(globals())
 
@@ -147,6 +151,8 @@ class _Attempt:
 
     url: httpx.URL | None = None
     response: httpx.Response | None = None
+    timeout: httpx.Timeout | None = None  #: this attempt's httpx timeouts
+    limit: float | None = None  #: this attempt's ``attempt_timeout``
 
 
 def _seconds(value: float | None) -> str:
@@ -155,30 +161,6 @@ def _seconds(value: float | None) -> str:
 
 def _where(url: httpx.URL) -> str:
     return f"{url.host}:{url.port}" if url.port else url.host
-
-
-def _os_detail(exc: BaseException) -> str:
-    """The most specific OS-level reason in an exception's chain ("Connection refused").
-
-    trio reports a failed connect as ``OSError("all attempts … failed")`` caused by an
-    exception group of the per-address errors; the first ``strerror`` found wins.
-    """
-    seen: set[int] = set()
-    queue: list[BaseException] = [exc]
-    while queue:
-        current = queue.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.strerror:
-            # trio's strerror repeats the address; the errno's own text says it plainly.
-            if isinstance(current.errno, int) and current.errno > 0:
-                return os.strerror(current.errno)
-            return current.strerror
-        if isinstance(current, BaseExceptionGroup):
-            queue.extend(current.exceptions)
-        queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return str(exc) or type(exc).__name__
 
 
 def _header_safe(value: str) -> bool:
@@ -217,9 +199,17 @@ class HttpProvider:
         attempt_timeout: seconds one attempt may take as a whole — connecting, the
             headers, the whole streamed answer, any error body — or ``None`` for no
             limit; 600 by default.
-        client: an ``httpx.AsyncClient`` to use; the caller keeps owning it (it
-            must not retry on its own, R-28a). If omitted, one is created at first use
-            with ``retries=0`` and closed by ``aclose``.
+        limits: the connection pool of the client the provider makes: an
+            ``httpx.Limits`` (``max_connections``, ``max_keepalive_connections``,
+            ``keepalive_expiry``), or an int for ``max_connections`` (and as many kept
+            alive, for 5 s); ``None`` is httpx's defaults (100, 20 kept alive for 5 s).
+            Shared by every session using the provider: give it at least as many
+            connections as requests may be in flight at once. Not with ``client=``.
+        client: an ``httpx.AsyncClient`` to use; the caller keeps owning it and its
+            pool (it must not retry on its own, R-28a). If omitted, one is created at
+            first use — in a worker thread, so that importing httpx and building TLS
+            contexts does not stall the event loop — with ``retries=0``, and closed
+            by ``aclose``.
         headers: extra request headers.
         extra_body: extra top-level JSON fields (``temperature``, ``max_completion_tokens``).
     """
@@ -242,6 +232,9 @@ class HttpProvider:
         alias="attempt_timeout",
         kw_only=True,
     )
+    _limits: LimitsValue = attrs.field(
+        default=None, validator=lambda _, __, v: check_limits(v), alias="limits", kw_only=True
+    )
     _client: httpx.AsyncClient | None = attrs.field(
         default=None, alias="client", kw_only=True, repr=False
     )
@@ -249,8 +242,13 @@ class HttpProvider:
     _extra_body: Mapping[str, Any] = attrs.field(factory=dict, alias="extra_body", kw_only=True)
     _owns_client: bool = attrs.field(init=False, default=False)
     _closed: bool = attrs.field(init=False, default=False)
+    _in_flight: int = attrs.field(init=False, default=0)
+    _making_client: trio.Lock | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        if self._client is not None and self._limits is not None:
+            msg = "limits= is for the client the provider makes; a client= keeps its own pool"
+            raise ValueError(msg)
         self._owns_client = self._client is None
         if self._base_url is None:
             self._base_url = env_base_url(type(self))
@@ -322,15 +320,35 @@ class HttpProvider:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _get_client(self) -> httpx.AsyncClient:
+    async def _get_client(self) -> httpx.AsyncClient:
+        """The client; made at first use in a worker thread (see ``_pool``), once."""
         if self._client is None:
-            self._client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(retries=0),
-                mounts=proxy_mounts(),  # HTTP(S)_PROXY, NO_PROXY: see _proxy
-                timeout=self.timeout,
-                follow_redirects=False,
-            )
+            if self._making_client is None:
+                self._making_client = trio.Lock()
+            async with self._making_client:
+                if self._client is None:
+                    self._client = await make_client_off_loop(self._timeout, self._limits)
         return self._client
+
+    def pool_stats(self) -> dict[str, int]:
+        """What the provider's connection pool holds now, for tests and health checks.
+
+        Returns:
+            ``requests_in_flight`` (``stream`` calls under way), ``requests_waiting``
+            (for a free connection: the pool is full), ``connections`` (open or
+            opening), ``connections_in_use`` and ``connections_idle`` (kept alive
+            for the next request). All 0 before the first request; the connection
+            counts are those of the client passed in, if one was.
+        """
+        return pool_stats(self._client, self._in_flight)
+
+    def _request_timeout(self, request: ProviderRequest) -> httpx.Timeout:
+        """This request's httpx timeouts: the provider's, with the request's
+        ``idle_timeout`` as read, write and pool timeout if it has one."""
+        timeout, idle = self.timeout, request.idle_timeout
+        if idle is None:
+            return timeout
+        return httpx.Timeout(connect=timeout.connect, read=idle, write=idle, pool=idle)
 
     # -- what a subclass provides ---------------------------------------------------
 
@@ -382,19 +400,26 @@ class HttpProvider:
         """
         key = request.api_key or self._api_key
         secrets = (*(s for s in (request.api_key, self._api_key) if s), *proxy_secrets())
-        attempt = _Attempt()
-        limit = self._attempt_timeout
-        with trio.move_on_after(math.inf if limit is None else limit) as deadline:
-            try:
-                end = await self._exchange(
-                    request, sink, key.strip() if key else None, secrets, attempt
-                )
-            except Exception as exc:  # a bug must not become a crash, or leak the body
-                end = StreamEnd.error(unexpected_failure_message(exc))
+        limit = request.attempt_timeout
+        limit = self._attempt_timeout if limit is None else limit
+        attempt = _Attempt(limit=limit)
+        if self._client is None and not self._closed:
+            await self._get_client()  # outside the attempt's deadline
+        self._in_flight += 1
+        try:
+            with trio.move_on_after(math.inf if limit is None else limit) as deadline:
+                try:
+                    end = await self._exchange(
+                        request, sink, key.strip() if key else None, secrets, attempt
+                    )
+                except Exception as exc:  # a bug must not become a crash, or leak the body
+                    end = StreamEnd.error(unexpected_failure_message(exc))
+        finally:
+            self._in_flight -= 1
         if deadline.cancelled_caught:
             end = StreamEnd.error(self._deadline_message(attempt, secrets))
         if end.error_message is not None:
-            end = StreamEnd.error(redact(end.error_message, *secrets))
+            end = StreamEnd.error(redact(end.error_message, *secrets), end.failure)
         return end
 
     async def _exchange(
@@ -423,28 +448,29 @@ class HttpProvider:
             **self._headers(api_key),
             **self._extra_headers,
         }
+        client = await self._get_client()  # before httpx is used: it imports httpx
+        timeout = attempt.timeout = self._request_timeout(request)
         url = attempt.url = httpx.URL(self._url(request.model))
         try:
-            client = self._get_client()
             async with client.stream(
                 "POST",
                 url,
                 content=content,
                 headers=headers,
-                timeout=self.timeout,
+                timeout=timeout,
                 follow_redirects=False,  # also on a client passed in (R-28a)
             ) as response:
                 attempt.response = response
                 if not response.is_success:
-                    return StreamEnd.error(
-                        await error_response_message(response, secrets, self._http_error_message)
-                    )
+                    return await error_response_end(response, secrets, self._http_error_message)
                 return await self._read_events(response, self._parser(sink, secrets), secrets)
         except httpx.InvalidURL as exc:
             return StreamEnd.error(f"Invalid request: {exc}")
         except httpx.HTTPError as exc:
             responded = attempt.response is not None
-            return StreamEnd.error(self._failure_message(exc, url, responded=responded))
+            return StreamEnd.error(
+                self._failure_message(exc, url, responded=responded, timeout=timeout)
+            )
 
     async def _read_events(
         self, response: httpx.Response, parser: StreamParser, secrets: tuple[str, ...]
@@ -473,7 +499,14 @@ class HttpProvider:
             raise failure
         return end if end is not None else reader.finish()
 
-    def _failure_message(self, exc: httpx.HTTPError, url: httpx.URL, *, responded: bool) -> str:
+    def _failure_message(
+        self,
+        exc: httpx.HTTPError,
+        url: httpx.URL,
+        *,
+        responded: bool,
+        timeout: httpx.Timeout | None = None,
+    ) -> str:
         """The ``errorMessage`` for a request that failed below HTTP (R-52).
 
         Everything the network did wrong says ``Connection error`` so that R-5 retries
@@ -483,9 +516,9 @@ class HttpProvider:
         """
         where = _where(url)
         if isinstance(exc, httpx.TimeoutException):
-            return self._timeout_message(exc, where, responded=responded)
+            return self._timeout_message(exc, where, responded=responded, timeout=timeout)
         if isinstance(exc, httpx.ConnectError):
-            return f"Connection error: could not connect to {where} ({_os_detail(exc)})"
+            return f"Connection error: could not connect to {where} ({os_detail(exc)})"
         if isinstance(exc, httpx.ProxyError):
             return f"Connection error: proxy failed for {where} ({exc})"
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError)):
@@ -497,13 +530,20 @@ class HttpProvider:
                 return STREAM_CUT_MESSAGE
             return (
                 f"Connection error: {where} closed the connection before responding"
-                f" ({_os_detail(exc)})"
+                f" ({os_detail(exc)})"
             )
         return f"Request failed: {type(exc).__name__}"
 
-    def _timeout_message(self, exc: httpx.TimeoutException, where: str, *, responded: bool) -> str:
+    def _timeout_message(
+        self,
+        exc: httpx.TimeoutException,
+        where: str,
+        *,
+        responded: bool,
+        timeout: httpx.Timeout | None = None,
+    ) -> str:
         """``"Connection error: timed out after Ns <doing what>"``: which phase, which limit."""
-        timeout = self.timeout
+        timeout = self.timeout if timeout is None else timeout
         if isinstance(exc, httpx.ConnectTimeout):
             limit, doing = timeout.connect, f"connecting to {where}"
         elif isinstance(exc, httpx.WriteTimeout):
@@ -522,7 +562,7 @@ class HttpProvider:
         ``"Connection error: timed out after 600s (the limit for one attempt) <doing
         what>"``; cut in an error body, the status and its retry hints are kept in front.
         """
-        timed_out = f"Connection error: timed out after {_seconds(self._attempt_timeout)}s"
+        timed_out = f"Connection error: timed out after {_seconds(attempt.limit)}s"
         timed_out += " (the limit for one attempt)"
         where = _where(attempt.url) if attempt.url is not None else "the server"
         response = attempt.response

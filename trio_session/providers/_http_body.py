@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import trio
 
+from .._failure import http_failure
 from .._json import loads
+from .._retry.classify import parse_retry_after_ms
 from ._base import StreamEnd
 from ._error_text import (
     excerpt,
@@ -148,16 +150,18 @@ async def read_capped(response: httpx.Response, secrets: tuple[str, ...]) -> tup
     return redact(text, *secrets, cut=cut), problem
 
 
-async def error_response_message(
+async def error_response_end(
     response: httpx.Response,
     secrets: tuple[str, ...],
     wording: ErrorWording = http_error_message,
-) -> str:
+) -> StreamEnd:
+    """A non-2xx response as the failed ``StreamEnd``: the text the policy reads (R-52,
+    ``wording``'s) and the response as data beside it (``ProviderFailure``, R-64)."""
     body, problem = await read_capped(response, secrets)
     content_type = response.headers.get("content-type", "")
     if problem is not None and not body.strip():
         body, content_type = f"({problem})", "text/plain"
-    return wording(
+    text = wording(
         response.status_code,
         response.reason_phrase,
         body,
@@ -165,6 +169,14 @@ async def error_response_message(
         content_type=content_type,
         secrets=secrets,
     )
+    failure = http_failure(
+        response.status_code,
+        response.headers,
+        body,
+        clean=lambda value: redact(value, *secrets),
+        hint=parse_retry_after_ms,
+    )
+    return StreamEnd.error(text, failure)
 
 
 async def not_a_stream_message(

@@ -8,18 +8,17 @@ fit), and the terminal (``KeyReader``, ``Screen``). One Trio nursery holds it al
 the key reader, the event reader, a frame task that redraws at most
 ``FRAMES_PER_SECOND`` times a second, a SIGWINCH watcher, and the prompt tasks.
 
-Keys: Enter sends (while the agent works, the message is queued as a steer);
-Shift+Enter, Alt+Enter or Ctrl+J insert a newline; Esc aborts the running prompt, or
-— while the retry loader shows — cancels the retry; Ctrl+C aborts, else clears the
-editor, and a second Ctrl+C (or Ctrl+D on an empty editor) exits. See ``HELP``.
+Keys (all in ``_help.KEYS``): Enter sends (a steer while the agent works); Esc aborts,
+or cancels a waiting retry; Ctrl+C aborts, else clears the editor; twice, it exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -27,40 +26,35 @@ import attrs
 import trio
 
 from .._errors import SessionBusyError, TrioSessionError
-from .._events import (
-    AutoRetryEnd,
-    AutoRetryStart,
-    CompactionEnd,
-    CompactionStart,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    SessionEvent,
-    SummarizationRetryScheduled,
-)
-from .._messages import AssistantMessage, UserMessage
+from .._events import MessageEnd, MessageStart, MessageUpdate, SessionEvent
+from .._messages import AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession, EventStream
 from ..providers._base import Model
 from ..store._entries import HistoryError
-from ._controller import EventController, js_round
+from ._complete import command_matches, complete, menu_lines, the_command
+from ._controller import EventController
 from ._editor import Editor
-from ._footer import footer_of, tilde
-from ._help import COMMANDS, HINT, help_text
+from ._external import EditorError, edit_text, editor_command
+from ._footer import footer_of, live_footer, tilde
+from ._help import COMMANDS, HINT
 from ._input_history import InputHistory
 from ._keys import Key
 from ._layout import FooterInfo, Frame, compose, editor_rows, fixed_rows, footer_lines
+from ._notes import event_note
 from ._picker import Picker
 from ._render import Style
 from ._resume import resume_picker
 from ._terminal import KeyReader, Screen
-from ._transcript import ReplyView, Transcript
+from ._transcript import ReplyView, Transcript, custom_note
 
 FRAMES_PER_SECOND = 60
 TICK = 0.1
 
 #: Opens a session: ``None`` for a new one, else the session file to resume.
 SessionOpener = Callable[[Path | None], AbstractAsyncContextManager[AgentSession]]
+#: The banner: a text, or made from the session shown (so it names its model).
+Banner = str | Callable[[AgentSession], str]
 
 
 @attrs.frozen
@@ -84,6 +78,8 @@ class ChatApp:
         style: colours or not.
         prompt_input: what a sent line goes through first: pi's templates and skills
             expanded, a prompt without a key refused (``trio_session._prompt_input``).
+        clock: the time, for the loader's countdown.
+        suspend: gives the terminal back (cooked mode) while an external editor runs.
     """
 
     screen: Screen
@@ -94,6 +90,7 @@ class ChatApp:
     style: Style = attrs.field(factory=Style)
     prompt_input: PromptInput = attrs.field(factory=PromptInput)
     clock: Callable[[], float] = trio.current_time
+    suspend: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     editor: Editor = attrs.field(init=False)
     transcript: Transcript = attrs.field(init=False)
     _session: AgentSession | None = attrs.field(default=None, init=False)
@@ -114,7 +111,7 @@ class ChatApp:
     _size: tuple[int, int] | None = attrs.field(default=None, init=False)
     _dirty: trio.Event = attrs.field(factory=trio.Event, init=False)
     _switch: _Switch | None = attrs.field(default=None, init=False)
-    _leave: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _banner: Banner | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.editor = Editor(history=self.history)
@@ -138,17 +135,19 @@ class ChatApp:
         *,
         resume: Path | None = None,
         first_prompt: str | None = None,
-        banner: str | None = None,
+        banner: Banner | None = None,
     ) -> None:
         """Run until the user leaves (``/quit``, Ctrl+C twice, Ctrl+D on an empty editor).
 
         Chat with ``session``; or, without one, with what ``opener`` opens for
         ``resume`` (a new session when ``None``). The conversation so far is shown
         first. The live region is erased on the way out; the transcript stays.
+        A ``banner`` made from the session is made again for each session shown.
         """
         if self.history.warning:
             self.transcript.note(f"  ! {self.history.warning}")
-        if banner:
+        self._banner = banner
+        if isinstance(banner, str) and banner:
             self.transcript.add("banner", banner)
         try:
             async with trio.open_nursery() as nursery:
@@ -202,7 +201,10 @@ class ChatApp:
         self._note = None
         banner = [b for b in self.transcript.blocks if b.kind == "banner"][:1]
         self.transcript.clear()
-        self.transcript.blocks += banner
+        if callable(self._banner):
+            self.transcript.add("banner", self._banner(session))
+        else:
+            self.transcript.blocks += banner
         if session.session_file is not None:
             self.transcript.note(f"  session file: {tilde(session.session_file)}")
         file = session.history_file
@@ -284,7 +286,10 @@ class ChatApp:
 
     def _frame(self, width: int, height: int, reply: list[str]) -> Frame:
         queue = [f"  ⋯ steer: {' '.join(t.split())}" for t in self._queued()]
-        fixed = fixed_rows(height, len(queue))
+        matches = command_matches(self.editor.text, COMMANDS) if self._picker is None else []
+        menu = menu_lines(matches, width, self.style)
+        menu = menu if height >= len(menu) + 10 else []  # else the editor needs the rows
+        fixed = fixed_rows(height, len(queue)) + len(menu)
         rows = editor_rows(height, fixed)
         if self._picker is not None:
             editor, cursor = self._picker.render(width, rows, self.style)
@@ -302,13 +307,12 @@ class ChatApp:
             editor_cursor=cursor,
             footer=footer,
             style=self.style,
+            menu=menu,
         )
 
     def _queued(self) -> tuple[str, ...]:
         session = self._session
-        if session is None:
-            return ()
-        return session.steering_messages + session.follow_up_messages
+        return () if session is None else session.steering_messages + session.follow_up_messages
 
     def _status_line(self) -> str:
         now = self.clock()
@@ -325,22 +329,13 @@ class ChatApp:
         return HINT
 
     def _footer_info(self) -> FooterInfo:
-        info = self._footer
-        if info is None:
-            info = self._update_footer()
-        session = self._session
-        retry = None
-        if session is not None and session.is_retrying:
-            retry = f"retry {session.retry_attempt}"
-        queued = len(self._queued())
-        if retry != info.retry or queued != info.queued:
-            info = attrs.evolve(info, retry=retry, queued=queued)
-        return info
+        info = self._footer or self._update_footer()
+        return live_footer(info, self._session, len(self._queued()))
 
     def _update_footer(self) -> FooterInfo:
         """Read tokens, cost and context use from the session (not on every delta)."""
-        self._footer = footer_of(self._session)
-        return self._footer
+        self._footer = info = footer_of(self._session)
+        return info
 
     def _say(self, text: str) -> None:
         """Add a note to the transcript and redraw."""
@@ -373,26 +368,12 @@ class ChatApp:
                 self.transcript.add("user", message.text)
             elif isinstance(message, AssistantMessage):
                 self._finish_reply(message)
-        elif isinstance(event, AutoRetryStart):
-            seconds = max(1, js_round(event.delay_ms / 1000))
-            self.transcript.note(f"  ↻ retry {event.attempt}/{event.max_attempts} in {seconds}s")
-        elif isinstance(event, AutoRetryEnd):
-            if event.success:
-                self.transcript.note(f"  ✓ retry {event.attempt} succeeded")
-        elif isinstance(event, SummarizationRetryScheduled):  # R-56f: as a retry is shown
-            seconds = max(1, js_round(event.delay_ms / 1000))
-            self.transcript.note(
-                f"  ↻ summary retry {event.attempt}/{event.max_attempts} in {seconds}s: "
-                f"{event.error_message}"
-            )
-        elif isinstance(event, CompactionStart):
-            self.transcript.note("  ⇣ compacting the conversation")
-        elif isinstance(event, CompactionEnd):
-            if event.result is not None:
-                first = event.result.summary.strip().splitlines()[:1]
-                self.transcript.note(f"  ⇣ compacted: {first[0][:200] if first else ''}")
-            elif event.error_message:
-                self.transcript.note(f"  ✗ compaction failed: {event.error_message}")
+            elif isinstance(message, ToolResultMessage):
+                self.transcript.add("tool", result=message)
+            elif isinstance(message, CustomMessage) and message.display:
+                self.transcript.note(custom_note(message))
+        elif (note := event_note(event)) is not None:
+            self.transcript.note(note)
         status = self._controller.status
         if status != self._shown_status:
             self._shown_status = status
@@ -419,9 +400,24 @@ class ChatApp:
                 key = await self.keys.read()
             except EOFError:
                 return
-            if self._on_key(key) or self._switch is not None:
+            if key.name == "ctrl_g" and self._picker is None:
+                await self._edit_externally()
+            elif self._on_key(key) or self._switch is not None:
                 return
             self.render()
+
+    async def _edit_externally(self) -> None:
+        """Ctrl+G: the editor's text through ``$VISUAL``/``$EDITOR``; the screen redrawn."""
+        try:
+            command = editor_command(os.environ)
+            self.screen.close()
+            with self.suspend():
+                text = await edit_text(self.editor.text, command)
+        except EditorError as exc:
+            self._say(f"  ✗ {exc}")
+        else:
+            self.editor.set_text(text)
+        self._size = None  # the editor drew over the screen: draw it all again
 
     def _on_key(self, key: Key) -> bool:
         """Handle one key; True means leave."""
@@ -450,6 +446,13 @@ class ChatApp:
             return self._on_enter()
         elif key.name == "ctrl_l":
             self._size = None
+        elif key.name == "tab":
+            completed = complete(self.editor.text, COMMANDS)
+            if completed is not None:
+                self.editor.set_text(completed)
+        elif key.name == "ctrl_o":  # tool results in full, or collapsed again
+            self.transcript.expanded = not self.transcript.expanded
+            self._size = None
         else:
             self.editor.handle(key, self.screen.width)
         return False
@@ -459,6 +462,8 @@ class ChatApp:
         if not text.strip():
             return False
         word = text.split(maxsplit=1)[0]
+        if word not in COMMANDS and (only := the_command(text.strip(), COMMANDS)):
+            word = text = only  # "/mo" + Enter: the one command it names
         if word in COMMANDS or word == "/exit":
             self.editor.take()
             return self._command(word, text[len(word) :].strip())
@@ -518,7 +523,7 @@ class ChatApp:
         if name in ("/quit", "/exit"):
             return True
         if name == "/help":
-            self._say(help_text())
+            self.transcript.add("help")
         elif name == "/name":
             if argument:
                 self.session.set_session_name(argument)

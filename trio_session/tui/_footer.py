@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
+
 from ._layout import FooterInfo
 
 if TYPE_CHECKING:
@@ -45,3 +47,19 @@ def footer_of(session: AgentSession | None) -> FooterInfo:
         context_window=model.context_window,
         auto_compaction=session.auto_compaction_enabled,
     )
+
+
+def live_footer(info: FooterInfo, session: AgentSession | None, queued: int) -> FooterInfo:
+    """``info`` with what changes from frame to frame: the retry running, the queue.
+
+    Args:
+        info: the footer as ``footer_of`` last read it.
+        session: the session being chatted with, if any.
+        queued: how many messages wait in its queues.
+    """
+    retry = None
+    if session is not None and session.is_retrying:
+        retry = f"retry {session.retry_attempt}"
+    if retry != info.retry or queued != info.queued:
+        info = attrs.evolve(info, retry=retry, queued=queued)
+    return info

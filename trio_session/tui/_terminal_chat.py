@@ -9,10 +9,10 @@ from typing import TextIO
 
 from .._prompt_input import PromptInput
 from .._session import AgentSession
-from ._app import ChatApp, SessionOpener
+from ._app import Banner, ChatApp, SessionOpener
 from ._input_history import InputHistory
 from ._render import Style
-from ._terminal import KeyReader, Screen, raw_terminal
+from ._terminal import KeyReader, Screen, cooked_terminal, raw_terminal
 
 
 def color_wanted() -> bool:
@@ -28,7 +28,7 @@ async def run_terminal_chat(
     sessions_dir: Path | None = None,
     history: InputHistory | None = None,
     first_prompt: str | None = None,
-    banner: str | None = None,
+    banner: Banner | None = None,
     prompt_input: PromptInput | None = None,
     fd: int = 0,
     out: TextIO | None = None,
@@ -39,7 +39,7 @@ async def run_terminal_chat(
     opens sessions, so ``/new`` and ``/resume`` work.
     """
     out = out or sys.stdout
-    with raw_terminal(fd, out):
+    with raw_terminal(fd, out) as saved:
         app = ChatApp(
             Screen(out),
             KeyReader(fd),
@@ -48,5 +48,6 @@ async def run_terminal_chat(
             sessions_dir=sessions_dir,
             style=Style(color=color_wanted()),
             prompt_input=prompt_input if prompt_input is not None else PromptInput(),
+            suspend=lambda: cooked_terminal(fd, saved, out),
         )
         await app.run(session, resume=resume, first_prompt=first_prompt, banner=banner)
