@@ -111,7 +111,8 @@ def test_demo_json_events(fast_settings: Path) -> None:
         },
         {"type": "auto_retry_end", "success": True, "attempt": 2},
     ]
-    assert (events[-1]["type"], events[-1]["willRetry"]) == ("agent_end", False)
+    assert (events[-2]["type"], events[-2]["willRetry"]) == ("agent_end", False)
+    assert events[-1] == {"type": "agent_settled", "aborted": False}  # R-54, as pi's json mode
 
 
 def test_demo_with_retries_exhausted(tmp_path: Path) -> None:
@@ -349,7 +350,7 @@ async def test_api_key_file_dash_leaves_the_rpc_commands(
         await lines.send(KEY.encode() + b"\n")
         await lines.send({"id": "p", "type": "prompt", "message": "hi"})
         seen = [await lines.read()]
-        while seen[-1]["type"] != "agent_end":
+        while seen[-1]["type"] != "agent_settled":
             seen.append(await lines.read())
         await lines.send({"id": "s", "type": "get_state"})
         seen.append(await lines.read())

@@ -9,6 +9,7 @@ import trio.testing
 from trio_session import (
     AgentEnd,
     AgentSession,
+    AgentSettled,
     AutoRetryEnd,
     AutoRetryStart,
     FauxProvider,
@@ -73,7 +74,8 @@ async def test_text_spans_the_retries_and_ends_when_prompt_would(
             AutoRetryStart,
             AutoRetryEnd,
         ]
-        assert isinstance(seen[-1], AgentEnd)  # nothing after the stream ended
+        # the prompt's last events, then nothing after the stream ended
+        assert [type(e) for e in seen[-2:]] == [AgentEnd, AgentSettled]
         assert reply.text == "Hello, world!"
         assert_idle(session)
 
@@ -173,7 +175,8 @@ async def test_events_mode_yields_every_event_of_the_prompt(
             streamed = [event async for event in reply]
     assert streamed == seen
     assert sum(isinstance(e, MessageStart) for e in streamed) == 4  # user + three attempts
-    assert isinstance(streamed[-1], AgentEnd)
+    assert streamed[-2:] == [seen[-2], AgentSettled(aborted=False)]
+    assert isinstance(streamed[-2], AgentEnd)
 
 
 async def test_cancelling_the_callers_scope_leaves_nothing_running(

@@ -49,7 +49,7 @@ NOT_EXPORTED = {
     # Attributes section in each docstring (tests/test_docstrings.py), in those files.
     "trio_session._agent.MessageQueue": "Agent.steering / follow_ups; _agent.py is being split",
     **{
-        f"trio_session.store._history.{name}": "a LoadedSession entry; store/ is being split"
+        f"trio_session.store._entries.{name}": "a LoadedSession entry; store/ is being split"
         for name in [
             "SessionHeader",
             "MessageEntry",
@@ -86,8 +86,13 @@ NOT_EXPORTED = {
             "SetSteeringMode",
             "SetFollowUpMode",
             "Compact",
+            "ClearQueue",
+            "GetAvailableThinkingLevels",
+            "GetEntries",
+            "GetTree",
         ]
     },
+    "trio_session.rpc._wire.Named": "what an RPC answer is made from (a command's type and id)",
 }
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._errors import SettingsError as SettingsError
     from ._errors import TrioSessionError as TrioSessionError
     from ._events import AgentEnd as AgentEnd
+    from ._events import AgentSettled as AgentSettled
     from ._events import AgentStart as AgentStart
     from ._events import AutoCompactionEnd as AutoCompactionEnd
     from ._events import AutoCompactionStart as AutoCompactionStart
@@ -238,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "SettingsError": "._errors",
     "TrioSessionError": "._errors",
     "AgentEnd": "._events",
+    "AgentSettled": "._events",
     "AgentStart": "._events",
     "AutoCompactionEnd": "._events",
     "AutoCompactionStart": "._events",
@@ -383,6 +385,7 @@ __all__ = [
     "Agent",
     "AgentEnd",
     "AgentSession",
+    "AgentSettled",
     "AgentStart",
     "AnthropicProvider",
     "Ask",

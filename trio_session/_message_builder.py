@@ -171,6 +171,8 @@ class MessageBuilder:
         if self._too_deep and end.stop_reason not in ("error", "aborted"):
             end = StreamEnd.error(invalid_response_message(TOO_DEEP_ARGUMENTS))
         if self.started and end.stop_reason != "error":
+            if end.stop_reason == "aborted":  # the closing update says so, as pi's does
+                self._head = self.snapshot(end, content=False)
             self._close_part()
         message = self.snapshot(end)
         if not self.started:

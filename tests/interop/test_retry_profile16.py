@@ -33,7 +33,6 @@ RULES = frozenset(
         "dropped-stream-wording",
         "will-retry-compaction",
         "system-message",
-        "agent-settled-pending",
     }
 )
 
@@ -127,8 +126,6 @@ def _event(data: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
 def events_of(run: Run, rules: frozenset[str]) -> list[dict[str, Any]]:
     """The run's retry and compaction events as compared, after ``rules``."""
     kept = [_event(e.data, rules) for e in run.events if e.data["type"] in _EVENTS]
-    if run.agent == "pi" and "agent-settled-pending" in rules:
-        kept = [e for e in kept if e["type"] != "agent_settled"]
     if "will-retry-compaction" in rules:
         for index, event in enumerate(kept[:-1]):
             follows = [e["type"] for e in kept[index + 1 :] if e["type"] != "entry_appended"]
