@@ -85,8 +85,8 @@ def test_all_count() -> None:
     and classifiers; issue 31's ``ReplyItems``, ``ReplyRestart``, ``SERVICE_SETTINGS``,
     ``ProviderFailure``, and 7 classes public signatures named without exporting them
     (``ImageContent``, ``Cost``, four message classes, ``CredentialInfo``); issue 27's
-    ``AgentSettled``."""
-    assert len(trio_session.__all__) == 163
+    ``AgentSettled``; ``HttpSettings`` (the ``http`` group of ``Settings``)."""
+    assert len(trio_session.__all__) == 164
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

@@ -41,6 +41,7 @@ NOT_EXPORTED = {
     "trio_session._session_parts.bash.BashPart": "a base of AgentSession",
     "trio_session._session_parts.records.RecordsPart": "a base of AgentSession",
     "trio_session._session_parts.switches.SwitchesPart": "a base of AgentSession",
+    "trio_session._session_parts.idle.IdlePart": "a base of AgentSession",
     # The front ends' own plumbing (rpc, tui, cli): named by their servers' fields, not
     # by anything an embedding program calls. Issue 31 leaves them to the front ends.
     "trio_session._prompt_input.PromptInput": "the front ends' prompt expansion",

@@ -121,6 +121,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._settings import default_settings_paths as default_settings_paths
     from ._settings import persist_setting as persist_setting
     from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
+    from ._settings_values import HttpSettings as HttpSettings
     from ._stats import ContextUsage as ContextUsage
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
@@ -283,6 +284,7 @@ _EXPORTS: dict[str, str] = {
     "open_session": "._opening",
     "CompactionSettings": "._settings",
     "CredentialsSettings": "._settings",
+    "HttpSettings": "._settings_values",
     "ProviderRetrySettings": "._settings",
     "RetrySettings": "._settings",
     "SERVICE_SETTINGS": "._settings_values",
@@ -432,6 +434,7 @@ __all__ = [
     "HistoryError",
     "HistoryWriteFailed",
     "HttpProvider",
+    "HttpSettings",
     "ImageContent",
     "InMemoryCredentialStore",
     "LoadedSession",
