@@ -31,11 +31,6 @@ MAX_LINES = 600
 
 #: Modules other work is splitting now: over the size limit until it lands.
 SPLIT_PENDING = {
-    "trio_session.store._session_file": (
-        "598 lines after its split, 623 with main's context_edit appends (issue 27); next "
-        "cut: SessionFile's appends of pi's own entries (custom, label, context_edit, "
-        "branch summary)"
-    ),
     "trio_session.rpc._server": "split pending (issue 26)",
     "trio_session.rpc._protocol": "split pending (issue 26)",
     "trio_session.rpc._client": "split pending (issue 26)",
