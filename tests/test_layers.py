@@ -37,14 +37,7 @@ SPLIT_PENDING = {
 }
 
 #: Import edges allowed to close a circle, each with why it stays for now.
-CIRCLE_EDGES: dict[tuple[str, str], str] = {
-    ("trio_session._messages", "trio_session._retry.classify"): (
-        "AssistantMessage.raise_for_error (public) maps the message through the "
-        "classifier, whose public functions take an AssistantMessage; breaking it means "
-        "PatternClassifier's rules below _messages, typed by a Protocol (done once on the "
-        "pre-classify16 classifier, to be redone on the table-driven one)"
-    ),
-}
+CIRCLE_EDGES: dict[tuple[str, str], str] = {}
 
 #: Upward imports allowed, each with its reason (the circle edges are upward too).
 UPWARD = dict(CIRCLE_EDGES)
