@@ -287,12 +287,12 @@ class AssistantMessage:
         """
         if self.stop_reason != "error":
             return self
-        from ._retry.classify import provider_error
+        from ._retry.reply import reply_error  # below _messages: typed by FailedReply
 
-        error = provider_error(self, context_window)
+        error = reply_error(self, context_window)
         cause = self.last_error
         if cause is not None and cause.stop_reason == "error":
-            raise error from provider_error(cause, context_window)
+            raise error from reply_error(cause, context_window)
         raise error
 
 

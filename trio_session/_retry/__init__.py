@@ -5,6 +5,7 @@ modules, lowest first (each imports only those above it in this list):
 
 ```text
 tables.py       the classifier tables: each profile's named patterns         pure
+reply.py        the rules on a failed reply (FailedReply), its ProviderError  pure
 classify.py     which errors retry, which overflow, the server's wait hint   pure
 backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
 decide.py       the one decision after a run, the one maximum check         pure
@@ -20,8 +21,9 @@ Where each rule of SPEC §1–§6 and §12 lives (``file:function``):
 
 ```text
 R-1 R-2 R-3     decide.py:decide
-R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable
+R-4 R-5 R-6     classify.py:PatternClassifier.is_retryable (reply.py:PatternRules._retryable)
 R-7             classify.py:PatternClassifier.is_context_overflow
+                (reply.py:PatternRules._overflow_of)
 R-8             classify.py:STRICT_CLASSIFIER
 R-57            tables.py (SEED_PATTERNS, PI_1_6_PATTERNS, STRICT_PATTERNS),
                 classify.py:classifier_for, PatternClassifier.from_table
@@ -37,7 +39,7 @@ R-13 R-15 R-27  decide.py:decide (the one maximum check)
 R-15a           controller.py:PromptController._settle
 R-16            backoff.py:exponential_delay_ms
 R-17            chain.py:RetryChain._start_attempt, keys.py:KeyRing.rotate
-R-18            classify.py:parse_retry_after_ms
+R-18            reply.py:parse_retry_after_ms (classify.py re-exports it)
 R-19            chain.py:RetryChain._start_attempt
 R-20 R-20a      controller.py:PromptController.drop_from_context
 R-21            chain.py:RetryChain.run

@@ -2,7 +2,10 @@
 
 Classification is plain text matching on ``errorMessage`` (R-6, R-52): the
 provider adapters put the HTTP status, the server's message and the retry
-headers into that text, and these patterns decide. Everything here is pure.
+headers into that text, and these patterns decide. Everything here is pure. The rules
+themselves read a reply through a Protocol in ``.reply`` (``PatternRules``, ``reply_error``),
+below ``_messages``, whose ``raise_for_error`` uses them; here they are typed
+``AssistantMessage``.
 
 Three classifiers ship, each built from its table of named patterns (``tables.py``):
 
@@ -24,23 +27,18 @@ with the two methods of ``Classifier``.
 
 from __future__ import annotations
 
-import email.utils
 import re
-import time
 from typing import Protocol
 
 import attrs
 
-from .._errors import (
-    AuthenticationError,
-    ContextOverflowError,
-    OverloadedError,
-    ProviderConnectionError,
-    ProviderError,
-    RateLimitError,
-    ServerError,
-)
+from .._errors import ProviderError
 from .._messages import AssistantMessage
+from .reply import MAX_HINT_MS as MAX_HINT_MS
+from .reply import NO_BODY_OVERFLOW_PATTERN as NO_BODY_OVERFLOW_PATTERN
+from .reply import PatternRules, reply_error
+from .reply import error_status as error_status
+from .reply import parse_retry_after_ms as parse_retry_after_ms
 from .tables import PI_1_6_PATTERNS, SEED_PATTERNS, STRICT_PATTERNS, PatternTable
 
 RETRYABLE_PATTERN = SEED_PATTERNS.joined(SEED_PATTERNS.retryable)
@@ -49,9 +47,6 @@ RETRYABLE_PATTERN = SEED_PATTERNS.joined(SEED_PATTERNS.retryable)
 OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(p.regex for p in SEED_PATTERNS.overflow)
 """R-7(a): context-overflow wordings of the major providers (the reference's list, plus
 ``request_too_large`` as the contract names it)."""
-
-#: R-7(a): Cerebras-style "400 status code (no body)" / "413 (no body)" at the start.
-NO_BODY_OVERFLOW_PATTERN = SEED_PATTERNS.bodyless_overflow.regex
 
 USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
 """R-17: an error that means this credential hit its usage limit."""
@@ -83,7 +78,7 @@ class Classifier(Protocol):
 
 
 @attrs.frozen
-class PatternClassifier:
+class PatternClassifier(PatternRules):
     """A classifier made of regular expressions (R-4 … R-8, R-57 … R-60).
 
     An overflow by wording (R-7(a)) is a match of ``overflow`` or of ``bodyless_overflow``
@@ -104,23 +99,6 @@ class PatternClassifier:
             the window is an overflow too (pi's third case; R-58).
     """
 
-    name: str
-    retryable: re.Pattern[str]
-    overflow: tuple[re.Pattern[str], ...]
-    non_retryable: re.Pattern[str] | None = None
-    not_overflow: re.Pattern[str] | None = None
-    bodyless_overflow: re.Pattern[str] | None = attrs.field(
-        default=attrs.Factory(lambda: NO_BODY_OVERFLOW_PATTERN)
-    )
-    bodyless_providers: frozenset[str] | None = None
-    length_overflow: bool = False
-    _overflow_any: re.Pattern[str] | None = attrs.field(
-        init=False,
-        eq=False,
-        repr=False,
-        default=attrs.Factory(lambda self: _any_of(self.overflow), takes_self=True),
-    )
-
     @classmethod
     def from_table(cls, table: PatternTable, name: str | None = None) -> PatternClassifier:
         """The classifier a table describes: its lists joined as pi joins them.
@@ -133,16 +111,7 @@ class PatternClassifier:
         Returns:
             The classifier.
         """
-        return cls(
-            name=table.name if name is None else name,
-            retryable=table.joined(table.retryable),
-            overflow=tuple(p.regex for p in table.overflow),
-            non_retryable=table.joined(table.never_retry) if table.never_retry else None,
-            not_overflow=table.joined(table.not_overflow) if table.not_overflow else None,
-            bodyless_overflow=table.bodyless_overflow.regex,
-            bodyless_providers=table.bodyless_overflow.providers,
-            length_overflow=table.length_overflow,
-        )
+        return cls._from_table(table, name)
 
     def is_context_overflow(
         self, message: AssistantMessage, context_window: int | None = None
@@ -154,35 +123,7 @@ class PatternClassifier:
             context_window: the model's context window in tokens; without it, a silent overflow is
                 not seen.
         """
-        text = message.error_message
-        if message.stop_reason == "error" and text:
-            vetoed = self.not_overflow is not None and self.not_overflow.search(text)
-            if not vetoed and (self._overflows(text) or self._bodyless(message, text)):
-                return True
-        if not context_window:
-            return False
-        if message.stop_reason == "stop":
-            return message.usage.context_tokens > context_window
-        return bool(
-            self.length_overflow
-            and message.stop_reason == "length"
-            and message.usage.output == 0
-            and message.usage.context_tokens >= context_window * 0.99
-        )
-
-    def _overflows(self, text: str) -> bool:
-        """Whether any of the ``overflow`` patterns matches ``text``."""
-        if self._overflow_any is not None:
-            return self._overflow_any.search(text) is not None
-        return any(p.search(text) for p in self.overflow)
-
-    def _bodyless(self, message: AssistantMessage, text: str) -> bool:
-        """Whether the no-body rule applies to this message and matches ``text``."""
-        if self.bodyless_overflow is None:
-            return False
-        if self.bodyless_providers is not None and message.provider not in self.bodyless_providers:
-            return False
-        return self.bodyless_overflow.search(text) is not None
+        return self._overflow_of(message, context_window)
 
     def is_retryable(self, message: AssistantMessage, context_window: int | None = None) -> bool:
         """R-4: an error, with a message, not an overflow, not vetoed, matching the pattern.
@@ -191,33 +132,7 @@ class PatternClassifier:
             message: the assistant message.
             context_window: the model's context window in tokens, for the overflow check.
         """
-        text = message.error_message
-        if message.stop_reason != "error" or not text:
-            return False
-        if self.is_context_overflow(message, context_window):
-            return False
-        if self.non_retryable is not None and self.non_retryable.search(text):
-            return False
-        return self.retryable.search(text) is not None
-
-
-#: What makes a list of patterns unsafe to join: a back-reference or a named group.
-_NOT_JOINABLE = re.compile(r"\\[1-9]|\(\?P[<=]|\(\?<[A-Za-z]")
-
-
-def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
-    """The overflow patterns as one alternation: one search instead of one per pattern.
-
-    Only when that means the same (same flags, no back-references or named groups, and
-    it compiles); otherwise ``None``, and the tuple is searched pattern by pattern.
-    """
-    flags = {p.flags for p in patterns}
-    if len(flags) != 1 or any(_NOT_JOINABLE.search(p.pattern) for p in patterns):
-        return None
-    try:
-        return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), flags.pop())
-    except re.error:
-        return None
+        return self._retryable(message, lambda: self.is_context_overflow(message, context_window))
 
 
 REFERENCE_CLASSIFIER = PatternClassifier.from_table(SEED_PATTERNS, name="reference")
@@ -289,94 +204,6 @@ def is_usage_limit_error(text: str) -> bool:
     return USAGE_LIMIT_PATTERN.search(text) is not None
 
 
-#: The longest wait a hint is read as, in milliseconds (2**53 - 1).
-MAX_HINT_MS = 2**53 - 1
-_NUMBER = r"(-?\d+(?:\.\d+)?)"
-_RETRY_AFTER_MS = re.compile(r"retry-after-ms:\s*" + _NUMBER, re.IGNORECASE)
-_RETRY_AFTER = re.compile(r"retry-after:\s*([^\n;]+?)\s*(?:$|[\n;])", re.IGNORECASE | re.MULTILINE)
-_RESET_MS = re.compile(r"x-ratelimit-reset-ms:\s*" + _NUMBER, re.IGNORECASE)
-_RESET = re.compile(r"x-ratelimit-reset:\s*" + _NUMBER, re.IGNORECASE)
-
-
-def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | None:
-    """Read the wait a server asked for from an error text (R-18), in milliseconds.
-
-    The first of these that appears wins:
-
-    1. ``retry-after-ms: N`` — N milliseconds.
-    2. ``retry-after: N`` — N seconds; or ``retry-after: <HTTP date>`` — until then.
-    3. ``x-ratelimit-reset-ms: N`` — epoch milliseconds if N > 1e12, else a duration.
-    4. ``x-ratelimit-reset: N`` — epoch seconds if N > 1e9, else seconds.
-
-    Negative results clamp to 0, and waits longer than ``MAX_HINT_MS``
-    (``2**53 - 1``, about 285 000 years; ``retry-after: 1e999`` too) to that.
-    ``now_ms`` (wall-clock epoch milliseconds) defaults to the current time; it only
-    matters for dates and epoch values.
-
-    Args:
-        text: an error message, with the response headers the adapters append.
-        now_ms: the current wall-clock time in epoch milliseconds.
-
-    Returns:
-        The wait in whole milliseconds, or ``None`` when the text carries no hint.
-    """
-    now = time.time() * 1000 if now_ms is None else now_ms
-    ms: float | None = None
-    if m := _RETRY_AFTER_MS.search(text):
-        ms = float(m.group(1))
-    elif m := _RETRY_AFTER.search(text):
-        value = m.group(1)
-        if number := re.match(_NUMBER + r"(?![\w:])", value):
-            ms = float(number.group(1)) * 1000
-        else:
-            try:
-                when = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                ms = None
-            else:
-                ms = when.timestamp() * 1000 - now
-    if ms is None and (m := _RESET_MS.search(text)):
-        value_ms = float(m.group(1))
-        ms = value_ms - now if value_ms > 1e12 else value_ms
-    if ms is None and (m := _RESET.search(text)):
-        value_s = float(m.group(1))
-        ms = value_s * 1000 - now if value_s > 1e9 else value_s * 1000
-    if ms is None:
-        return None
-    return max(0, round(min(ms, MAX_HINT_MS)))
-
-
-_STATUS = re.compile(
-    r"^\s*(?:HTTP\s+)?([1-5]\d\d)(?!\d)|status(?: code)?:?\s*([1-5]\d\d)(?!\d)", re.I
-)
-_AUTH = re.compile(
-    r"invalid.?api.?key|incorrect api key|authentication|unauthori[sz]ed|permission|forbidden"
-    r"|api key not valid|no api key",
-    re.IGNORECASE,
-)
-_RATE = re.compile(r"rate.?limit|too many requests|usage.?limit|quota|resource.?exhausted", re.I)
-_OVERLOADED = re.compile(r"overloaded|service.?unavailable", re.IGNORECASE)
-_SERVER = re.compile(r"server.?error|internal.?error|bad gateway|gateway time-?out", re.I)
-_CONNECTION = re.compile(
-    r"connection.?error|fetch failed|timed out|connection (?:refused|reset)", re.I
-)
-
-
-def error_status(text: str) -> int | None:
-    """The HTTP status an error text gives (``"503 Service Unavailable: …"`` → 503).
-
-    Args:
-        text: an error message, as ``AssistantMessage.error_message`` holds it.
-
-    Returns:
-        The status, or ``None`` when the text does not start with one.
-    """
-    match = _STATUS.search(text)
-    if match is None:
-        return None
-    return int(match.group(1) or match.group(2))
-
-
 def provider_error(message: AssistantMessage, context_window: int | None = None) -> ProviderError:
     """The ``ProviderError`` for a failed reply, its class read from the error text (R-52).
 
@@ -389,29 +216,4 @@ def provider_error(message: AssistantMessage, context_window: int | None = None)
         message: the assistant message that ended in an error.
         context_window: the model's window in tokens, for the overflow check.
     """
-    text = message.error_message or "the model request failed"
-    status = error_status(text)
-    cls: type[ProviderError]
-    if is_context_overflow(message, context_window):
-        cls = ContextOverflowError
-    elif status in (401, 403) or (status is None and _AUTH.search(text)):
-        cls = AuthenticationError
-    elif status == 429 or _RATE.search(text):
-        cls = RateLimitError
-    elif status in (503, 529) or _OVERLOADED.search(text):
-        cls = OverloadedError
-    elif (status is not None and status >= 500) or _SERVER.search(text):
-        cls = ServerError
-    elif _CONNECTION.search(text):
-        cls = ProviderConnectionError
-    else:
-        cls = ProviderError
-    return cls(
-        text,
-        status=status,
-        provider=message.provider,
-        model=message.model,
-        retry_after_ms=parse_retry_after_ms(text),
-        retryable=is_retryable_error(message, context_window),
-        reply=message,
-    )
+    return reply_error(message, context_window)

@@ -34,16 +34,13 @@ import trio
 
 from .._dirs import fsync_directory
 from .._events import CompactionResult
-from .._messages import Message, UserContent, UserMessage
+from .._messages import Message, UserMessage
 from ._entries import (
     BranchSummaryEntry,
     CompactionEntry,
-    ContextEditEntry,
-    CustomEntry,
     CustomMessageEntry,
     HistoryEntry,
     HistoryError,
-    LabelEntry,
     MessageEntry,
     ModelChangeEntry,
     SessionHeader,
@@ -58,6 +55,7 @@ from ._file_io import create_new, lock_writer, open_repaired
 from ._fork import fork_session
 from ._loaded import LoadedSession
 from ._session_list import default_sessions_dir, session_file_name
+from ._tree_appends import TreeAppends
 
 #: ``fork_session`` (``._fork``) is re-exported: the RPC server imports it from here.
 __all__ = ["SessionFile", "fork_session"]
@@ -73,7 +71,7 @@ class _Staged:
 
 
 @attrs.define(eq=False)
-class SessionFile:
+class SessionFile(TreeAppends):
     """An open session file that entries are appended to.
 
     Make one with ``create``, ``resume``, or (in Trio code)
@@ -248,6 +246,11 @@ class SessionFile:
         self._last_id = entry_id
         return entry_id
 
+    def _last_staged(self) -> dict[str, Any]:
+        """The JSON object of the entry staged last, as it will be written."""
+        written: dict[str, Any] = json.loads(self._pending[-1].line)
+        return written
+
     def append_message_nowait(self, message: Message) -> str:
         """Stage a message entry without blocking; it is written by the next flush.
 
@@ -330,74 +333,6 @@ class SessionFile:
         self._name = name or None
         return entry_id
 
-    def append_custom_nowait(self, custom_type: str, data: Any = None) -> str:
-        """Stage a ``custom`` entry: an extension's state, not part of the context.
-
-        Args:
-            custom_type: the extension's name for the kind of entry.
-            data: the state to keep, as JSON-compatible data.
-        """
-        return self._stage(CustomEntry, custom_type=custom_type, data=data)
-
-    def append_custom_message_nowait(
-        self,
-        custom_type: str,
-        content: str | tuple[UserContent, ...],
-        *,
-        display: bool = True,
-        details: Any = None,
-    ) -> str:
-        """Stage a ``custom_message`` entry: an extension's message, part of the context.
-
-        Args:
-            custom_type: the extension's name for the kind of message.
-            content: the message: a string, or text and image parts.
-            display: whether a UI shows it.
-            details: extension data kept beside the message.
-        """
-        return self._stage(
-            CustomMessageEntry,
-            custom_type=custom_type,
-            content=content,
-            display=display,
-            details=details,
-        )
-
-    def append_label_nowait(self, target_id: str, label: str | None) -> str:
-        """Stage a ``label`` entry on ``target_id`` (``None`` or empty clears it).
-
-        Args:
-            target_id: the entry to label.
-            label: the label; ``None`` or empty clears it.
-        """
-        if target_id not in self._ids:
-            msg = f"session file {self.path} has no entry {target_id!r} to label"
-            raise HistoryError(msg, path=self.path)
-        return self._stage(LabelEntry, target_id=target_id, label=label or None)
-
-    def append_context_edit_nowait(
-        self, target_id: str, replacement: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """Stage a ``context_edit`` entry: pi 1.6.0's edit of ``target_id``'s part in later
-        context (``replacement`` ``None`` leaves it out; the entry itself stays).
-
-        Args:
-            target_id: the message entry the edit is about.
-            replacement: ``{"content": ...}`` to replace its content, ``None`` to omit it.
-
-        Returns:
-            The entry as it will be written (its JSON object).
-
-        Raises:
-            HistoryError: the file has no entry ``target_id``.
-        """
-        if target_id not in self._ids:
-            msg = f"session file {self.path} has no entry {target_id!r} to edit"
-            raise HistoryError(msg, path=self.path)
-        self._stage(ContextEditEntry, target_id=target_id, replacement=replacement)
-        written: dict[str, Any] = json.loads(self._pending[-1].line)
-        return written
-
     def branch(self, entry_id: str | None) -> None:
         """Move the leaf: the next entry becomes a child of ``entry_id`` (a new root if ``None``).
 
@@ -411,26 +346,6 @@ class SessionFile:
             raise HistoryError(msg, path=self.path)
         self._check_open()
         self._last_id = entry_id
-
-    def append_branch_summary_nowait(
-        self, summary: str, *, details: Any = None, from_hook: bool | None = None
-    ) -> str:
-        """Stage a ``branch_summary`` entry at the leaf (after ``branch``), as the reference does.
-
-        Its ``fromId`` is the leaf (``"root"`` at the root).
-
-        Args:
-            summary: the summary of the branch that was left.
-            details: data kept beside the summary (the reference's ``details``).
-            from_hook: the reference's ``fromHook``; left out when ``None``.
-        """
-        return self._stage(
-            BranchSummaryEntry,
-            from_id=self._last_id if self._last_id is not None else "root",
-            summary=summary,
-            details=details,
-            from_hook=from_hook,
-        )
 
     @property
     def session_name(self) -> str | None:
