@@ -21,9 +21,21 @@ from typing import Any
 
 import pytest
 import trio
-from trio_websocket import ConnectionClosed, open_websocket_url, wrap_client_stream
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    open_websocket_url,
+    wrap_client_stream,
+)
 
-from trio_session import SERVICE_SETTINGS, AgentSession, OpenAIProvider, SessionClosedError
+from trio_session import (
+    SERVICE_SETTINGS,
+    AgentSession,
+    FauxProvider,
+    FauxReply,
+    OpenAIProvider,
+    SessionClosedError,
+)
 
 from .conftest import session_tasks
 from .http_server import Exchange, ScriptedServer, sse
@@ -47,6 +59,14 @@ def load_example() -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def leaves(group: BaseExceptionGroup[ConnectionRejected]) -> list[ConnectionRejected]:
+    """The exceptions of a group and of the groups in it."""
+    found: list[ConnectionRejected] = []
+    for exc in group.exceptions:
+        found.extend(leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
 
 
 def answer_chunks(client: int) -> list[str]:
@@ -211,6 +231,14 @@ async def linger(
         await ws.aclose()
 
 
+# httpx 0.28 sends a request body through an async generator (ByteStream.__aiter__); a
+# request cancelled while its body is being sent -- a client that leaves just then --
+# leaves the generator to the garbage collector, which trio reports. httpx's bug
+# (encode/httpx#3686), not this service's: nothing is lost, the generator is closed.
+@pytest.mark.filterwarnings(
+    "ignore:Async generator 'httpx._content.ByteStream.__aiter__' was garbage collected"
+    ":ResourceWarning"
+)
 async def test_a_hundred_websocket_clients_get_their_answers_and_the_service_shuts_down_clean(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -308,3 +336,43 @@ async def test_a_hundred_websocket_clients_get_their_answers_and_the_service_shu
         f"{cancelled_retries} cancelled by a disconnect; clients done in {asked - start:.2f} s, "
         f"shut down in {closed - cancelled:.3f} s"
     )
+
+
+async def test_the_service_refuses_a_session_past_its_pool_and_a_second_question() -> None:
+    """With ``max_sessions=1`` a second connection is refused with 503 while the first is
+    open; a question sent while one is answered gets ``busy``, and the first answer still
+    comes whole."""
+    example = load_example()
+    answer = ("one ", "two ", "three")
+    provider = FauxProvider([FauxReply(text="".join(answer), chunks=answer, chunk_delay=0.05)])
+    service = example.ChatService(provider, max_sessions=1)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(service.run)
+        url = f"ws://127.0.0.1:{port}"
+        async with open_websocket_url(url) as ws:
+            assert json.loads(await ws.get_message())["type"] == "session"
+            # our own TCP stream, closed here: trio-websocket 0.12.2 leaves a refused
+            # client's socket open (and its reader task raises the refusal too)
+            refusals: set[tuple[int, bytes | None]] = set()
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                try:
+                    async with trio.open_nursery() as second:
+                        await wrap_client_stream(second, stream, "127.0.0.1", "/")
+                except* ConnectionRejected as group:
+                    refusals = {(e.status_code, e.body) for e in leaves(group)}
+            assert refusals == {(503, b"too many sessions, try later")}
+            await ws.send_message("first")
+            await ws.send_message("second")
+            messages: list[dict[str, Any]] = []
+            while not messages or messages[-1]["type"] != "end":
+                messages.append(json.loads(await ws.get_message()))
+        nursery.cancel_scope.cancel()
+    assert {"type": "busy"} in messages
+    texts = [m["text"] for m in messages if m["type"] == "text"]
+    assert ("".join(texts), messages[-1]) == (
+        "one two three",
+        {"type": "end", "stop_reason": "stop"},
+    )
+    assert service.sessions == {}
+    assert service.connections == 0

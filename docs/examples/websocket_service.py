@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
@@ -52,7 +52,9 @@ from trio_session import (
     open_session,
 )
 
-MAX_SESSIONS = 200  # connections served at once; the pool has as many
+# Connections served at once. A session sends one request at a time, so the
+# provider's pool needs as many connections (docs/providers.md's rule).
+MAX_SESSIONS = 200
 log = logging.getLogger("chat_service")
 
 
@@ -64,7 +66,7 @@ class ChatService:
         provider: Provider,
         model: Model | str | None = None,
         *,
-        settings: Any = SERVICE_SETTINGS,
+        settings: Mapping[str, Any] = SERVICE_SETTINGS,
         max_sessions: int = MAX_SESSIONS,
     ) -> None:
         self.provider = provider
@@ -72,6 +74,7 @@ class ChatService:
         self.settings = settings
         self.max_sessions = max_sessions
         self.sessions: dict[str, AgentSession] = {}  # the open ones, by id
+        self.connections = 0
 
     async def run(
         self,
@@ -88,11 +91,17 @@ class ChatService:
             task_status.started(server.port)
 
     async def _connection(self, request: WebSocketRequest) -> None:
-        if len(self.sessions) >= self.max_sessions:
+        if self.connections >= self.max_sessions:
             # One more session could wait for a pooled connection: refuse.
             await request.reject(503, body=b"too many sessions, try later")
             return
-        ws = await request.accept()
+        self.connections += 1
+        try:
+            await self._session(await request.accept())
+        finally:
+            self.connections -= 1
+
+    async def _session(self, ws: WebSocketConnection) -> None:
         async with open_session(
             self.provider, self.model, settings=self.settings
         ) as session:
