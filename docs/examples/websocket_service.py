@@ -200,13 +200,19 @@ def faux_provider() -> FauxProvider:
     )
 
 
+def show(message: dict[str, Any]) -> None:
+    """Print what the demo's client gets (the session's id is random)."""
+    if message["type"] != "session":
+        print(message)
+
+
 async def demo() -> None:
     settings = {"retry": {**SERVICE_SETTINGS["retry"], "baseDelayMs": 50}}
     service = ChatService(faux_provider(), settings=settings)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(service.run)
         answer, stop_reason = await ask(
-            f"ws://127.0.0.1:{port}", "How long does backoff wait?", print
+            f"ws://127.0.0.1:{port}", "How long does backoff wait?", show
         )
         print(f"answer: {answer!r} ({stop_reason})")
         nursery.cancel_scope.cancel()  # shut down: every session closes
