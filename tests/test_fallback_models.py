@@ -273,3 +273,57 @@ def test_r65_model_fallback_on_the_wire() -> None:
         "errorMessage": "429 usage limit",
     }
     assert event_from_json(data) == event
+
+
+async def test_r65_a_chain_out_of_budget_falls_back_too(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-65, R-61: maxTotalMs 1000 refuses the first 2 s wait: the chain ends at t = 0
+    (attempt 0), the second model takes the run at once and answers at t = 0."""
+    script = PerModel(primary=[f"!{E503}"], second=["from second"])
+    async with open_session(
+        script.provider,
+        PRIMARY,
+        settings={"retry": {"maxTotalMs": 1000}},
+        fallback_models=[SECOND],
+    ) as session:
+        recorder = EventRecorder.attach(session)
+        reply = await session.prompt("hi")
+    assert (reply.text, trio.current_time()) == ("from second", 0.0)
+    assert [label(e) for e in recorder.events if label(e).startswith(("auto", "model"))] == [
+        "auto_retry_end False 0",
+        "model_fallback faux/primary -> faux/second retries_exhausted",
+    ]
+
+
+async def test_r66_a_model_set_during_the_fallback_stands(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-66: set_model(third) while the fallback's answer streams: that answer still comes
+    from the second model, and after the prompt the session stays on the third."""
+    slow = FauxReply(text="from second", delay=1.0)
+    script = PerModel(primary=[f"!{E503}"], second=[slow], third=["from third"])
+    async with open_session(
+        script.provider,
+        PRIMARY,
+        settings={"retry": {"maxRetries": 0}},
+        models=[PRIMARY, SECOND, THIRD],
+        fallback_models=[SECOND],
+    ) as session:
+        fell_back = trio.Event()
+        session.subscribe(lambda e: fell_back.set() if isinstance(e, ModelFallback) else None)
+        replies: list[AssistantMessage] = []
+
+        async def ask() -> None:
+            replies.append(await session.prompt("one"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await fell_back.wait()
+            await trio.testing.wait_all_tasks_blocked()  # the second model's answer streams
+            assert len(script.provider.requests) == 2
+            await session.set_model(THIRD)
+        replies.append(await session.prompt("two"))
+        assert session.model == THIRD
+    assert [r.model for r in replies] == ["second", "third"]
+    assert [r.model.id for r in script.provider.requests] == ["primary", "second", "third"]
