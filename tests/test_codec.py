@@ -27,6 +27,7 @@ from trio_session import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    ModelFallback,
     QueueUpdate,
     SessionEvent,
     SessionInfoChanged,
@@ -129,6 +130,7 @@ EVENTS: list[SessionEvent] = [
     ),
     AutoRetryEnd(success=True, attempt=2),
     AutoRetryEnd(success=False, attempt=3, final_error="Retry cancelled"),
+    ModelFallback("faux/a", "faux/b", "retries_exhausted", "503 Service Unavailable"),
     CompactionStart(reason="overflow"),
     CompactionStart(reason="threshold"),
     CompactionEnd(
@@ -459,8 +461,8 @@ def test_discriminator_key_is_first(event: SessionEvent) -> None:
 ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
     "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', 'agent_settled', "
-    "'auto_retry_start', 'auto_retry_end', 'compaction_start', 'compaction_end', 'queue_update', "
-    "'thinking_level_changed', 'session_info_changed', "
+    "'auto_retry_start', 'auto_retry_end', 'model_fallback', 'compaction_start', "
+    "'compaction_end', 'queue_update', 'thinking_level_changed', 'session_info_changed', "
     "'extension_error', 'history_write_failed', 'summarization_retry_scheduled', "
     "'summarization_retry_attempt_start', 'summarization_retry_finished', 'entry_appended'"
 )

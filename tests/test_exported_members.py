@@ -83,10 +83,11 @@ def test_all_count() -> None:
     """``trio_session.__all__``: its 140 names (issue 26 moved none); issue 28's four
     pi 1.6.0 events (summarization_retry_*, entry_appended) and seven classifier tables
     and classifiers; issue 31's ``ReplyItems``, ``ReplyRestart``, ``SERVICE_SETTINGS``,
-    ``ProviderFailure``, and 7 classes public signatures named without exporting them
-    (``ImageContent``, ``Cost``, four message classes, ``CredentialInfo``); issue 27's
-    ``AgentSettled``; ``HttpSettings`` (the ``http`` group of ``Settings``)."""
-    assert len(trio_session.__all__) == 164
+    ``ProviderFailure``, ``ModelFallback`` (the fallback models' event), and 7 classes
+    public signatures named without exporting them (``ImageContent``, ``Cost``, four
+    message classes, ``CredentialInfo``); issue 27's ``AgentSettled``; ``HttpSettings``
+    (the ``http`` group of ``Settings``)."""
+    assert len(trio_session.__all__) == 165
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

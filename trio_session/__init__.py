@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import MessageEnd as MessageEnd
     from ._events import MessageStart as MessageStart
     from ._events import MessageUpdate as MessageUpdate
+    from ._events import ModelFallback as ModelFallback
     from ._events import QueueUpdate as QueueUpdate
     from ._events import SessionEvent as SessionEvent
     from ._events import SessionInfoChanged as SessionInfoChanged
@@ -255,6 +256,7 @@ _EXPORTS: dict[str, str] = {
     "MessageEnd": "._events",
     "MessageStart": "._events",
     "MessageUpdate": "._events",
+    "ModelFallback": "._events",
     "QueueUpdate": "._events",
     "SessionEvent": "._events",
     "SessionInfoChanged": "._events",
@@ -444,6 +446,7 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelCost",
+    "ModelFallback",
     "NamedPattern",
     "OpenAIProvider",
     "OverloadedError",

@@ -349,6 +349,27 @@ class AutoRetryEnd:
 
 
 @attrs.frozen
+class ModelFallback:
+    """The prompt moves to the next fallback model (R-65, ours): the retry policy had
+    nothing left to try on the one it was on.
+
+    Attributes:
+        from_model: the model given up on, as ``"provider/id"``.
+        to_model: the model the run continues on, as ``"provider/id"``.
+        reason: ``"retries_exhausted"`` (a retry chain gave up on a retryable error) or
+            ``"no_key_left"`` (pi-1.6: a usage limit, and no free key, R-53b).
+        error_message: the error that ended the last attempt on ``from_model``.
+        type: always ``"model_fallback"``; the event's name on the wire.
+    """
+
+    from_model: str
+    to_model: str
+    reason: Literal["retries_exhausted", "no_key_left"]
+    error_message: str
+    type: Literal["model_fallback"] = "model_fallback"
+
+
+@attrs.frozen
 class CompactionResult:
     """What a compaction did to the runtime context.
 
@@ -529,6 +550,7 @@ SessionEvent: TypeAlias = (
     | AgentSettled
     | AutoRetryStart
     | AutoRetryEnd
+    | ModelFallback
     | CompactionStart
     | CompactionEnd
     | QueueUpdate
@@ -558,6 +580,7 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AgentSettled,
     AutoRetryStart,
     AutoRetryEnd,
+    ModelFallback,
     CompactionStart,
     CompactionEnd,
     QueueUpdate,

@@ -74,6 +74,7 @@ def open_session(
     models: Sequence[Model] = (),
     thinking_level: str | None = None,
     tracer_provider: TracerProvider | None = None,  # -- observe (issue 14) --
+    fallback_models: Sequence[Model | str] = (),
 ) -> AbstractAsyncContextManager[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
@@ -112,6 +113,12 @@ def open_session(
         tracer_provider: the OpenTelemetry ``TracerProvider`` the session's spans go
             to (``trio-session[otel]``); the global one if omitted. See
             ``trio_session._tracing``.
+        fallback_models: models (or model ids of ``provider``) to go on with, in
+            order, when the retry policy has nothing left to try on the model a prompt
+            is on: its retry chain gave up on a retryable error, or (``retry.profile``
+            ``"pi-1.6"``) a usage limit found no free key. A ``model_fallback`` event
+            says so; the next prompt starts on the session's model again. None by
+            default (R-65 … R-67).
 
     Returns:
         An async context manager; ``async with`` it to get the session.
@@ -146,6 +153,7 @@ def open_session(
                 "models": models,
                 "thinking_level": thinking_level,
                 "tracer_provider": tracer_provider,  # -- observe --
+                "fallback_models": [_session_model(provider, m) for m in fallback_models],
             },
         )
     return _open_session(
@@ -164,6 +172,7 @@ def open_session(
         models=models,
         thinking_level=thinking_level,
         tracer_provider=tracer_provider,
+        fallback_models=[_session_model(provider, m) for m in fallback_models],
     )
 
 
@@ -230,6 +239,7 @@ async def _open_session(
     models: Sequence[Model],
     thinking_level: str | None,
     tracer_provider: TracerProvider | None,
+    fallback_models: Sequence[Model],
 ) -> AsyncIterator[AgentSession]:
     """``open_session`` with extensions to run, or a session file to open."""
     loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
@@ -260,6 +270,7 @@ async def _open_session(
             models=models,
             thinking_level=thinking_level,
             tracer_provider=tracer_provider,  # -- observe --
+            fallback_models=fallback_models,
         )
         if runner is None:
             try:

@@ -11,10 +11,9 @@ in its own module:
 | ``Journal`` | ``_session_parts/journal.py`` | the history and the session file's writes |
 | ``Compaction`` | ``_session_parts/compaction.py`` | manual and overflow compaction |
 
-and the public methods of queues, models and thinking, bash, records (stats, export,
-name) and switches (auto-retry, auto-compaction) come from the ``*Part`` base classes
-beside them, each the face of one concern. The scope tree of a
-prompt is drawn in ``trio_session._retry`` (and docs/architecture.md).
+and the public methods of queues, models and thinking, bash, records (stats, export, name)
+and switches (auto-retry, auto-compaction) come from the ``*Part`` base classes beside
+them. A prompt's scope tree is drawn in ``trio_session._retry`` and docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -94,6 +93,8 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
         session_id: identifies the session to the credential store; random if omitted.
         models: the models the session may switch to (``set_model``, ``cycle_model``);
             ``model`` is always one of them.
+        fallback_models: tried in order, one prompt at a time, when the retry policy has
+            nothing left to try on the model (R-65 … R-67); none if omitted.
         thinking_level: the starting thinking level; ``"medium"`` (the reference's
             default) if omitted, clamped to the model (``"off"`` unless it reasons).
         tracer_provider: the OpenTelemetry ``TracerProvider`` for the session's spans;
@@ -118,6 +119,9 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
     _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
     _history_file: SessionFile | None = attrs.field(default=None, alias="history_file")
     _models: tuple[Model, ...] = attrs.field(default=(), converter=models_tuple, alias="models")
+    _fallback_models: tuple[Model, ...] = attrs.field(
+        default=(), converter=models_tuple, alias="fallback_models"
+    )
     _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
     _tracer_provider: TracerProvider | None = attrs.field(default=None, alias="tracer_provider")
     # -- the collaborators ---------------------------------------------------------
@@ -496,12 +500,8 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
         )
 
     def _start_busy(self) -> None:
-        """The session runs a prompt or a manual compaction until ``_end_busy()``.
-
-        Used as ``_start_busy(); try: … finally: await _end_busy()`` — a plain
-        ``try`` rather than an async context manager, which costs a generator per
-        prompt.
-        """
+        """The session runs a prompt or a manual compaction until ``_control.end()``
+        (a plain ``try``: an async context manager costs a generator per prompt)."""
         self._control.start()
         self._journal.write_failed = False
 

@@ -14,6 +14,7 @@ overflow.py     the overflow path's rules per profile, on decide's answer     pu
 chain.py        the retry chain: one task, one scope, one auto_retry_end     trio
 summary.py      a compaction's summary request retried (pi-1.6)             trio
 keys.py         credentials: the key per request, rotation, cooldowns        the store
+fallback.py     fallback models: the next model, for one prompt             the agent
 controller.py   the prompt's scope tree: run, settle, join, abort, succeed   the agent
 ```
 
@@ -71,6 +72,11 @@ R-56 R-56a-d    overflow.py:overflow_step, via controller.py:PromptController._d
 R-56c           controller.py:PromptController._settle (the "recovery failed" end)
 R-56e           controller.py:PromptController.drop_from_context
 R-56f           summary.py:RetryingAsk
+R-65            controller.py:PromptController._decide (willRetry, no_key_left),
+                PromptController._run_chain (a chain gave up: chain.py:RetryChain.gave_up),
+                PromptController._fall_back; fallback.py:Fallbacks.switch
+R-66            fallback.py:Fallbacks.restore, via controller.py:PromptController.end
+R-67            controller.py:PromptController._settle (in the prompt's nursery)
 ```
 
 The scope tree of one prompt, as ``controller.py:PromptController.run`` builds it:
@@ -79,9 +85,11 @@ The scope tree of one prompt, as ``controller.py:PromptController.run`` builds i
 AgentSession.prompt() → PromptController.run()     returns when the prompt is over (R-35)
 ├── CancelScope (the run)              abort() / the caller's timeout cancel it (R-32, R-33)
 │   └── first run: agent.prompt()      decide() at its agent_end says what follows
-└── nursery (the run from here on)     opened only if a chain or a compaction follows;
+└── nursery (the run from here on)     opened only if a chain, compaction or fallback follows;
     │                                  born cancelled if abort() came as the first run ended
     ├── compaction, then one continue  (R-50), in the prompt's own task
+    ├── a fallback model's run         (R-65) where the decision was made: the prompt's
+    │                                  task, or the chain's task once the chain has ended
     └── retry chain task               exists ⇔ is_retrying (R-10)
         └── CancelScope (the chain)    abort_retry() cancels it (R-29, R-31)
             ├── sleep(delay)           retry_now() / a joining prompt end just this wait (R-34a)

@@ -82,11 +82,15 @@ class RetryChain:
         attempt: the current 1-based attempt; 0 before the first (R-9).
         ended: whether ``auto_retry_end`` has been emitted.
         retrying: the error the next (or running) re-attempt retries (R-63).
+        gave_up: the retryable error the chain gave up on — over ``maxRetries`` (R-15),
+            a wait refused (R-28) or past the budget (R-61) — where a fallback model
+            may take over (R-65); ``None`` for any other end.
     """
 
     attempt: int = 0
     ended: bool = False
     retrying: AssistantMessage | None = None
+    gave_up: AssistantMessage | None = None
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _sleep: trio.CancelScope | None = attrs.field(default=None, init=False)
     _pending_delay_ms: int = attrs.field(default=0, init=False)
@@ -153,6 +157,7 @@ class RetryChain:
             try:
                 while True:
                     if not await self._start_attempt(host, message, step):
+                        self.gave_up = message
                         return None
                     # trio.sleep() in a scope of our own, as one scope: its deadline
                     # is the delay's end, retry_now() cancels it (R-21, R-34a).

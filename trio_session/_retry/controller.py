@@ -24,13 +24,21 @@ import trio
 
 from .._agent import Agent
 from .._errors import SessionBusyError, SessionClosedError
-from .._events import AgentSettled, AutoRetryEnd, CompactionEnd, EntryAppended, SessionEvent
+from .._events import (
+    AgentSettled,
+    AutoRetryEnd,
+    CompactionEnd,
+    EntryAppended,
+    ModelFallback,
+    SessionEvent,
+)
 from .._groups import unwrapped
 from .._messages import AssistantMessage, Message, UserMessage
 from .._settings_values import RetrySettings
 from .chain import RetryChain
 from .classify import Classifier, parse_retry_after_ms
 from .decide import Next, SettingsSource, asks_for_a_key, decide, profile_classifier
+from .fallback import Fallbacks, model_name
 from .keys import KeyRing
 from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED, overflow_step
 from .profile import is_pi16
@@ -122,6 +130,7 @@ class PromptController:
         watcher: the observer's prompt span.
         classifier: overrides ``retry.classifier``.
         keys: the session's credentials, if it has a store.
+        fallbacks: the fallback models, if the session has any (R-65).
         running: a prompt (or a manual compaction) is in progress.
         closed: the session is closed: no prompt starts.
         chain: the prompt's retry chain, if one started.
@@ -135,6 +144,7 @@ class PromptController:
     watcher: PromptWatcher
     classifier: Classifier | None = None
     keys: KeyRing | None = None
+    fallbacks: Fallbacks | None = None
     running: bool = attrs.field(default=False, init=False)
     closed: bool = attrs.field(default=False, init=False)
     chain: RetryChain | None = attrs.field(default=None, init=False)
@@ -154,6 +164,10 @@ class PromptController:
     _told: tuple[AssistantMessage, bool] | None = attrs.field(default=None, init=False)
     # abort() came (or the run was cancelled) during this prompt: its agent_settled says so
     _aborted: bool = attrs.field(default=False, init=False)
+    # Why the next ``Next.FALLBACK`` falls back (R-65), set where it is decided.
+    _fallback_reason: Literal["retries_exhausted", "no_key_left"] = attrs.field(
+        default="retries_exhausted", init=False
+    )
 
     # -- state ---------------------------------------------------------------------
 
@@ -248,8 +262,8 @@ class PromptController:
 
     def open_scope(self) -> trio.CancelScope:
         """The scope of a manual compaction: ``abort()`` cancels it."""
-        scope = self._run_scope = trio.CancelScope()
-        return scope
+        self._run_scope = trio.CancelScope()
+        return self._run_scope
 
     async def end_prompt(self) -> None:
         """``end()``, then the prompt's one ``agent_settled`` (R-54): after its last
@@ -279,9 +293,9 @@ class PromptController:
             self._run_scope = None
             self._nursery = None
             self.chain = None
-            self._verdict = Next.DONE
-            self._compacted = False
-            self._told = None
+            self._verdict, self._compacted, self._told = Next.DONE, False, None
+            if self.fallbacks is not None:
+                self.fallbacks.restore(self.agent)  # R-66: the next prompt starts on ours
             if self._idle is not None:
                 self._idle.unpark_all()
 
@@ -323,6 +337,14 @@ class PromptController:
                 compacted=self._compacted,
                 can_compact=lambda: self.recovery.can_compact(without_last=True),
             )
+        fallbacks = self.fallbacks
+        if fallbacks is not None and fallbacks.left(self.agent):  # R-65
+            if step is Next.DONE and rotated is False:  # pi-1.6: no free key (R-53b)
+                self._fallback_reason = "no_key_left"
+                step = Next.FALLBACK
+            elif step is Next.GIVE_UP:  # the chain ends, then the fallback continues
+                self._verdict = step
+                return True
         self._verdict = step
         return step.will_retry
 
@@ -370,6 +392,9 @@ class PromptController:
             if step in (Next.COMPACT, Next.COMPACT_ONLY, Next.DROP):
                 message, step = await self._compact(message, step)
                 continue
+            if step is Next.FALLBACK:
+                message, step = await self._fall_back(message)
+                continue
             if step is Next.OVERFLOW_FAILED:  # R-56c: pi 1.6.0 says so; the failure stays
                 failed = (
                     LENGTH_RECOVERY_FAILED
@@ -386,6 +411,22 @@ class PromptController:
             self.agent.retried = None  # R-63: only a re-attempt's replies name it
         if leftover is not None:
             await self._settle(*leftover)
+        elif chain.gave_up is not None and self.fallbacks and self.fallbacks.left(self.agent):
+            self._fallback_reason = "retries_exhausted"  # R-65: the chain gave up
+            await self._settle(chain.gave_up, Next.FALLBACK)
+
+    async def _fall_back(self, message: AssistantMessage) -> tuple[AssistantMessage, Next]:
+        """R-65: say so, drop the failure from the context, move to the next fallback
+        model and continue there, as a fresh run: a failure of it starts a new chain
+        at attempt 1. In the prompt's nursery, so ``abort()`` cancels it (R-67)."""
+        assert self.fallbacks is not None
+        was, model = self.fallbacks.switch(self.agent)
+        text = message.error_message or f"ended: {message.stop_reason}"
+        reason, self._fallback_reason = self._fallback_reason, "retries_exhausted"
+        self.hub.emit(ModelFallback(model_name(was), model_name(model), reason, text))
+        self.drop_from_context(message)
+        last = await self.agent.continue_(will_continue=self._decide)
+        return last, self._take_verdict()
 
     async def _compact(
         self, message: AssistantMessage, step: Next

@@ -18,6 +18,10 @@ overflow (R-2, R-7)?  compaction off     → DONE
 anything else                            → DONE
 ```
 
+With fallback models (R-65) the controller turns pi-1.6's "none left" into ``FALLBACK``
+while a fallback model is left, and acts on a chain's ``GIVE_UP`` the same way once the
+chain has ended; ``decide`` itself knows nothing of them.
+
 Under ``retry.profile: "pi-1.6"`` a usage-limit error (R-17) that may be retried is a
 question for the credential store before it is a decision (``asks_for_a_key``): the
 controller asks before ``agent_end`` and hands the answer in as ``rotated``, so that
@@ -74,11 +78,14 @@ class Next(enum.Enum):
     DROP = "drop"
     #: a second overflow after this prompt's compaction: "recovery failed" (R-56c, pi-1.6)
     OVERFLOW_FAILED = "overflow_failed"
+    #: nothing left to try on this model, and a fallback model is left: the run goes on
+    #: there (R-65); the controller's answer, never ``decide``'s
+    FALLBACK = "fallback"
 
     @property
     def will_retry(self) -> bool:
         """The ``willRetry`` flag of ``agent_end`` (R-45a)."""
-        return self in (Next.RETRY, Next.COMPACT)
+        return self in (Next.RETRY, Next.COMPACT, Next.FALLBACK)
 
     @property
     def retries(self) -> bool:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import TrioSessionError
 from .._events import ThinkingLevelChanged
+from .._retry.fallback import Fallbacks
 from ..providers._base import (
     DEFAULT_THINKING_LEVEL,
     THINKING_LEVELS,
@@ -59,6 +60,7 @@ class ModelsPart:
         __slots__ = ()
     _model: Model
     _models: tuple[Model, ...]
+    _fallback_models: tuple[Model, ...]
     _preferred_thinking: str | None
     _provider: Provider
     _agent: Agent
@@ -68,7 +70,10 @@ class ModelsPart:
     _control: PromptController
 
     def _init_models_and_thinking(self, loaded: LoadedSession | None) -> None:
-        """Resume the model and thinking level a session file last recorded, if any."""
+        """Resume the model and thinking level a session file last recorded, if any;
+        hand the fallback models to the prompts (R-65)."""
+        if self._fallback_models:
+            self._control.fallbacks = Fallbacks(self._fallback_models)
         level = self._preferred_thinking
         if level is not None and level not in THINKING_LEVELS:
             msg = f"thinking_level must be one of {', '.join(THINKING_LEVELS)}, not {level!r}"
