@@ -119,14 +119,16 @@ def models_json(base_url: str, api_key: str = API_KEY) -> dict[str, Any]:
     return {"providers": {PROVIDER: provider}}
 
 
-def settings_json(retry: Mapping[str, Any], compaction: bool = True) -> dict[str, Any]:
-    """pi's ``settings.json``: the model, the scenario's ``retry`` group, no SDK retries,
-    compaction on (``compaction``) or off."""
+def settings_json(
+    retry: Mapping[str, Any], compaction: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """pi's ``settings.json``: the model, the scenario's ``retry`` and ``compaction``
+    groups (compaction on, keeping 1 recent token, if not given), no SDK retries."""
     return {
         "defaultProvider": PROVIDER,
         "defaultModel": MODEL,
         "retry": {**retry, "provider": {"maxRetries": 0}},
-        "compaction": {"enabled": compaction, "keepRecentTokens": 1},
+        "compaction": dict(compaction or {"enabled": True, "keepRecentTokens": 1}),
     }
 
 
@@ -436,7 +438,7 @@ async def start_agent(
     base_url: str,
     retry: Mapping[str, Any],
     keys: Sequence[str] = (),
-    compaction: bool = True,
+    compaction: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Agent]:
     """Start ``command`` pointed at ``base_url``; stop it when the block ends.
 

@@ -186,7 +186,13 @@ class Run:
         return [e for e in self.agent.events[start:] if not types or e.type in types]
 
     def expect_retries(
-        self, start: int, rules: str, expected: Sequence[str], delay_rule: str | None = None
+        self,
+        start: int,
+        rules: str,
+        expected: Sequence[str],
+        delay_rule: str | None = None,
+        *,
+        beyond: bool = False,
     ) -> None:
         """Compare the run's ``auto_retry_*`` events, normalised, with ``expected``.
 
@@ -202,6 +208,7 @@ class Run:
             " ".join(shape) or "no retry events",
             _DELAY.sub("", observed),
             matches(_DELAY.sub("", observed), shape),
+            beyond=beyond,
         )
         want = [int(m.group(1)) for item in expected if (m := _DELAY.search(item))]
         seen = [e.event.get("delayMs") for e in events if e.type == "auto_retry_start"]
@@ -212,12 +219,13 @@ class Run:
                 "delayMs " + ", ".join(str(w) for w, _ in pairs),
                 "delayMs " + ", ".join(str(s) for _, s in pairs),
                 all(w == s for w, s in pairs),
+                beyond=beyond,
             )
 
-    def expect_requests(self, count: int, rules: str = "R-15") -> None:
+    def expect_requests(self, count: int, rules: str = "R-15", *, beyond: bool = False) -> None:
         """The server saw exactly ``count`` chat requests."""
         seen = len(self.server.requests)
-        self.check(rules, requests(count), requests(seen), seen == count)
+        self.check(rules, requests(count), requests(seen), seen == count, beyond=beyond)
 
     def expect_spacing(self, start: int, first: int = 0, rules: str = "R-21") -> None:
         """Each re-attempt came its announced delay after the answer to the request before

@@ -126,7 +126,8 @@ async def _nothing_to_compact(run: Run) -> None:
     start = await run.prompt("Say hello.")
     await run.settle(start)
     run.expect_retries(start, "R-2", [])
-    run.expect_requests(1, "R-56a")
+    sent = sum(r.prompt() in run.prompts for r in run.server.requests)
+    run.check("R-56a", "the prompt is sent once", f"sent {sent} times", sent == 1)
     compaction = [_compaction(e) for e in run.events(start, "compaction_start", "compaction_end")]
     want = (
         ["compaction_start(overflow)", "compaction_end(overflow, result None, willRetry False)"]
@@ -163,7 +164,6 @@ async def _summary_retry(run: Run) -> None:
     start = await run.prompt("Second question.")
     await run.settle(start)
     run.expect_retries(start, "R-2", [])
-    summaries = [r for r in run.server.requests if r.prompt() not in run.prompts]
     kinds = ("summarization_retry_scheduled", "summarization_retry_attempt_start")
     events = run.events(start, *kinds, "summarization_retry_finished")
     seen = [
@@ -173,22 +173,16 @@ async def _summary_retry(run: Run) -> None:
         else e.type.removeprefix("summarization_retry_")
         for e in events
     ]
-    if run.profile == "pi-1.6":
-        want = [f"scheduled(1/3,{run.formula(1)}ms)", "attempt_start", "finished"]
-        count = 2
-    else:
-        want, count = [], 1
+    want = (
+        [f"scheduled(1/3,{run.formula(1)}ms)", "attempt_start", "finished"]
+        if run.profile == "pi-1.6"
+        else []
+    )
     run.check(
         "R-56f",
         " → ".join(want) or "no summarization_retry event",
         " → ".join(seen) or "no summarization_retry event",
         seen == want,
-    )
-    run.check(
-        "R-56f",
-        f"{count} summary request{'s' if count > 1 else ''}",
-        f"{len(summaries)} summary requests",
-        len(summaries) == count,
     )
 
 
@@ -328,19 +322,19 @@ NEW_SCENARIOS: tuple[Scenario, ...] = (
         (OVERFLOW,),
         _nothing_to_compact,
         {"maxRetries": 3, "baseDelayMs": 100},
+        keep_recent_tokens=20_000,
         expected_pi16="no retry, no compaction event; agent_end willRetry false",
     ),
     Scenario(
         "summary-retry",
         ("R-2", "R-56f"),
         (),
-        "the summary request's 503 is not retried: one summary request",
+        "the summary request's 503 is not retried: no summarization_retry event",
         (Stream("The first answer."), OVERFLOW, UNAVAILABLE, Stream("A summary."), Stream()),
         _summary_retry,
         {"maxRetries": 3, "baseDelayMs": 200},
         fallback=Stream(),
-        expected_pi16="summarization_retry_scheduled(1/3,200ms) → attempt_start → finished; "
-        "two summary requests",
+        expected_pi16="summarization_retry_scheduled(1/3,200ms) → attempt_start → finished",
     ),
 )
 

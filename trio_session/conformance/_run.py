@@ -92,12 +92,21 @@ async def run_scenario(
     if fallback is not None:
         server.fallback = fallback
     retry = {**scenario.retry, "profile": profile}
+    compaction = {"enabled": scenario.compaction, "keepRecentTokens": scenario.keep_recent_tokens}
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
             with trio.move_on_after(SCENARIO_TIMEOUT) as scope:
                 async with start_agent(
-                    command, work, server.base_url, retry, scenario.keys, scenario.compaction
+                    command,
+                    work,
+                    server.base_url,
+                    retry,
+                    scenario.keys,
+                    {
+                        "enabled": scenario.compaction,
+                        "keepRecentTokens": scenario.keep_recent_tokens,
+                    },
                 ) as agent:
                     cap = int(retry.get("maxAgentDelayMs", 60_000))
                     run = Run(agent, server, scenario.base_delay_ms, profile, cap)

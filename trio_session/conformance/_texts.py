@@ -38,7 +38,7 @@ SEED_TEXTS: tuple[Text, ...] = (
         True,
     ),
     Text("rate", "rate-limit", 400, "Rate limit exceeded", True),
-    Text("rate", "usage-limit", 400, '429 {"type":"GoUsageLimitError"}', True),
+    Text("rate", "usage-limit", 400, "Usage limit reached for this plan.", True),
     Text("rate", "too-many-requests", 400, "Too Many Requests", True),
     Text("status", "status-429", 400, "429", True),
     Text("status", "status-500", 400, "HTTP 500", True),
