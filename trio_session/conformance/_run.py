@@ -103,10 +103,7 @@ async def run_scenario(
                     server.base_url,
                     retry,
                     scenario.keys,
-                    {
-                        "enabled": scenario.compaction,
-                        "keepRecentTokens": scenario.keep_recent_tokens,
-                    },
+                    compaction,
                 ) as agent:
                     cap = int(retry.get("maxAgentDelayMs", 60_000))
                     run = Run(agent, server, scenario.base_delay_ms, profile, cap)
