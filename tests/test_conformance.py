@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from trio_session.conformance import Hang, HttpError, LoopbackLLM, Stream, report
-from trio_session.conformance._run import scenarios_for
+from trio_session.conformance._run import row_names
 from trio_session.conformance._scenarios import KEY_A, KEY_B
 
 from .conformance_bad_agents import EXIT_STDERR, NOT_JSON
@@ -65,7 +65,7 @@ def test_our_rpc_passes_every_row(profile: str) -> None:
     document = json.loads(result.stdout)
     assert document["profile"] == profile
     verdicts = {s["name"]: s["verdict"] for s in document["scenarios"]}
-    assert list(verdicts) == [s.name for s in scenarios_for(profile)]
+    assert list(verdicts) == list(row_names(profile))
     for name, verdict in verdicts.items():
         if (profile, name) in PENDING:
             assert verdict != "pass", f"{name} passes: take it off PENDING"
@@ -168,9 +168,9 @@ def test_an_agent_that_is_not_an_rpc_agent_is_an_error_row() -> None:
 
 
 NOT_RUN = "not run, the agent being broken (see two-503-then-success): " + ", ".join(
-    s.name for s in scenarios_for("seed")[1:]
+    row_names("seed")[1:]
 )
-SEED_COUNT = len(scenarios_for("seed"))
+SEED_COUNT = len(row_names("seed"))
 LONG_LINE = "the agent wrote a line longer than 4 MiB (the kit reads no further): "
 LONG_LINE += repr('{"type": "message_update", "text": "' + "x" * 24) + "…"
 

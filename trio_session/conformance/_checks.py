@@ -51,6 +51,8 @@ class Check:
     observed: str
     ok: bool
     beyond: bool = False
+    #: The row it belongs to, in a scenario of several rows.
+    row: str | None = None
 
 
 @attrs.frozen
@@ -152,10 +154,17 @@ class Run:
         return "R-16, R-53a" if self.profile == "pi-1.6" else "R-16"
 
     def check(
-        self, rules: str, expected: str, observed: str, ok: bool, *, beyond: bool = False
+        self,
+        rules: str,
+        expected: str,
+        observed: str,
+        ok: bool,
+        *,
+        beyond: bool = False,
+        row: str | None = None,
     ) -> None:
-        """Record one comparison."""
-        self.checks.append(Check(rules, expected, observed, ok, beyond))
+        """Record one comparison (of the row ``row``, in a scenario of several)."""
+        self.checks.append(Check(rules, expected, observed, ok, beyond, row))
 
     async def prompt(self, message: str) -> int:
         """Send a prompt; the index of the first event that belongs to its run."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-import trio
-
 from ._agent import Observed
 from ._checks import QUIET, RUN_TIMEOUT, Run
 from ._scenarios import SCENARIOS, UNAVAILABLE, Driver, Scenario, _http
@@ -186,74 +184,92 @@ async def _summary_retry(run: Run) -> None:
     )
 
 
-def _classify(texts: Sequence[Text]) -> Driver:
-    """Serve each text in turn (one prompt each) and check whether the agent retried it."""
+def _classify(rows: Sequence[tuple[str, Sequence[Text]]]) -> Driver:
+    """Serve each text of each row in turn (one prompt each, one agent for all) and check,
+    row by row, whether the agent retried each text as the profile says."""
 
     async def drive(run: Run) -> None:
-        wrong = []
-        for number, text in enumerate(texts, 1):
-            start = await run.prompt(_prompt(number))
-            retried = await _retried(run, start)
-            if retried != text.retried:
-                said = "retried" if retried else "not retried"
-                wrong.append(f"{text.status} {text.text!r} ({text.pattern}): {said}")
-        rules = "R-58" if run.profile == "pi-1.6" else ("R-5" if texts[0].retried else "R-7")
-        if texts[0].family == "trap":
-            rules = "R-58" if run.profile == "pi-1.6" else "R-5"
-        count = sum(t.retried for t in texts)
-        expected = f"{count} of {len(texts)} retried, as the profile's table says"
-        run.check(
-            rules,
-            expected,
-            "; ".join(wrong) or f"{len(texts)} of {len(texts)} as expected",
-            not wrong,
-        )
+        for row, texts in rows:
+            wrong = []
+            for number, text in enumerate(texts, 1):
+                start = await run.prompt(_prompt(row, number))
+                retried = await _retried(run, start)
+                if retried != text.retried:
+                    said = "retried" if retried else "not retried"
+                    wrong.append(f"{text.status} {text.text!r} ({text.pattern}): {said}")
+            rules = "R-58" if run.profile == "pi-1.6" else ("R-5" if texts[0].retried else "R-7")
+            if texts[0].family == "trap":
+                rules = "R-58" if run.profile == "pi-1.6" else "R-5"
+            count = sum(t.retried for t in texts)
+            run.check(
+                rules,
+                f"{count} of {len(texts)} retried, as the profile's table says",
+                "; ".join(wrong) or f"{len(texts)} of {len(texts)} as expected",
+                not wrong,
+                row=row,
+            )
 
     return drive
 
 
-def _prompt(number: int) -> str:
-    return f"Text {number}, please."
+def _prompt(row: str, number: int) -> str:
+    return f"{row}: text {number}, please."
 
 
 async def _retried(run: Run, start: int) -> bool:
-    """Wait until the prompt begun at event ``start`` is over, quickly: its ``agent_end``,
-    then a ``get_state`` (what the agent wrote at once after it is in by its answer),
-    then what a retry or compaction started; whether a retry started."""
-    await run.agent.wait_for(lambda e: e.type == "agent_end", RUN_TIMEOUT, start=start)
-    await run.agent.send({"type": "get_state"})
-    await trio.sleep(0.05)
+    """Wait until the prompt begun at event ``start`` is over, quickly, and say whether a
+    retry started: its ``agent_end``, then a ``get_state`` (whatever the agent wrote at
+    once after ``agent_end`` is in by its answer); after an ``auto_retry_start``, its
+    ``auto_retry_end`` and the ``agent_end`` after it; after a compaction, the quiet."""
+    agent = run.agent
+    await agent.wait_for(lambda e: e.type == "agent_end", RUN_TIMEOUT, start=start)
+    await agent.send({"type": "get_state"})
     follow = run.events(start, "auto_retry_start", "compaction_start")
-    if follow:
-        await run.agent.settle(start, QUIET / 2, RUN_TIMEOUT)
+    if any(e.type == "auto_retry_start" for e in follow):
+        end = await agent.wait_for(lambda e: e.type == "auto_retry_end", RUN_TIMEOUT, start=start)
+        if end is not None:
+            after = agent.events.index(end, start)
+            await agent.wait_for(lambda e: e.type == "agent_end", RUN_TIMEOUT, start=after)
+            await agent.send({"type": "get_state"})
+    elif follow:
+        await agent.settle(start, QUIET / 2, RUN_TIMEOUT)
     return any(e.type == "auto_retry_start" for e in follow)
 
 
-def _family_rows(profile: str, texts: Sequence[Text]) -> tuple[Scenario, ...]:
-    families = list(dict.fromkeys(t.family for t in texts))
-    rows = []
-    for family in families:
-        members = [t for t in texts if t.family == family]
+def _classifier_scenario(profile: str, texts: Sequence[Text]) -> Scenario:
+    """The profile's classifier rows, one per family of its texts, in one scenario."""
+    prefix = "classify" if profile == "seed" else "classify16"
+    rows = {
+        f"{prefix}-{family}": tuple(t for t in texts if t.family == family)
+        for family in dict.fromkeys(t.family for t in texts)
+    }
+
+    def narrow(names: Sequence[str]) -> Scenario:
+        chosen = [(row, members) for row, members in rows.items() if row in names]
         steps: dict[str, Sequence[Step]] = {
-            _prompt(n): (HttpError(t.status, error_body_plain(t.text)), Stream())
+            _prompt(row, n): (HttpError(t.status, error_body_plain(t.text)), Stream())
+            for row, members in chosen
             for n, t in enumerate(members, 1)
         }
-        retried = sum(t.retried for t in members)
-        rows.append(
-            Scenario(
-                f"classify-{family}" if profile == "seed" else f"classify16-{family}",
-                ("R-58",) if profile == "pi-1.6" else ("R-5", "R-7"),
-                (),
-                f"{retried} of {len(members)} texts retried",
-                (),
-                _classify(members),
-                {"maxRetries": 1, "baseDelayMs": 1},
-                profiles=(profile,),
-                by_prompt=steps,
-                compaction=False,
-            )
+        return Scenario(
+            prefix,
+            ("R-58",) if profile == "pi-1.6" else ("R-5", "R-7"),
+            (),
+            "",
+            (),
+            _classify(chosen),
+            {"maxRetries": 1, "baseDelayMs": 1},
+            profiles=(profile,),
+            by_prompt=steps,
+            compaction=False,
+            rows=tuple(
+                (row, f"{sum(t.retried for t in members)} of {len(members)} texts retried")
+                for row, members in chosen
+            ),
+            narrow=narrow,
         )
-    return tuple(rows)
+
+    return narrow(list(rows))
 
 
 def error_body_plain(message: str) -> str:
@@ -342,6 +358,5 @@ NEW_SCENARIOS: tuple[Scenario, ...] = (
 ALL_SCENARIOS: tuple[Scenario, ...] = (
     SCENARIOS
     + NEW_SCENARIOS
-    + _family_rows("seed", SEED_TEXTS)
-    + _family_rows("pi-1.6", PI_1_6_TEXTS)
+    + (_classifier_scenario("seed", SEED_TEXTS), _classifier_scenario("pi-1.6", PI_1_6_TEXTS))
 )

@@ -27,22 +27,59 @@ def scenarios_for(profile: str) -> tuple[Scenario, ...]:
     return tuple(s for s in ALL_SCENARIOS if profile in s.profiles)
 
 
+def row_names(profile: str) -> tuple[str, ...]:
+    """The names of the rows ``profile``'s scenarios yield, in order."""
+    return tuple(name for s in scenarios_for(profile) for name in s.names)
+
+
 def select(only: Sequence[str] | None, profile: str = "seed") -> tuple[Scenario, ...]:
-    """The scenarios of ``profile`` named in ``only`` (all if empty); ``ValueError``
-    naming an unknown profile or scenario."""
+    """The scenarios of ``profile`` whose rows are named in ``only`` (all if empty), a
+    scenario of several rows narrowed to those named; ``ValueError`` naming an unknown
+    profile or row."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; the profiles are: {', '.join(PROFILES)}")
     scenarios = scenarios_for(profile)
     if not only:
         return scenarios
-    known = {s.name: s for s in scenarios}
+    known = row_names(profile)
     unknown = [name for name in only if name not in known]
     if unknown:
         raise ValueError(
             f"unknown scenario {', '.join(unknown)} under --profile {profile}; "
             f"the scenarios are: {', '.join(known)}"
         )
-    return tuple(known[name] for name in only)
+    chosen = []
+    for scenario in scenarios:
+        names = [name for name in scenario.names if name in only]
+        if names and scenario.rows and scenario.narrow is not None:
+            chosen.append(scenario.narrow(names))
+        elif names:
+            chosen.append(scenario)
+    return tuple(chosen)
+
+
+def split(scenario: Scenario, result: Result) -> list[Result]:
+    """A scenario of several rows' result as one result per row: each with the checks
+    marked with its name (and any failed check of none), and its prompts' requests."""
+    if not scenario.rows:
+        return [result]
+    rows = []
+    for number, (row, expected) in enumerate(scenario.rows):
+        checks = tuple(c for c in result.checks if c.row == row or (c.row is None and not c.ok))
+        sent = tuple(r for r in result.requests if f"'{row}: text " in r)
+        rows.append(
+            attrs.evolve(
+                result,
+                name=row,
+                expected=expected,
+                observed=requests(len(sent)),
+                checks=checks,
+                requests=sent,
+                broken=result.broken and number == 0,
+                seconds=result.seconds / len(scenario.rows),
+            )
+        )
+    return rows
 
 
 def label_requests(server: LoopbackLLM, prompts: Sequence[str]) -> tuple[str, ...]:
@@ -152,8 +189,8 @@ def _leaves(error: BaseException) -> list[BaseException]:
     return [error]
 
 
-def not_run(scenario: Scenario, broken: Result) -> Result:
-    """The result of a scenario the kit did not run, ``broken`` having shown the agent is
+def not_run(scenario: Scenario, broken: Result) -> list[Result]:
+    """The results of a scenario the kit did not run, ``broken`` having shown the agent is
     no RPC agent.
 
     Args:
@@ -161,18 +198,21 @@ def not_run(scenario: Scenario, broken: Result) -> Result:
         broken: The result that showed it.
 
     Returns:
-        A result whose verdict is ``error``.
+        One result per row, each with the verdict ``error``.
     """
-    return Result(
-        scenario.name,
-        scenario.rules,
-        scenario.beyond_rules,
-        scenario.expected,
-        "not run",
-        (),
-        f"not run: the agent is broken (see {broken.name})",
-        ran=False,
-    )
+    return [
+        Result(
+            name,
+            scenario.rules,
+            scenario.beyond_rules,
+            scenario.expected,
+            "not run",
+            (),
+            f"not run: the agent is broken (see {broken.name})",
+            ran=False,
+        )
+        for name in scenario.names
+    ]
 
 
 async def run_all(
@@ -195,7 +235,7 @@ async def run_all(
         profile: The profile they run under (``--profile``).
 
     Returns:
-        One result per scenario, in order.
+        One result per row of each scenario (most have one), in order.
     """
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="trio-session-conformance-") as temporary:
@@ -203,14 +243,16 @@ async def run_all(
         for scenario in scenarios:
             broken = next((r for r in results if r.broken), None)
             if broken is not None:
-                result = not_run(scenario, broken)
+                rows = not_run(scenario, broken)
             else:
                 began = trio.current_time()
                 result = await run_scenario(scenario, command, root / scenario.name, profile)
                 result = attrs.evolve(result, seconds=trio.current_time() - began)
-            results.append(result)
-            if progress is not None:
-                progress(result)
+                rows = split(scenario, result)
+            for row in rows:
+                results.append(row)
+                if progress is not None:
+                    progress(row)
     return results
 
 

@@ -54,6 +54,16 @@ class Scenario:
     #: ``compaction.enabled`` and ``compaction.keepRecentTokens`` in the agent's settings.
     compaction: bool = True
     keep_recent_tokens: int = 1
+    #: Rows of their own, each with its expectation: the scenario runs once (one agent)
+    #: and yields one result per row, from the checks marked with its name.
+    rows: tuple[tuple[str, str], ...] = ()
+    #: The scenario with only some of its ``rows`` (``--only``).
+    narrow: Callable[[Sequence[str]], Scenario] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of its results: its rows', or its own."""
+        return tuple(row for row, _ in self.rows) or (self.name,)
 
     def beyond(self, profile: str) -> tuple[str, ...]:
         """The scenario's [beyond] rules under ``profile``."""

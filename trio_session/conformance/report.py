@@ -74,12 +74,9 @@ def render(columns: Mapping[tuple[str, str], Verdicts]) -> str:
         "| Scenario | " + " | ".join(heading for heading, _, _ in COLUMNS) + " |",
         "|---|" + "---|" * len(COLUMNS),
     ]
-    for scenario in ALL_SCENARIOS:
-        cells = [
-            columns.get((agent, profile), {}).get(scenario.name, "—")
-            for _, agent, profile in COLUMNS
-        ]
-        lines.append(f"| `{scenario.name}` | " + " | ".join(cells) + " |")
+    for name in (name for scenario in ALL_SCENARIOS for name in scenario.names):
+        cells = [columns.get((agent, profile), {}).get(name, "—") for _, agent, profile in COLUMNS]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
