@@ -8,6 +8,7 @@ subprocesses against a real loopback server; nothing is faked but the LLM.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -214,7 +215,7 @@ def test_a_broken_agent_is_reported_at_once_and_the_kit_stops(mode: str, message
         f"0 of {SEED_COUNT} scenarios pass, 0 differ only beyond the reference, "
         f"{SEED_COUNT - 1} not run",
     ]
-    assert result.stderr == "conformance: two-503-then-success: error\n"
+    assert re.fullmatch(r"conformance: two-503-then-success: error \(\d+\.\d s\)\n", result.stderr)
 
 
 def test_a_silent_agent_is_reported_after_one_response_timeout() -> None:

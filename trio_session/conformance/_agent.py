@@ -346,8 +346,8 @@ class Agent:
         """Wait until the run begun at event ``start`` is over; whether it ended in time.
 
         Over means: an ``agent_end`` arrived after the last ``agent_start``, no retry is
-        announced after it (or its announced delay has passed), and then nothing new came
-        for ``quiet`` seconds.
+        announced after it (or three times its announced delay has passed), and then
+        nothing new came for ``quiet`` seconds.
         """
         with trio.move_on_after(within):
             while True:
@@ -361,9 +361,12 @@ class Agent:
                     if starts and not any(
                         e.type in ("agent_start", "auto_retry_end") for e in after[starts[-1] :]
                     ):
+                        # An agent that sleeps longer than it said is still running:
+                        # give it three times the delay before the run counts as over.
                         announced = after[starts[-1]]
                         delay = float(announced.event.get("delayMs") or 0) / 1000
-                        wait = max(quiet, announced.time + delay + quiet - trio.current_time())
+                        late = announced.time + 3 * delay + quiet - trio.current_time()
+                        wait = max(quiet, late)
                     count = len(self.events)
                     with trio.move_on_after(wait):
                         while len(self.events) == count and not self.closed:

@@ -193,7 +193,7 @@ def _classify(rows: Sequence[tuple[str, Sequence[Text]]]) -> Driver:
             wrong = []
             for number, text in enumerate(texts, 1):
                 start = await run.prompt(_prompt(row, number))
-                retried = await _retried(run, start)
+                retried = await _retried(run, start, text.retried)
                 if retried != text.retried:
                     said = "retried" if retried else "not retried"
                     wrong.append(f"{text.status} {text.text!r} ({text.pattern}): {said}")
@@ -216,24 +216,35 @@ def _prompt(row: str, number: int) -> str:
     return f"{row}: text {number}, please."
 
 
-async def _retried(run: Run, start: int) -> bool:
-    """Wait until the prompt begun at event ``start`` is over, quickly, and say whether a
-    retry started: its ``agent_end``, then a ``get_state`` (whatever the agent wrote at
-    once after ``agent_end`` is in by its answer); after an ``auto_retry_start``, its
-    ``auto_retry_end`` and the ``agent_end`` after it; after a compaction, the quiet."""
+#: How long the kit waits for the retry of a text the profile retries, seconds.
+RETRY_WAIT = 3.0
+
+
+async def _retried(run: Run, start: int, expected: bool) -> bool:
+    """Wait until the prompt begun at event ``start`` is over, and say whether a retry
+    started. After its ``agent_end``: for a text the profile retries (``expected``), up
+    to ``RETRY_WAIT`` for the ``auto_retry_start``, then its ``auto_retry_end`` and the
+    ``agent_end`` after it; for another, a ``get_state`` (whatever the agent wrote at
+    once after ``agent_end`` is in by its answer) and a short quiet, longer if a retry or
+    a compaction started after all."""
     agent = run.agent
     await agent.wait_for(lambda e: e.type == "agent_end", RUN_TIMEOUT, start=start)
-    await agent.send({"type": "get_state"})
-    follow = run.events(start, "auto_retry_start", "compaction_start")
-    if any(e.type == "auto_retry_start" for e in follow):
-        end = await agent.wait_for(lambda e: e.type == "auto_retry_end", RUN_TIMEOUT, start=start)
-        if end is not None:
-            after = agent.events.index(end, start)
-            await agent.wait_for(lambda e: e.type == "agent_end", RUN_TIMEOUT, start=after)
-            await agent.send({"type": "get_state"})
-    elif follow:
-        await agent.settle(start, QUIET / 2, RUN_TIMEOUT)
-    return any(e.type == "auto_retry_start" for e in follow)
+    if expected:
+        begun = await agent.wait_for(
+            lambda e: e.type in ("auto_retry_start", "compaction_start"), RETRY_WAIT, start=start
+        )
+        if begun is not None and begun.type == "auto_retry_start":
+            end = await agent.wait_for(
+                lambda e: e.type == "auto_retry_end", RUN_TIMEOUT, start=start
+            )
+            if end is not None:
+                after = agent.events.index(end, start)
+                await agent.wait_for(lambda e: e.type == "agent_end", RUN_TIMEOUT, start=after)
+        await agent.send({"type": "get_state"})
+    else:
+        await agent.send({"type": "get_state"})
+        await agent.settle(start, QUIET / 5, RUN_TIMEOUT)
+    return bool(run.events(start, "auto_retry_start"))
 
 
 def _classifier_scenario(profile: str, texts: Sequence[Text]) -> Scenario:

@@ -284,6 +284,8 @@ def print_table(results: Sequence[Result], out: TextIO, verbose: bool = False) -
         for c in r.checks:
             if not c.ok:
                 mark = "beyond the reference" if c.beyond else "FAIL"
+                if r.not_tested is not None:
+                    mark = "not tested"
                 out.write(f"    {mark}: {c.rules}: expected {c.expected}; observed {c.observed}\n")
         for note in r.notes:
             out.write(f"    note: {note}\n")
