@@ -9,7 +9,9 @@ MODE says. Two kinds:
   ``drop-end`` drops every ``auto_retry_end``; ``double-end`` writes each twice;
   ``attempt-off`` adds 1 to ``auto_retry_start.attempt``; ``jitter`` announces 70 % of
   each ``delayMs`` (and still sleeps the real one); ``never-settles`` drops every
-  ``agent_settled``; ``no-disposition`` drops ``data.disposition`` from every response.
+  ``agent_settled``; ``no-disposition`` drops ``data.disposition`` from every response;
+  ``oh-my-pi-names`` (not broken: a known alias) writes ``compaction_*`` as
+  ``auto_compaction_*``, the names of the seed's fork.
 - Patched modes run the rpc in this process with one piece of the retry policy replaced:
   ``sleeps-long`` / ``sleeps-short`` sleep twice / a quarter the delay they announce;
   ``retries-overflow`` takes a context overflow for a retryable error;
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 OUTPUT_MODES = (
+    "oh-my-pi-names",
     "drop-end",
     "double-end",
     "attempt-off",
@@ -56,6 +59,8 @@ def _rewrite(mode: str, event: dict[str, Any]) -> list[dict[str, Any]]:
         return [{**event, "attempt": int(event["attempt"]) + 1}]
     if mode == "jitter" and kind == "auto_retry_start":
         return [{**event, "delayMs": round(int(event["delayMs"]) * 0.7)}]
+    if mode == "oh-my-pi-names" and kind in ("compaction_start", "compaction_end"):
+        return [{**event, "type": f"auto_{kind}"}]
     if mode == "never-settles" and kind == "agent_settled":
         return []
     if mode == "no-disposition" and kind == "response" and isinstance(event.get("data"), dict):

@@ -125,6 +125,19 @@ def test_a_broken_agent_fails_on_its_rule(
         assert {r for c in failed for r in rules_of(c)} == {"R-16"}, failed
 
 
+def test_oh_my_pi_event_names_are_accepted_with_a_note() -> None:
+    """R-43, R-50: ``auto_compaction_*`` (the seed's fork's names) read as pi's, noted."""
+    agent = [sys.executable, str(BROKEN_AGENT), "oh-my-pi-names", "--no-session"]
+    result = conformance("--only", "context-overflow", "--", *agent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].endswith("| pass"), lines
+    for name in ("compaction_start", "compaction_end"):
+        note = f"    note: the agent writes auto_{name} for {name} "
+        note += "(the seed's fork oh-my-pi's name): accepted"
+        assert note in lines
+
+
 def test_a_drop_end_agent_in_the_table_names_the_rules() -> None:
     """R-23: the table says FAIL, names the rules and each request by prompt and attempt."""
     only = "two-503-then-success,abort-retry-in-backoff,429-then-success"
