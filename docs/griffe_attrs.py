@@ -96,14 +96,15 @@ def _factory_default(value: str | griffe.Expr) -> str | griffe.Expr:
         if made in _EMPTY:
             return _EMPTY[made]
         # A lambda or a private helper says nothing to a reader: the docstring does.
-        return "…" if made.startswith(("lambda", "_")) else f"{made}()"
+        # ``...``, not ``…``: the signature stays Python, which ruff formats to fit.
+        return "..." if made.startswith(("lambda", "_")) else f"{made}()"
     return value
 
 
 def _literal_repr(value: object) -> str:
     """A default the source does not show: its repr if it is a plain literal.
 
-    Anything else (an environment mapping, an object) reads as ``…``: the docs are no
+    Anything else (an environment mapping, an object) reads as ``...``: the docs are no
     place for values only known when the docs were built.
     """
     plain = (type(None), bool, int, float, str, bytes)
@@ -111,7 +112,7 @@ def _literal_repr(value: object) -> str:
         isinstance(value, tuple) and all(isinstance(v, plain) for v in value)
     ):
         return repr(value)
-    return "…"
+    return "..."
 
 
 def _parameters(cls: griffe.Class, runtime: type) -> list[griffe.Parameter]:

@@ -120,3 +120,70 @@ def on_page_content(html: str, /, *, page: Page, config: MkDocsConfig, files: Fi
     for rule in dict.fromkeys(unknown):
         log.warning("%s cites %s, which %s does not define", page.file.src_uri, rule, SPEC_PAGE)
     return linked
+
+
+# --- the command-line reference -----------------------------------------------------------
+
+#: The page whose marker is replaced by the command line's ``--help`` texts.
+CLI_PAGE = "cli-reference.md"
+
+#: Where on that page the help goes.
+CLI_MARKER = "<!-- cli-help -->"
+
+#: The width the help is wrapped at, as ``COLUMNS=80 trio-session … --help`` prints it.
+CLI_WIDTH = 80
+
+
+def cli_help_texts(width: int = CLI_WIDTH) -> list[tuple[str, str]]:
+    """Each command's ``--help`` text, ``trio-session`` first, then every subcommand.
+
+    Args:
+        width: the terminal width the help is wrapped for (argparse's ``COLUMNS``).
+
+    Returns:
+        ``(command line, help text)`` pairs: ``("trio-session auth add", "usage: …")``.
+    """
+    import argparse
+    import os
+    from unittest import mock
+
+    from trio_session.cli._args import parser
+
+    found: list[tuple[str, str]] = []
+
+    def walk(command: argparse.ArgumentParser) -> None:
+        found.append((command.prog, command.format_help()))
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in dict.fromkeys(action.choices.values()):
+                    walk(sub)
+
+    # argparse reads the width from COLUMNS when a parser and its help are made.
+    with mock.patch.dict(os.environ, {"COLUMNS": str(width)}):
+        walk(parser())
+    return found
+
+
+def cli_reference(texts: list[tuple[str, str]]) -> str:
+    """The help texts as Markdown: a heading and a ``text`` block per command.
+
+    Args:
+        texts: ``(command line, help text)`` pairs, as ``cli_help_texts`` gives them.
+
+    Returns:
+        The Markdown that replaces the marker.
+    """
+    parts = []
+    for prog, text in texts:
+        parts.append(f"## `{prog}`\n\n```text\n{text.rstrip()}\n```\n")
+    return "\n".join(parts)
+
+
+def on_page_markdown(markdown: str, /, *, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """Put the command line's ``--help`` texts on the CLI reference (an MkDocs event hook)."""
+    if page.file.src_uri != CLI_PAGE:
+        return markdown
+    if CLI_MARKER not in markdown:
+        log.warning("%s has no %s marker: the help is left out", CLI_PAGE, CLI_MARKER)
+        return markdown
+    return markdown.replace(CLI_MARKER, cli_reference(cli_help_texts()))

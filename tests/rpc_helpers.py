@@ -27,6 +27,14 @@ ERR_429 = "429 Too Many Requests"
 ERR_400 = "400 Bad Request: invalid 'messages' field"
 ERR_OVERFLOW = "400 prompt is too long: 213462 tokens > 200000 maximum"
 
+#: The answer to a prompt that started a run (R-54: pi 1.6.0's disposition), without its id.
+PROMPT_OK: JSON = {
+    "type": "response",
+    "command": "prompt",
+    "success": True,
+    "data": {"disposition": "started"},
+}
+
 #: Settings that make a backoff last far longer than any test.
 LONG_DELAY_MS = 600_000
 
@@ -37,6 +45,9 @@ def summarize(obj: JSON) -> Summary:
     kind = obj.get("type")
     if kind == "response":
         text = f"response {obj['command']} {'ok' if obj['success'] else 'failed'}"
+        disposition = (obj.get("data") or {}).get("disposition")
+        if disposition is not None:
+            text += f" {disposition}"
         if obj["command"] == "get_state" and obj["success"]:
             data = obj["data"]
             text += (
@@ -57,6 +68,8 @@ def summarize(obj: JSON) -> Summary:
         return f"message_update {event}"
     if kind == "agent_end":
         return f"agent_end willRetry={str(obj['willRetry']).lower()}"
+    if kind == "agent_settled":
+        return "agent_settled aborted" if obj["aborted"] else "agent_settled"
     if isinstance(kind, str) and kind.startswith(("auto_retry", "compaction")):
         return obj
     return str(kind)
@@ -156,7 +169,7 @@ class Scenario:
 
 def _two_503s(base: int) -> list[Summary]:
     return [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, base),
@@ -168,12 +181,13 @@ def _two_503s(base: int) -> list[Summary]:
         retry_end(True, 2),
         "turn_end",
         "agent_end willRetry=false",
+        "agent_settled",
     ]
 
 
 def _max_exceeded(base: int) -> list[Summary]:
     return [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, base, max_attempts=2),
@@ -183,27 +197,30 @@ def _max_exceeded(base: int) -> list[Summary]:
         *RETRY_RUN_START,
         *failed_attempt(False),
         retry_end(False, 2, ERR_503),
+        "agent_settled",
     ]
 
 
 def _abort_retry(base: int) -> list[Summary]:
     return [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, LONG_DELAY_MS),
         retry_end(False, 1, "Retry cancelled"),  # before the answer, as the reference writes it
+        "agent_settled",  # the chain was the run's: it is over, not aborted (R-54)
         "response abort_retry ok",
     ]
 
 
 def _abort(base: int) -> list[Summary]:
     return [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, LONG_DELAY_MS),
         retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
         "response abort ok",
     ]
 
@@ -211,29 +228,31 @@ def _abort(base: int) -> list[Summary]:
 def _disabled(base: int) -> list[Summary]:
     return [
         "response set_auto_retry ok",
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(False),
+        "agent_settled",
     ]
 
 
 def _overflow(base: int) -> list[Summary]:
     return [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(False),  # R-56: nothing old enough to compact, nothing follows
         {"type": "compaction_start", "reason": "overflow"},
         {"type": "compaction_end", "reason": "overflow", "aborted": False, "willRetry": False},
+        "agent_settled",
     ]
 
 
 def _bad_request(base: int) -> list[Summary]:
-    return ["response prompt ok", *RUN_START, *failed_attempt(False)]
+    return ["response prompt ok started", *RUN_START, *failed_attempt(False), "agent_settled"]
 
 
 def _429(base: int) -> list[Summary]:
     return [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, base, ERR_429),
@@ -242,12 +261,13 @@ def _429(base: int) -> list[Summary]:
         retry_end(True, 1),
         "turn_end",
         "agent_end willRetry=false",
+        "agent_settled",
     ]
 
 
 def _state_during_retry(base: int) -> list[Summary]:
     return [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(True),
         retry_start(1, LONG_DELAY_MS),
@@ -258,11 +278,8 @@ def _state_during_retry(base: int) -> list[Summary]:
         retry_end(True, 1),
         "turn_end",
         "agent_end willRetry=false",
+        "agent_settled",
     ]
-
-
-def _final_agent_end(obj: JSON) -> bool:
-    return obj.get("type") == "agent_end" and obj.get("willRetry") is False
 
 
 SCENARIOS = [
@@ -270,14 +287,14 @@ SCENARIOS = [
         "two_503s_then_success",
         [{"error": ERR_503}, {"error": ERR_503}, {"text": "Hello!"}],
         _two_503s,
-        _final_agent_end,
+        is_type("agent_settled"),
         times={"agent_start": [0.0, 2.0, 6.0], "auto_retry_start": [0.0, 2.0]},
     ),
     Scenario(
         "max_retries_exceeded",
         [{"error": ERR_503}] * 3,
         _max_exceeded,
-        is_type("auto_retry_end"),
+        is_type("agent_settled"),
         retry={"maxRetries": 2},
         times={"agent_start": [0.0, 2.0, 6.0], "auto_retry_end": [6.0]},
     ),
@@ -285,7 +302,7 @@ SCENARIOS = [
         "abort_retry_during_backoff",
         [{"error": ERR_503}, {"text": "never sent"}],
         _abort_retry,
-        is_type("auto_retry_end"),
+        is_response("abort_retry"),
         triggers=[Trigger(is_type("auto_retry_start"), "abort_retry")],
         long_delay=True,
         times={"auto_retry_start": [0.0], "auto_retry_end": [0.0]},
@@ -303,7 +320,7 @@ SCENARIOS = [
         "auto_retry_disabled_then_503",
         [{"error": ERR_503}, {"text": "never sent"}],
         _disabled,
-        _final_agent_end,
+        is_type("agent_settled"),
         setup=[("set_auto_retry", {"enabled": False})],
         times={"agent_end": [0.0]},
     ),
@@ -311,28 +328,28 @@ SCENARIOS = [
         "context_overflow",
         [{"error": ERR_OVERFLOW}, {"text": "never sent"}],
         _overflow,
-        is_type("compaction_end"),
+        is_type("agent_settled"),
         times={"compaction_start": [0.0], "compaction_end": [0.0]},
     ),
     Scenario(
         "bad_request_400",
         [{"error": ERR_400}],
         _bad_request,
-        _final_agent_end,
+        is_type("agent_settled"),
         times={"agent_end": [0.0]},
     ),
     Scenario(
         "429_then_success",
         [{"error": ERR_429}, {"text": "Hello!"}],
         _429,
-        _final_agent_end,
+        is_type("agent_settled"),
         times={"agent_start": [0.0, 2.0], "auto_retry_end": [2.0]},
     ),
     Scenario(
         "get_state_during_retry",
         [{"error": ERR_503}, {"text": "Hello!"}],
         _state_during_retry,
-        _final_agent_end,
+        is_type("agent_settled"),
         triggers=[
             Trigger(is_type("auto_retry_start"), "get_state"),
             Trigger(is_response("get_state"), "retry_now"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trio_session._commands import credential_store
+from trio_session._command_keys import credential_store
 from trio_session.store._sqlite_credentials import SqliteCredentialStore
 
 KEY_A = "agent-dir-test-key-a"

@@ -11,6 +11,7 @@ import trio.testing
 from trio_session import (
     AgentEnd,
     AgentSession,
+    AgentSettled,
     AssistantMessage,
     AutoRetryEnd,
     AutoRetryStart,
@@ -98,9 +99,11 @@ async def test_r31_cancel_during_reattempt_stream(
     last = session.history[-1]
     assert isinstance(last, AssistantMessage)
     assert (last.stop_reason, last.text) == ("aborted", "partial")
-    tail = rec.types[-4:]
-    assert tail == ["message_end", "turn_end", "agent_end", "auto_retry_end"]
+    tail = rec.types[-5:]
+    assert tail == ["message_end", "turn_end", "agent_end", "auto_retry_end", "agent_settled"]
     assert rec.of(AgentEnd)[-1].will_retry is False
+    # abort_retry ends the chain, not the run by abort(): only abort() says aborted
+    assert rec.of(AgentSettled) == [AgentSettled(aborted=cancel is abort)]
 
 
 @CANCELLERS
@@ -237,7 +240,7 @@ async def test_r34_event_stream_sees_the_cancelled_end(
             await trio.sleep(1)
             await session.aclose()  # ends the stream
     assert streamed == rec.events
-    assert streamed[-1] == CANCELLED
+    assert streamed[-2:] == [CANCELLED, AgentSettled(aborted=False)]
 
 
 async def test_r34a_retry_now_skips_the_wait(autojump_clock: trio.testing.MockClock) -> None:

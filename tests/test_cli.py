@@ -54,13 +54,38 @@ def test_demo_prints_the_retry_story(fast_settings: Path) -> None:
     error = "✗ error: 503 Service Unavailable: the server is temporarily overloaded"
     assert story == [
         error,
-        "↻ retrying (1/3) in 0s…",
+        "↻ retrying (1/3) in 0.01s…",
         error,
-        "↻ retrying (2/3) in 0s…",
+        "↻ retrying (2/3) in 0.02s…",
         "✓ retry succeeded on attempt 2",
     ]
     assert any(line.startswith("assistant: Hello!") for line in lines)
     assert result.stderr == ""
+
+
+def test_demo_reply_names_the_attempt_the_story_names() -> None:
+    """The demo's answer says the attempt that succeeded as the retry story does (retry 2)."""
+    from trio_session.cli._output import DEMO_ANSWER
+
+    assert "retry 2 got through" in DEMO_ANSWER
+    assert "third" not in DEMO_ANSWER
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(0.2, "0.2s"), (0.01, "0.01s"), (0.5, "0.5s"), (0, "0s"), (1.0, "1s"), (4.4, "4s")],
+)
+def test_line_mode_says_a_short_wait_as_it_is(seconds: float, said: str) -> None:
+    """A 200 ms retry wait reads "in 0.2s" in the line mode, not "in 0s"."""
+    import io
+
+    from trio_session import AutoRetryStart
+    from trio_session.cli._output import Printer, wait_text
+
+    assert wait_text(seconds) == said
+    out = io.StringIO()
+    Printer(out).event(AutoRetryStart(1, 3, int(seconds * 1000), "503"))
+    assert out.getvalue() == f"  ↻ retrying (1/3) in {said}…\n"
 
 
 def test_demo_json_events(fast_settings: Path) -> None:
@@ -86,7 +111,8 @@ def test_demo_json_events(fast_settings: Path) -> None:
         },
         {"type": "auto_retry_end", "success": True, "attempt": 2},
     ]
-    assert (events[-1]["type"], events[-1]["willRetry"]) == ("agent_end", False)
+    assert (events[-2]["type"], events[-2]["willRetry"]) == ("agent_end", False)
+    assert events[-1] == {"type": "agent_settled", "aborted": False}  # R-54, as pi's json mode
 
 
 def test_demo_with_retries_exhausted(tmp_path: Path) -> None:
@@ -128,7 +154,7 @@ def test_ignore_broken_settings_starts_with_the_rest(tmp_path: Path, fast_settin
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.startswith(f"trio-session: warning: ignoring {broken}: settings file ")
-    assert "↻ retrying (1/3) in 0s…" in result.stdout
+    assert "↻ retrying (1/3) in 0.01s…" in result.stdout
 
 
 def test_invalid_json_settings(tmp_path: Path) -> None:
@@ -205,7 +231,7 @@ def test_chat_line_mode_saves_and_resumes(tmp_path: Path) -> None:
     assert first.stdout.splitlines() == [
         "you: hi",
         "  ✗ error: 503 Service Unavailable",
-        "  ↻ retrying (1/3) in 0s…",
+        "  ↻ retrying (1/3) in 0.01s…",
         "assistant: Hello there",
         "  ✓ retry succeeded on attempt 1",
     ]
@@ -324,7 +350,7 @@ async def test_api_key_file_dash_leaves_the_rpc_commands(
         await lines.send(KEY.encode() + b"\n")
         await lines.send({"id": "p", "type": "prompt", "message": "hi"})
         seen = [await lines.read()]
-        while seen[-1]["type"] != "agent_end":
+        while seen[-1]["type"] != "agent_settled":
             seen.append(await lines.read())
         await lines.send({"id": "s", "type": "get_state"})
         seen.append(await lines.read())

@@ -93,7 +93,8 @@ def test_no_long_flag_is_taken_by_its_prefix(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert (
-        result.stderr.splitlines()[-1] == "trio-session: error: unrecognized arguments: --mod rpc"
+        result.stderr.splitlines()[-1]
+        == "trio-session rpc: error: unrecognized arguments: --mod rpc"
     )
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from trio_session import (
     AgentEnd,
+    AgentSettled,
     AgentStart,
     AssistantMessage,
     AutoRetryEnd,
@@ -121,6 +122,8 @@ EVENTS: list[SessionEvent] = [
     TurnEnd(message=ERROR),
     AgentEnd(messages=(USER, TOOL_USE, TOOL_RESULT, ERROR), will_retry=True),
     AgentEnd(messages=(USER, DONE), will_retry=False),
+    AgentSettled(aborted=False),
+    AgentSettled(aborted=True),
     AutoRetryStart(
         attempt=1, max_attempts=3, delay_ms=2000, error_message=ERROR.error_message or ""
     ),
@@ -251,6 +254,15 @@ def test_agent_end_has_will_retry(will_retry: bool) -> None:
         "messages": [{"role": "user", "content": USER.content, "timestamp": USER.timestamp}],
         "willRetry": will_retry,
     }
+
+
+@pytest.mark.parametrize("aborted", [False, True])
+def test_agent_settled_shape(aborted: bool) -> None:
+    """R-54: agent_settled is pi 1.6.0's {"type": "agent_settled", "aborted": bool}, always
+    with aborted, and decodes back."""
+    data = event_to_json(AgentSettled(aborted=aborted))
+    assert json.dumps(data) == f'{{"type": "agent_settled", "aborted": {str(aborted).lower()}}}'
+    assert event_from_json(data) == AgentSettled(aborted=aborted)
 
 
 def test_auto_compaction_shapes() -> None:
@@ -446,7 +458,7 @@ def test_discriminator_key_is_first(event: SessionEvent) -> None:
 
 ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
-    "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', "
+    "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', 'agent_settled', "
     "'auto_retry_start', 'auto_retry_end', 'compaction_start', 'compaction_end', 'queue_update', "
     "'thinking_level_changed', 'session_info_changed', "
     "'extension_error', 'history_write_failed', 'summarization_retry_scheduled', "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,20 +99,29 @@ async def test_doc_page_python_blocks_run(page: Path, nursery: trio.Nursery) -> 
         assert result.stdout.decode() == "Hello!\n"
 
 
-def test_stream_reply_example_streams_after_the_retry() -> None:
-    """docs/examples/stream_reply.py: the chunks arrive after the 2 s backoff and join
-    to the reply it prints."""
+def test_stream_reply_example_shows_the_text_that_stands_and_the_restart() -> None:
+    """docs/examples/stream_reply.py: plain iteration yields only the answer that stands;
+    ``items()`` yields the failed attempt live, the restart mark, then the answer, at
+    the times docs/embedding.md prints."""
     example = Path(__file__).parent.parent / "docs" / "examples" / "stream_reply.py"
     out = subprocess.run(
         [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
     ).stdout.splitlines()
     assert out == [
-        "t=2.0s  'Backoff waits '",
-        "t=2.0s  '2 s, '",
-        "t=2.0s  'then 4 s, '",
-        "t=2.0s  'then 8 s.'",
-        "done at t=2.0s: Backoff waits 2 s, then 4 s, then 8 s.",
+        "plain iteration: the text that stands",
+        "  t=4.0s  'Backoff waits 2 s, then 4 s, then 8 s.'",
+        "items(): live, with a restart mark",
+        "  t=0.0s  'Backoff waits '",
+        "  t=0.5s  '2 s, '",
+        "  t=0.5s  restart: take back 'Backoff waits 2 s, '",
+        "  t=2.5s  'Backoff waits '",
+        "  t=3.0s  '2 s, '",
+        "  t=3.5s  'then 4 s, '",
+        "  t=4.0s  'then 8 s.'",
+        "done at t=4.0s: Backoff waits 2 s, then 4 s, then 8 s.",
     ]
+    page = (Path(__file__).parent.parent / "docs" / "embedding.md").read_text(encoding="utf-8")
+    assert "\n".join(out) in page
 
 
 def test_typed_errors_example_raises_a_connection_error() -> None:
@@ -123,3 +133,52 @@ def test_typed_errors_example_raises_a_connection_error() -> None:
     assert out[0].startswith("ProviderConnectionError from openai: Connection error: ")
     assert out[1] == "retryable: True"
     assert "sk-example" not in "\n".join(out)
+
+
+#: Fenced blocks that are not code to copy: program output and drawings (``text``, whose
+#: fit the browser test checks) and JSON records, one per line (``json``, ``.wrap``).
+NOT_CODE = re.compile(r"text|json|\{\.(text|json) \.wrap\}")
+
+
+def fenced_blocks(page: Path) -> list[tuple[int, str, list[str]]]:
+    """The fenced blocks of a Markdown page: first line number, info string, lines."""
+    blocks = []
+    lines = page.read_text(encoding="utf-8").splitlines()
+    opened: tuple[int, str, str] | None = None  # (line number, fence, info string)
+    body: list[str] = []
+    for number, line in enumerate(lines, 1):
+        fence = re.match(r"\s*(`{3,}|~{3,})(.*)", line)
+        if opened is None and fence:
+            opened, body = (number, fence.group(1), fence.group(2).strip()), []
+        elif opened is not None and line.strip() == opened[1]:
+            blocks.append((opened[0], opened[2], body))
+            opened = None
+        elif opened is not None:
+            body.append(line)
+    return blocks
+
+
+def test_code_examples_fit_80_columns() -> None:
+    """Every code example of the docs -- fenced code in docs/*.md (not output or JSON
+    records) and each docs/examples/*.py -- fits in 80 columns, so none scrolls."""
+    docs = Path(__file__).parent.parent / "docs"
+    wide = []
+    for page in DOC_PAGES:
+        for start, info, body in fenced_blocks(page):
+            if NOT_CODE.fullmatch(info):
+                continue
+            for offset, line in enumerate(body, 1):
+                if len(line) > 80:
+                    wide.append(f"{page.name}:{start + offset}: {len(line)} columns")
+    for example in sorted((docs / "examples").glob("*.py")):
+        for number, line in enumerate(example.read_text(encoding="utf-8").splitlines(), 1):
+            if len(line) > 80:
+                wide.append(f"examples/{example.name}:{number}: {len(line)} columns")
+    assert wide == []
+
+
+def test_fenced_blocks_are_found() -> None:
+    """The block reader above sees the kinds of block the check needs to see."""
+    (index,) = [p for p in DOC_PAGES if p.name == "getting-started.md"]
+    infos = {info for _, info, _ in fenced_blocks(index)}
+    assert {"bash", "python", "text"} <= infos

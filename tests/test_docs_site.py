@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import unescape
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -304,8 +306,8 @@ def test_browser_check_catches_errors(tmp_path: Path, chromium: Chromium) -> Non
     assert report.external == ("https://fonts.example.org/a.css",)
 
 
-#: Measures the content column of a page: the tables wider than their box (scrolled
-#: sideways) and how wide each plot is drawn.
+#: Measures the content column of a page: the tables, code blocks and API signatures
+#: wider than their box (scrolled sideways), and how wide each plot is drawn.
 LAYOUT_PROBE = """(() => {
   const content = document.querySelector("article.md-content__inner");
   const style = getComputedStyle(content);
@@ -317,17 +319,25 @@ LAYOUT_PROBE = """(() => {
       return table.scrollWidth > table.clientWidth + 1 || wrap.scrollWidth > wrap.clientWidth + 1;
     })
     .map((table) => table.rows[0].innerText.replace(/\\s+/g, " ").slice(0, 60));
+  const code = [...content.querySelectorAll("pre > code")]
+    .filter((block) => block.scrollWidth > block.clientWidth + 1)
+    .map((block) => {
+      const where = block.closest(".doc-signature") ? "signature" : "code";
+      const line = block.innerText.split("\\n").reduce((a, b) => (b.length > a.length ? b : a));
+      return `${where}: ${line.slice(0, 60)}`;
+    });
   const plots = [...content.querySelectorAll("img")]
     .filter((img) => img.getAttribute("src").includes("img/"))
     .map((img) => [img.getAttribute("src"), img.getBoundingClientRect().width]);
-  return {column, wide, plots};
+  return {column, wide, code, plots};
 })()"""
 
 
 def test_tables_fit_and_plots_span_the_column(site: Path, chromium: Chromium) -> None:
-    """In a 1280×800 and a 1440×900 window, no table of any page scrolls sideways; every
-    plot of the benchmarks page is drawn the full width of the content column."""
-    pages = ["", *sorted(f"{p.parent.name}/" for p in site.glob("*/index.html"))]
+    """In a 1280×800 and a 1440×900 window, no table, code block or API signature of any
+    page scrolls sideways; every plot of the benchmarks page is drawn the full width of
+    the content column."""
+    pages = ["", *sorted(f"{p.parent.relative_to(site)}/" for p in site.glob("*/**/index.html"))]
     assert "benchmarks/" in pages
     wide: dict[str, list[str]] = {}
     benchmarks: dict[str, Any] = {}
@@ -337,8 +347,8 @@ def test_tables_fit_and_plots_span_the_column(site: Path, chromium: Chromium) ->
                 report = chromium.open_page(
                     base + path, probe=LAYOUT_PROBE, width=width, height=height
                 )
-                if report.probe["wide"]:
-                    wide[f"{path} at {width}"] = report.probe["wide"]
+                if report.probe["wide"] or report.probe["code"]:
+                    wide[f"{path} at {width}"] = report.probe["wide"] + report.probe["code"]
                 if path == "benchmarks/" and width == 1440:
                     benchmarks = report.probe
     assert wide == {}
@@ -358,3 +368,105 @@ def test_quickstart_prints_what_the_home_page_shows() -> None:
     assert '--8<-- "docs/examples/quickstart.py"' in home
     assert f"```text\n{out}```" in home
     assert out == "retry 1 of 3 in 100 ms\nHi!\n"
+
+
+# --- a newcomer's way through the site (issue 32) -------------------------------------
+
+
+def content_links(page: Path) -> list[str]:
+    """The links of a built page's content column (not its navigation or footer)."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index('<article class="md-content__inner md-typeset">')
+    parser = _PageParser()
+    parser.feed(text[start : text.index("</article>", start)])
+    parser.close()
+    return [link for what, link in parser.links if what == "<a href>"]
+
+
+def test_every_page_is_two_clicks_from_getting_started(site: Path) -> None:
+    """From Getting started, every page of the site is reached in at most two clicks on
+    links in the pages' text (the navigation bar not counted)."""
+    root = site.resolve()
+    start = root / "getting-started" / "index.html"
+    reached = {start: 0}
+    frontier = [start]
+    for clicks in (1, 2):
+        found = []
+        for page in frontier:
+            here = "/" + page.relative_to(root).as_posix()
+            for link in content_links(page):
+                parts = urlsplit(urljoin(here, link))
+                if parts.scheme or parts.netloc:
+                    continue
+                target = _target_file(site, unquote(parts.path))
+                if target is not None and target.suffix == ".html" and target not in reached:
+                    reached[target] = clicks
+                    found.append(target)
+        frontier = found
+    pages = {p.resolve() for p in site.rglob("index.html")} - {root / "index.html"}
+    pages.add(root / "index.html")
+    assert sorted(p.relative_to(root).as_posix() for p in pages - reached.keys()) == []
+
+
+CLI_COMMANDS = [
+    [],
+    ["demo"],
+    ["chat"],
+    ["rpc"],
+    ["conformance"],
+    ["auth"],
+    ["auth", "add"],
+    ["auth", "list"],
+    ["auth", "remove"],
+]
+
+
+def code_blocks(page: Path) -> list[str]:
+    """The text of each ``<pre><code>`` block of a built page, as a reader sees it."""
+    text = page.read_text(encoding="utf-8")
+    blocks = re.findall(r"<pre[^>]*>(?:<span></span>)?<code[^>]*>(.*?)</code></pre>", text, re.S)
+    return [unescape(re.sub(r"<[^>]+>", "", block)) for block in blocks]
+
+
+def test_the_cli_reference_is_the_programs_own_help(site: Path) -> None:
+    """The CLI reference page shows, for the command and each subcommand, exactly what
+    ``trio-session … --help`` prints in an 80-column terminal, and nothing else."""
+    expected = []
+    for words in CLI_COMMANDS:
+        result = subprocess.run(
+            [sys.executable, "-m", "trio_session", *words, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, "COLUMNS": "80"},
+        )
+        expected.append(result.stdout)
+    shown = code_blocks(site / "cli-reference" / "index.html")
+    assert shown == expected
+
+
+def test_api_signatures_are_formatted_to_fit(site: Path) -> None:
+    """Long API signatures are broken over lines (formatted by ruff, the docs extra's):
+    OpenAIProvider's takes one parameter a line, and no class or function signature of
+    the API reference has a line over 80 characters."""
+    signatures: dict[str, str] = {}
+    for page in sorted((site / "reference").glob("*/index.html")):
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(
+            r'<h\d id="([^"]+)"[^>]*>(?:(?!</h\d>).)*</h\d>\s*<div class="[^"]*doc-signature[^"]*">'
+            r"<pre><span></span><code>(.*?)</code></pre>",
+            text,
+            re.S,
+        ):
+            signatures[match.group(1)] = unescape(re.sub(r"<[^>]+>", "", match.group(2)))
+    provider = signatures["trio_session.OpenAIProvider"].splitlines()
+    assert provider[0] == "OpenAIProvider("
+    assert provider[1:3] == ["    *,", "    api_key: str | None = None,"]
+    wide = {
+        name: max(map(len, text.splitlines()))
+        for name, text in signatures.items()
+        if max(map(len, text.splitlines())) > 80
+        and not name.rsplit(".", 1)[-1].isupper()  # a constant's value
+    }
+    assert wide == {}

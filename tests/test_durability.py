@@ -30,7 +30,8 @@ from trio_session import (
     open_session,
 )
 from trio_session.providers._faux import ScriptStep
-from trio_session.store._history import load_session, runtime_context
+from trio_session.store._history import load_session
+from trio_session.store._loaded import runtime_context
 from trio_session.store._session_file import SessionFile
 from trio_session.testing import EventRecorder
 
@@ -82,7 +83,8 @@ async def test_failed_session_write_ends_the_prompt_and_the_session_stays_usable
             expected = f"cannot write session file {path}: File too large"
             assert str(raised.value) == expected
             assert rec.of(HistoryWriteFailed) == [HistoryWriteFailed(str(path), expected)]
-            assert rec.types == ["history_write_failed"]  # no run started: nothing was sent
+            # no run started, nothing was sent; the prompt is over: agent_settled
+            assert rec.types == ["history_write_failed", "agent_settled"]
             assert len(provider.requests) == 1
             assert path.read_bytes() == before  # the failed write was cut back off
             assert not session.is_running
@@ -132,6 +134,7 @@ async def test_write_failure_after_an_error_reply_ends_the_run_before_any_retry(
         "turn_end",
         "history_write_failed",
         "agent_end",
+        "agent_settled",
     ]
     (end,) = rec.of(AgentEnd)
     assert end.will_retry is False

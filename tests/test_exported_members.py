@@ -17,11 +17,13 @@ AGENT_SESSION_MEMBERS = [
     "abort_bash",
     "abort_retry",
     "aclose",
+    "assert_idle",
     "auto_compaction_enabled",
     "auto_retry_enabled",
     "available_models",
     "available_thinking_levels",
     "bash",
+    "busy_with",
     "clear_queue",
     "compact",
     "credential_store_status",
@@ -78,10 +80,13 @@ def test_agent_session_members() -> None:
 
 
 def test_all_count() -> None:
-    """``trio_session.__all__`` has its 140 names (issue 26 moved none), issue 28's four
-    pi 1.6.0 events (summarization_retry_*, entry_appended) and its seven classifier
-    tables and classifiers."""
-    assert len(trio_session.__all__) == 151
+    """``trio_session.__all__``: its 140 names (issue 26 moved none); issue 28's four
+    pi 1.6.0 events (summarization_retry_*, entry_appended) and seven classifier tables
+    and classifiers; issue 31's ``ReplyItems``, ``ReplyRestart``, ``SERVICE_SETTINGS``,
+    ``ProviderFailure``, and 7 classes public signatures named without exporting them
+    (``ImageContent``, ``Cost``, four message classes, ``CredentialInfo``); issue 27's
+    ``AgentSettled``."""
+    assert len(trio_session.__all__) == 163
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

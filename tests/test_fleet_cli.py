@@ -14,7 +14,7 @@ import trio
 from tests.redis_support import running_redis
 from tests.rpc_helpers import JSON, write_json
 from tests.test_rpc_process import raw_process, rpc_args
-from trio_session._commands import open_credentials
+from trio_session._command_keys import open_credentials
 from trio_session.store._redis_credentials import RedisCredentialStore
 from trio_session.store._sqlite_credentials import SqliteCredentialStore
 

@@ -40,21 +40,19 @@ from trio_session import (
 )
 from trio_session._dirs import user_data_dir
 from trio_session._messages import CompactionSummaryMessage, StopReason
-from trio_session.store._history import (
+from trio_session.store._entries import (
     SESSION_VERSION,
     CompactionEntry,
     HistoryError,
-    LoadedSession,
     MessageEntry,
     OtherEntry,
     SettingsChangeEntry,
-    default_sessions_dir,
-    latest_session,
-    load_session,
-    runtime_context,
-    session_file_name,
 )
-from trio_session.store._session_file import SessionFile, open_history
+from trio_session.store._history import load_session
+from trio_session.store._loaded import LoadedSession, runtime_context
+from trio_session.store._open_history import open_history
+from trio_session.store._session_file import SessionFile
+from trio_session.store._session_list import default_sessions_dir, latest_session, session_file_name
 
 from .conftest import ERR_503, ERR_OVERFLOW
 

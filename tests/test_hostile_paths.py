@@ -27,14 +27,11 @@ from trio_session._dirs import make_private_dirs
 from trio_session._export import write_html
 from trio_session._files import RefusedFileError, check_regular, open_regular, read_fd
 from trio_session.rpc._client import default_command
-from trio_session.store._history import (
-    MAX_SESSION_FILE_BYTES,
-    HistoryError,
-    latest_session,
-    list_sessions,
-    load_session,
-)
-from trio_session.store._session_file import SessionFile, open_history
+from trio_session.store._entries import MAX_SESSION_FILE_BYTES, HistoryError
+from trio_session.store._history import load_session
+from trio_session.store._open_history import open_history
+from trio_session.store._session_file import SessionFile
+from trio_session.store._session_list import latest_session, list_sessions
 from trio_session.store._sqlite_credentials import SqliteCredentialStore
 from trio_session.tui._input_history import (
     MAX_HISTORY_FILE_BYTES,

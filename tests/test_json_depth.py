@@ -38,7 +38,7 @@ from trio_session._codec import to_json
 from trio_session._json import MAX_JSON_DEPTH, json_depth, loads
 from trio_session._text import valid_json_value
 from trio_session.providers._anthropic import AnthropicProvider
-from trio_session.providers._base import body_detail
+from trio_session.providers._error_text import body_detail
 from trio_session.providers._openai import OpenAIProvider
 from trio_session.rpc._client import default_command
 from trio_session.testing import EventRecorder
@@ -111,7 +111,7 @@ async def test_tool_call_500_deep_ends_the_run_with_a_clear_error(tmp_path: Path
         assert (reply.stop_reason, reply.error_message) == ("error", TOO_DEEP)
         assert reply.content == ()
         (end,) = recorder.of(AgentEnd)
-        assert recorder.types[-1] == "agent_end"
+        assert recorder.types[-2:] == ["agent_end", "agent_settled"]
         assert end.will_retry is False
         for event in recorder.events:
             json.dumps(event_to_json(event))
@@ -303,7 +303,8 @@ async def test_rpc_process_survives_a_tool_call_500_deep(
     tmp_path: Path, server: ScriptedServer
 ) -> None:
     """Issue 25 through ``trio-session rpc`` (OpenAI over loopback HTTP, a session file):
-    a tool call 500 deep ends the run with a clear error and ``agent_end``; ``get_state``
+    a tool call 500 deep ends the run with a clear error, ``agent_end`` and
+    ``agent_settled``; ``get_state``
     is answered; a command line 500 deep gets an error response; end of input ends the
     process, exit 0, nothing on stderr."""
     text = json.dumps(nested(500))
@@ -325,7 +326,7 @@ async def test_rpc_process_survives_a_tool_call_500_deep(
     try:
         with trio.fail_after(60):
             await raw.send({"id": "p", "type": "prompt", "message": "go"})
-            while not (seen and seen[-1]["type"] == "agent_end"):
+            while not (seen and seen[-1]["type"] == "agent_settled"):
                 seen.append(await raw.read())
             await raw.send({"id": "s", "type": "get_state"})
             state = await raw.read()
@@ -342,9 +343,16 @@ async def test_rpc_process_survives_a_tool_call_500_deep(
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert seen[0] == {"id": "p", "type": "response", "command": "prompt", "success": True}
-    assert seen[-1]["willRetry"] is False
-    assert seen[-1]["messages"][-1]["errorMessage"] == TOO_DEEP
+    assert seen[0] == {
+        "id": "p",
+        "type": "response",
+        "command": "prompt",
+        "success": True,
+        "data": {"disposition": "started"},
+    }
+    assert seen[-1] == {"type": "agent_settled", "aborted": False}
+    assert seen[-2]["willRetry"] is False
+    assert seen[-2]["messages"][-1]["errorMessage"] == TOO_DEEP
     assert (state["id"], state["success"], state["data"]["isStreaming"]) == ("s", True, False)
     assert refused == {
         "type": "response",

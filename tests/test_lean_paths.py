@@ -223,7 +223,7 @@ async def test_a_handler_anywhere_up_the_tree_still_gets_every_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A handler on ``trio_session`` (not on the child loggers) gets the provider
-    failure and the cancelled retry, as before."""
+    failure, the retry's start and its cancelled end (all INFO since issue 31)."""
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])
     got: list[logging.LogRecord] = []
@@ -235,15 +235,19 @@ async def test_a_handler_anywhere_up_the_tree_still_gets_every_record(
     handler = Keep()
     parent = logging.getLogger("trio_session")
     parent.addHandler(handler)
+    level = parent.level
+    parent.setLevel(logging.INFO)
     try:
         await _abort_in_backoff()
     finally:
         parent.removeHandler(handler)
-    assert [(r.name, r.levelname) for r in got] == [
-        ("trio_session.provider", "WARNING"),
-        ("trio_session.retry", "WARNING"),
+        parent.setLevel(level)
+    assert [(r.name, r.levelname, r.msg) for r in got] == [
+        ("trio_session.provider", "INFO", "provider request failed (%s): %s"),
+        ("trio_session.retry", "INFO", "retry %d/%d in %d ms after: %s"),
+        ("trio_session.retry", "INFO", "retry cancelled after %d attempt(s)"),
     ]
-    assert len(records_made) == 2
+    assert len(records_made) == 3
 
 
 # -- the overflow alternation and the request cache ---------------------------------------

@@ -88,29 +88,36 @@ async def test_retry_lines_for_a_503_script(
     }
     failures = records(caplog, "trio_session.provider")
     assert [(r.levelname, r.getMessage()) for r in failures] == [
-        ("WARNING", f"provider request failed (retryable): {ERR_503}")
+        ("INFO", f"provider request failed (retryable): {ERR_503}")
     ] * 2
-    assert extras(failures[0], "stop_reason", "error", "classification") == {
+    assert extras(failures[0], "stop_reason", "error", "classification", "status") == {
         "stop_reason": "error",
         "error": ERR_503,
         "classification": "retryable",
+        "status": 503,
     }
+    assert field(failures[0], "error_class") == field(retry[0], "error_class")
+    assert (field(retry[0], "status"), field(retry[0], "error_class")) == (503, "OverloadedError")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_retry_over_the_maximum_is_a_warning(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R-15: the final failure is one WARNING with final_error; a 400 is classed fatal."""
+    """R-15: the final failure is the one WARNING, with final_error; a 400 is classed
+    fatal."""
     caplog.set_level(logging.INFO, logger="trio_session")
     await run([err(), err(), err("400 Bad Request")], settings={"retry": {"maxRetries": 2}})
     end = records(caplog, "trio_session.retry")[-1]
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == [end]
     assert (end.levelname, end.getMessage()) == (
         "WARNING",
         "retry failed after 2 attempt(s): 400 Bad Request",
     )
-    assert extras(end, "attempt", "success", "final_error") == {
+    assert extras(end, "attempt", "success", "cancelled", "final_error") == {
         "attempt": 2,
         "success": False,
+        "cancelled": False,
         "final_error": "400 Bad Request",
     }
     classes = [field(r, "classification") for r in records(caplog, "trio_session.provider")]
@@ -120,7 +127,7 @@ async def test_retry_over_the_maximum_is_a_warning(
 async def test_abort_retry_is_logged_as_cancelled(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R-30: abort_retry() during the sleep logs the failed end with "Retry cancelled"."""
+    """R-30: abort_retry() during the sleep logs the chain's end as cancelled, at INFO."""
     caplog.set_level(logging.INFO, logger="trio_session")
     async with open_session(FauxProvider([err(), ok()])) as session, trio.open_nursery() as n:
         n.start_soon(session.prompt, "hi")
@@ -128,20 +135,22 @@ async def test_abort_retry_is_logged_as_cancelled(
         assert session.is_waiting_to_retry
         session.abort_retry()
     end = records(caplog, "trio_session.retry")[-1]
-    assert (end.levelname, end.getMessage(), field(end, "final_error")) == (
-        "WARNING",
-        "retry failed after 1 attempt(s): Retry cancelled",
+    assert (end.levelname, end.getMessage(), *extras(end, "final_error", "cancelled").values()) == (
+        "INFO",
+        "retry cancelled after 1 attempt(s)",
         "Retry cancelled",
+        True,
     )
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_logging_off_makes_no_records(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """At WARNING only the failures are recorded: no INFO record is even made."""
+    """At WARNING a 503 that the retry made good leaves no record at all."""
     caplog.set_level(logging.WARNING, logger="trio_session")
     await run([err(), ok()])
-    assert [r.name for r in caplog.records] == ["trio_session.provider"]
+    assert caplog.records == []
 
 
 def _echo_key(request: ProviderRequest) -> FauxReply:
@@ -218,10 +227,11 @@ class HangingCompactor:
         await trio.sleep_forever()
 
 
-async def test_aborted_compaction_is_a_warning(
+async def test_aborted_compaction_is_info(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A manual compaction cut by abort() logs a WARNING with aborted: true."""
+    """A manual compaction cut by abort() logs an INFO record with aborted: true: a
+    cancellation is no warning."""
     caplog.set_level(logging.INFO, logger="trio_session")
     provider = FauxProvider([ok("a1")])
     async with open_session(provider, compactor=HangingCompactor()) as session:
@@ -238,7 +248,7 @@ async def test_aborted_compaction_is_a_warning(
     start, end = records(caplog, "trio_session.compaction")
     assert start.getMessage() == "compaction started (manual)"
     assert (end.levelname, end.getMessage(), *extras(end, "aborted", "tokens_before").values()) == (
-        "WARNING",
+        "INFO",
         "compaction aborted (manual)",
         True,
         None,
@@ -290,3 +300,75 @@ async def test_a_providers_own_key_is_scrubbed(caplog: pytest.LogCaptureFixture)
     (record,) = caplog.records
     assert record.getMessage() == f"sent {redact(key)}"
     assert key not in caplog.text
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    """The WARNING (and worse) records: logger and message."""
+    return [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_a_client_gone_mid_retry_is_no_warning(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server's client disconnects (its scope is cancelled) during the backoff, and
+    another mid-answer: INFO records only, the chain's end as cancelled."""
+    caplog.set_level(logging.DEBUG, logger="trio_session")
+    script = [err(), ok(), ok("partial", hang=True)]
+    async with open_session(FauxProvider(script)) as session:
+        with trio.move_on_after(1):
+            async with session.stream("hi") as reply:
+                _ = [piece async for piece in reply]
+        await session.prompt("answered")
+        with trio.move_on_after(1):
+            async with session.stream("again") as reply:
+                _ = [piece async for piece in reply]
+    assert warnings_of(caplog) == []
+    ends = [r.getMessage() for r in records(caplog, "trio_session.retry") if "after" in r.msg]
+    assert ends[-1] == "retry cancelled after 1 attempt(s)"
+
+
+@pytest.mark.parametrize(
+    ("script", "settings", "expected"),
+    [
+        ([err("400 Bad Request")], {}, ("prompt failed (fatal): 400 Bad Request")),
+        ([err()], {"retry": {"enabled": False}}, f"prompt failed (retryable): {ERR_503}"),
+        ([err()] * 2, {"retry": {"maxRetries": 1}}, f"retry failed after 1 attempt(s): {ERR_503}"),
+    ],
+    ids=["fatal", "retries-off", "over-the-maximum"],
+)
+async def test_a_give_up_is_exactly_one_warning(
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+    script: list[FauxReply],
+    settings: dict[str, Any],
+    expected: str,
+) -> None:
+    """A prompt that ends in a failure nothing took up makes one WARNING, whichever way
+    it gave up; the failed attempts before it are INFO."""
+    caplog.set_level(logging.DEBUG, logger="trio_session")
+    await run(script, settings=settings)
+    ((_, message),) = warnings_of(caplog)
+    assert message == expected
+    failures = records(caplog, "trio_session.provider")
+    assert [r.levelname for r in failures].count("INFO") == len(script)
+
+
+async def test_every_record_is_one_line(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A provider error that quotes a header on a second line is logged on one line,
+    escaped; the extra field keeps the raw text."""
+    caplog.set_level(logging.DEBUG, logger="trio_session")
+    store = InMemoryCredentialStore(keys={"faux": ["key-one"]}, clock=trio.current_time)
+    await run([err(USAGE_LIMIT), err("503 down\r\nretry-after: 1"), ok()], credentials=store)
+    logging.getLogger("trio_session.rpc").info("two\nlines")
+    assert len(caplog.records) >= 6
+    assert all("\n" not in r.getMessage() and "\r" not in r.getMessage() for r in caplog.records)
+    retry = records(caplog, "trio_session.retry")
+    assert retry[0].getMessage() == (
+        "retry 1/3 in 2000 ms after: 429 usage_limit_reached: The usage limit has been "
+        "reached\\nretry-after: 600"
+    )
+    assert field(retry[0], "error") == USAGE_LIMIT
+    assert retry[1].getMessage().endswith("503 down\\nretry-after: 1")
+    assert caplog.records[-1].getMessage() == "two\\nlines"

@@ -33,7 +33,8 @@ from trio_session import (
 )
 from trio_session._messages import CompactionSummaryMessage
 from trio_session._retry.overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED
-from trio_session.store._history import load_session, runtime_context
+from trio_session.store._history import load_session
+from trio_session.store._loaded import runtime_context
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, ERR_OVERFLOW, assert_idle, err, ok
@@ -79,7 +80,12 @@ async def test_r56a_nothing_to_compact_seed(autojump_clock: trio.testing.MockClo
         assert_idle(session)
         assert [m.text for m in session.messages] == ["huge"]
     assert reply.error_message == ERR_OVERFLOW
-    assert after_first_agent_end(rec) == ["agent_end", "compaction_start", "compaction_end"]
+    assert after_first_agent_end(rec) == [
+        "agent_end",
+        "compaction_start",
+        "compaction_end",
+        "agent_settled",
+    ]
     assert [e.will_retry for e in rec.of(AgentEnd)] == [False]
     assert rec.of(CompactionEnd) == [CompactionEnd("overflow", None, False, False)]
     assert rec.times_of("compaction_end") == [0.0]
@@ -98,7 +104,7 @@ async def test_r56a_nothing_to_compact_pi16(
         rec = EventRecorder.attach(session)
         await session.prompt("huge")
         live = [message_to_json(m) for m in session.messages]
-    assert after_first_agent_end(rec) == ["agent_end", "entry_appended"]
+    assert after_first_agent_end(rec) == ["agent_end", "entry_appended", "agent_settled"]
     assert [e.will_retry for e in rec.of(AgentEnd)] == [False]
     entries = file_entries(path)
     (edit,) = rec.of(EntryAppended)
@@ -140,6 +146,7 @@ async def test_r50_overflow_compacts_and_continues_pi16(
         "message_end",
         "turn_end",
         "agent_end",
+        "agent_settled",
     ]
     assert [e.will_retry for e in rec.of(AgentEnd)] == [True, False]
     (end,) = rec.of(CompactionEnd)
@@ -169,7 +176,7 @@ async def test_r56c_second_overflow_says_recovery_failed_pi16(
     assert rec.of(CompactionEnd)[-1] == CompactionEnd(
         "overflow", None, False, False, OVERFLOW_RECOVERY_FAILED
     )
-    assert rec.types[-1] == "compaction_end"
+    assert rec.types[-2:] == ["compaction_end", "agent_settled"]
     assert provider.remaining == 1
 
 
@@ -198,6 +205,7 @@ async def test_r56b_length_cut_compacts_and_retries_pi16(
         "message_end",
         "turn_end",
         "agent_end",
+        "agent_settled",
     ]
     assert [e.will_retry for e in rec.of(AgentEnd)] == [True, False]
     assert [m.text for m in provider.requests[2].messages] == ["q2"]
@@ -251,7 +259,12 @@ async def test_r56d_silent_overflow_compacts_without_retry_both_profiles(
             reply = await session.prompt("q2")
             assert [m.text for m in session.messages] == ["q2", "a2"]
         assert reply.text == "a2"
-        assert after_first_agent_end(rec) == ["agent_end", "compaction_start", "compaction_end"]
+        assert after_first_agent_end(rec) == [
+            "agent_end",
+            "compaction_start",
+            "compaction_end",
+            "agent_settled",
+        ]
         assert [e.will_retry for e in rec.of(AgentEnd)] == [False]
         (end,) = rec.of(CompactionEnd)
         assert (end.will_retry, end.result is not None) == (False, True)
@@ -334,6 +347,7 @@ async def test_r56f_abort_during_summary_backoff_pi16(
         "summarization_retry_scheduled",
         "summarization_retry_finished",
         "compaction_end",
+        "agent_settled",
     ]
     assert rec.of(SummarizationRetryFinished) == [SummarizationRetryFinished()]
     assert rec.times_of("summarization_retry_finished") == [1.0]

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from trio_session import (
     AgentEnd,
     AgentSession,
+    AgentSettled,
     AgentStart,
     Ask,
     AssistantMessage,
@@ -87,6 +88,7 @@ class Grammar:
                       message)* turn_end
         message    := message_start message_update* message_end
         chain      := auto_retry_start (run auto_retry_start)* … auto_retry_end
+        prompt     := (run | chain | compaction)+ agent_settled
 
     with the couplings the session guarantees: ``agent_end {willRetry: true}`` is
     followed at once by ``auto_retry_start`` (or the chain's end, or
@@ -110,6 +112,7 @@ class Grammar:
     previous: SessionEvent | None = None
     ends: list[AutoRetryEnd] = attrs.field(factory=list)
     seen: int = 0
+    settled: bool = False
 
     def feed_all(self, events: Sequence[SessionEvent]) -> Grammar:
         for event in events:
@@ -129,6 +132,9 @@ class Grammar:
 
     def _feed(self, event: SessionEvent) -> None:
         prev = self.previous
+        if self.settled:  # only the next prompt's run may follow
+            assert isinstance(event, AgentStart), "an event after agent_settled"
+            self.settled = False
         if isinstance(prev, AgentEnd) and prev.will_retry:
             assert isinstance(event, AutoRetryStart | AutoRetryEnd | CompactionStart)
         if isinstance(prev, CompactionEnd) and prev.will_retry:
@@ -193,6 +199,9 @@ class Grammar:
         elif isinstance(event, CompactionEnd):
             assert self.compacting == event.reason
             self.compacting = None
+        elif isinstance(event, AgentSettled):  # R-54: once, when nothing follows
+            self.assert_open_parts_closed()
+            self.settled = True
 
     def _update(self, event: MessageUpdate) -> None:
         self.updates += 1
@@ -240,7 +249,12 @@ class Grammar:
         self.chain_open, self.starts = False, []
 
     def assert_closed(self) -> None:
-        """Nothing is open: the state a returned ``prompt()`` leaves."""
+        """Nothing is open, and the prompt settled: the state a returned ``prompt()`` leaves."""
+        self.assert_open_parts_closed()
+        assert self.settled, "no agent_settled"
+
+    def assert_open_parts_closed(self) -> None:
+        """No run, turn, message, tool call, chain or compaction is open."""
         assert not self.in_run
         assert not self.in_turn
         assert self.message is None
@@ -391,6 +405,8 @@ async def play(case: Case) -> None:
                 expected = (True, True, event.attempt)
             elif isinstance(event, AutoRetryEnd):
                 expected = (True, False, 0)
+            elif isinstance(event, AgentSettled):  # R-54: told once the session is idle
+                expected = (False, False, 0)
             else:
                 expected = (True, session.retry_attempt > 0, session.retry_attempt)
             if state != expected:
@@ -686,9 +702,11 @@ async def test_cut_at_any_moment(
                 assert isinstance(last, AssistantMessage)
                 assert last.stop_reason == "error"
             if moment == "in-compaction":
-                assert watch.events[-1] == CompactionEnd(
+                assert watch.events[-2] == CompactionEnd(
                     "overflow", result=None, aborted=True, will_retry=False
                 )
+        # R-54: the prompt settled last; aborted unless only the chain was cancelled
+        assert watch.events[-1] == AgentSettled(aborted=how != "abort_retry")
         # the file holds every message of the history, in order
         same_messages(load_session(path).branch_messages, session.history)
 

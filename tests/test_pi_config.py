@@ -382,7 +382,8 @@ def test_unknown_keys_anywhere_are_warnings_not_errors(tmp_path: Path) -> None:
     assert layer.warnings == (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
         "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, profile, "
-        "maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+        "maxAgentDelayMs, sharedCooldown, maxTotalMs, provider.maxRetryDelayMs, "
+        "provider.timeoutMs, "
         f"provider.idleTimeoutMs, provider.maxRetries) (in {path}); ignored",
         "compaction.x is not a known setting (known compaction keys: enabled, "
         f"keepRecentTurns, reserveTokens, keepRecentTokens) (in {path}); ignored",
@@ -578,7 +579,7 @@ async def test_unknown_keys_warn_and_the_command_runs(tmp_path: Path) -> None:
     assert err.splitlines() == [
         "trio-session: warning: retry.maxRetry is not a known setting (known retry keys: "
         "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-        "profile, maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, "
+        "profile, maxAgentDelayMs, sharedCooldown, maxTotalMs, provider.maxRetryDelayMs, "
         "provider.timeoutMs, provider.idleTimeoutMs, "
         f"provider.maxRetries) (in {settings}); ignored",
         "trio-session: warning: myTool is not a known setting (known groups: retry.*, "

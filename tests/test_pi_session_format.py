@@ -50,7 +50,7 @@ from trio_session.rpc import (
     open_rpc_client,
     serve_rpc,
 )
-from trio_session.store._history import (
+from trio_session.store._entries import (
     BranchSummaryEntry,
     CompactionEntry,
     CustomEntry,
@@ -59,12 +59,13 @@ from trio_session.store._history import (
     LabelEntry,
     MessageEntry,
     OtherEntry,
-    default_sessions_dir,
-    load_session,
-    runtime_context,
-    session_context,
 )
-from trio_session.store._session_file import SessionFile, fork_session, open_history
+from trio_session.store._fork import fork_session
+from trio_session.store._history import load_session
+from trio_session.store._loaded import runtime_context, session_context
+from trio_session.store._open_history import open_history
+from trio_session.store._session_file import SessionFile
+from trio_session.store._session_list import default_sessions_dir
 
 from .conftest import ERR_503, ERR_OVERFLOW
 

@@ -27,7 +27,7 @@ from trio_session import (
     parse_retry_after_ms,
 )
 from trio_session.providers._anthropic import AnthropicProvider
-from trio_session.providers._base import STREAM_CUT_MESSAGE
+from trio_session.providers._error_text import STREAM_CUT_MESSAGE
 
 from .http_server import ScriptedServer, closed_port, event_stream, respond, sse
 from .provider_support import RecordingSink, decision

@@ -20,8 +20,9 @@ import trio.testing
 
 from trio_session import Model, ProviderRequest, StreamEnd, UserMessage, parse_retry_after_ms
 from trio_session.providers._anthropic import AnthropicProvider
-from trio_session.providers._base import excerpt, http_error_message, redact
-from trio_session.providers._http import MAX_ERROR_BODY_BYTES, HttpProvider
+from trio_session.providers._error_text import excerpt, http_error_message, redact
+from trio_session.providers._http import HttpProvider
+from trio_session.providers._http_body import MAX_ERROR_BODY_BYTES
 from trio_session.providers._openai import OpenAIProvider
 from trio_session.providers._sse import (
     MAX_EVENT_BYTES,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trio_session import parse_retry_after_ms
-from trio_session.providers._base import (
+from trio_session.providers._error_text import (
     event_error_message,
     excerpt,
     html_text,

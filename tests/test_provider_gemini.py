@@ -30,7 +30,7 @@ from trio_session import (
     parse_retry_after_ms,
 )
 from trio_session._messages import ImageContent, ThinkingContent
-from trio_session.providers._base import STREAM_CUT_MESSAGE
+from trio_session.providers._error_text import STREAM_CUT_MESSAGE
 
 from .http_server import ScriptedServer, event_stream, respond, sse
 from .provider_support import RecordingSink, decision

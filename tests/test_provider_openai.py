@@ -27,7 +27,7 @@ from trio_session import (
     UserMessage,
     parse_retry_after_ms,
 )
-from trio_session.providers._base import STREAM_CUT_MESSAGE
+from trio_session.providers._error_text import STREAM_CUT_MESSAGE
 from trio_session.providers._openai import OpenAIProvider
 
 from .http_server import Exchange, ScriptedServer, closed_port, event_stream, respond, sse

@@ -284,13 +284,16 @@ async def test_rpc_prompt_while_streaming_needs_streaming_behavior(
             {"id": 3, "type": "prompt", "message": "f", "streamingBehavior": "followUp"}
         )
         queued, before = await _until_response(s.raw, 3)
-        assert queued == {"id": 3, "type": "response", "command": "prompt", "success": True}
+        assert queued == {
+            **{"id": 3, "type": "response", "command": "prompt", "success": True},
+            "data": {"disposition": "queued"},
+        }
         assert before[-1] == {"type": "queue_update", "steering": [], "followUp": ["f"]}
         await s.raw.send({"id": 4, "type": "get_state"})
         state, _ = await _until_response(s.raw, 4)
         assert state["data"]["pendingMessageCount"] == 1
         lines = []
-        while (obj := await s.raw.read()).get("willRetry") is not False:
+        while (obj := await s.raw.read())["type"] != "agent_settled":
             lines.append(obj)
         assert trio.current_time() == 5.0
     sent = [m.text for m in s.provider.requests[1].messages if isinstance(m, UserMessage)]
@@ -320,9 +323,10 @@ async def test_rpc_prompt_during_backoff_joins_the_retry(
             "type": "response",
             "command": "prompt",
             "success": True,
+            "data": {"disposition": "queued"},  # R-55: joined, no new run
         }
         lines = []
-        while (obj := await s.raw.read()).get("willRetry") is not False:
+        while (obj := await s.raw.read())["type"] != "agent_settled":
             lines.append(obj)
         assert trio.current_time() == 0.5  # the rest of the sleep was skipped
     sent = [m.text for m in s.provider.requests[1].messages if isinstance(m, UserMessage)]
@@ -397,9 +401,12 @@ async def test_rpc_steer_after_a_joined_prompt_is_queued_whenever_it_comes(
             answer, lines = await _until_response(s.raw, 2)
             assert answer["success"] is True
         answer, more = await _until_response(s.raw, 3)
-        assert answer == {"id": 3, "type": "response", "command": "prompt", "success": True}
+        assert answer == {
+            **{"id": 3, "type": "response", "command": "prompt", "success": True},
+            "data": {"disposition": "queued"},
+        }
         lines += more
-        while (obj := await s.raw.read()).get("willRetry") is not False:
+        while (obj := await s.raw.read())["type"] != "agent_settled":
             lines.append(obj)
         lines.append(obj)
         assert trio.current_time() == 0.5 + 1  # the sleep was cut short; the reply's 1 s
@@ -421,6 +428,7 @@ async def test_rpc_steer_after_a_joined_prompt_is_queued_whenever_it_comes(
         "message_start",
         "turn_end",
         "agent_end",
+        "agent_settled",
     ]
 
 
@@ -444,7 +452,7 @@ async def test_rpc_plain_prompt_after_a_joined_one_is_refused_in_the_same_read(
         refused, _ = await _until_response(s.raw, 3)
         assert refused["success"] is False
         assert refused["error"].startswith("Agent is already processing.")
-        while (await s.raw.read()).get("willRetry") is not False:
+        while (await s.raw.read())["type"] != "agent_settled":
             pass
     assert len(s.provider.requests) == 2
     assert sent_users(s.provider, 1) == ["p", "x"]
@@ -505,14 +513,20 @@ async def test_rpc_queue_commands(autojump_clock: trio.testing.MockClock) -> Non
         "response set_follow_up_mode ok",
         "response set_follow_up_mode failed",
         {"type": "queue_update", "steering": ["s"], "followUp": []},
-        "response steer ok",
+        "response steer ok queued",
     ]
     assert (
         lines[2]["error"] == 'set_follow_up_mode.mode must be "all" or "one-at-a-time", not "some"'
     )
     assert lines[5:7] == [
         {"type": "queue_update", "steering": ["s"], "followUp": ["f"]},
-        {"id": "e", "type": "response", "command": "follow_up", "success": True},
+        {
+            "id": "e",
+            "type": "response",
+            "command": "follow_up",
+            "success": True,
+            "data": {"disposition": "queued"},
+        },
     ]
     data = lines[7]["data"]
     assert (data["steeringMode"], data["followUpMode"], data["pendingMessageCount"]) == (
@@ -527,19 +541,21 @@ async def test_rpc_queue_commands(autojump_clock: trio.testing.MockClock) -> Non
 async def test_rpc_abort_retry_writes_auto_retry_end_before_its_answer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """As pi writes them: auto_retry_end, then the abort_retry response (raw lines)."""
+    """As pi writes them: auto_retry_end, then the abort_retry response (raw lines) — with
+    the prompt's agent_settled between them, the chain having been the prompt's (R-54)."""
     async with in_memory([{"error": ERR_503}]) as s:
         await s.raw.send({"type": "prompt", "message": "p"})
         while (await s.raw.read())["type"] != "auto_retry_start":
             pass
         await trio.sleep(1)
         await s.raw.send({"id": 9, "type": "abort_retry"})
-        first, second = await s.raw.read(), await s.raw.read()
+        first, settled, second = await s.raw.read(), await s.raw.read(), await s.raw.read()
     assert first == {
         "type": "auto_retry_end",
         "success": False,
         "attempt": 1,
         "finalError": "Retry cancelled",
     }
+    assert settled == {"type": "agent_settled", "aborted": False}
     assert second == {"id": 9, "type": "response", "command": "abort_retry", "success": True}
     assert trio.current_time() == 1.0

@@ -66,6 +66,7 @@ TWO_503_THEN_OK = [
     "auto_retry_end",
     "turn_end",
     "agent_end",
+    "agent_settled",  # once, after the last agent_end
 ]
 
 
@@ -181,7 +182,7 @@ async def test_r7_silent_overflow_compacts_without_continuing(
         reply = await session.prompt("two")
         assert reply.text == "b"
         assert [m.text for m in session.messages] == ["two", "b"]
-    assert rec.types[-2:] == ["compaction_start", "compaction_end"]
+    assert rec.types[-3:] == ["compaction_start", "compaction_end", "agent_settled"]
     assert rec.of(AgentEnd)[-1].will_retry is False
     assert len(provider.requests) == 2
 

@@ -454,8 +454,9 @@ async def test_r54_the_protocol_is_the_same_in_both_profiles(
         async with in_memory(script, profiled(profile)) as s:
             await s.raw.send({"id": 1, "type": "prompt", "message": "p"})
             lines = []
-            while (obj := await s.raw.read()).get("willRetry") is not False:
+            while (obj := await s.raw.read()).get("type") != "agent_settled":
                 lines.append(obj)
+            lines.append(obj)
             await s.raw.send({"id": 2, "type": "get_state"})
             states[profile] = (await s.raw.read())["data"]
         seen[profile] = [without_timestamps(o) for o in lines]

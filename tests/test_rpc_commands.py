@@ -142,7 +142,7 @@ async def test_stats_text_export_and_commands(tmp_path: Path) -> None:
         response = await ask(raw, {"id": 1, "type": "get_last_assistant_text"})
         assert response == ok("get_last_assistant_text", {})  # pi's wire: no text, no key
         await raw.send({"id": 1, "type": "prompt", "message": "hi"})
-        while (await raw.read()).get("type") != "agent_end":
+        while (await raw.read()).get("type") != "agent_settled":
             pass
         response = await ask(raw, {"id": 1, "type": "get_last_assistant_text"})
         assert response == ok("get_last_assistant_text", {"text": "Hello there"})
@@ -178,7 +178,9 @@ async def test_stats_text_export_and_commands(tmp_path: Path) -> None:
 async def test_bash_and_abort_bash_in_memory() -> None:
     """bash is answered when the command is over, so abort_bash is read (and answered) first."""
     async with served([], [PLAIN]) as raw:
-        assert await ask(raw, {"id": 1, "type": "bash", "command": "echo hi; exit 2"}) == ok(
+        update = await ask(raw, {"id": 1, "type": "bash", "command": "echo hi; exit 2"})
+        assert update == {"type": "bash_execution_update", "id": 1, "delta": "hi\n"}
+        assert await raw.read() == ok(
             "bash", {"output": "hi\n", "exitCode": 2, "cancelled": False, "truncated": False}
         )
         await raw.send({"id": 2, "type": "bash", "command": "sleep 60"})
@@ -229,6 +231,8 @@ async def test_bash_and_abort_bash_in_the_real_process(tmp_path: Path) -> None:
     async with rpc_process(tmp_path) as (process, raw):
         assert process.stdin is not None
         await raw.send({"id": 1, "type": "bash", "command": "pwd"})
+        update = {"type": "bash_execution_update", "id": 1, "delta": f"{tmp_path}\n"}
+        assert await raw.read() == update
         assert await raw.read() == ok(
             "bash",
             {"output": f"{tmp_path}\n", "exitCode": 0, "cancelled": False, "truncated": False},
@@ -290,8 +294,28 @@ async def test_cost_totals_from_model_prices_in_stats_and_over_rpc() -> None:
     async with served(list(script), [priced]) as raw:
         for text in ("x", "y"):
             await raw.send({"id": 1, "type": "prompt", "message": text})
-            while (await raw.read()).get("type") != "agent_end":
+            while (await raw.read()).get("type") != "agent_settled":
                 pass
         data = (await ask(raw, {"id": 1, "type": "get_session_stats"}))["data"]
         assert data["cost"] == pytest.approx(first + second)
         assert data["contextUsage"]["percent"] == pytest.approx(26.0)
+
+
+async def test_costs_are_pi_ai_floats_to_the_last_bit() -> None:
+    """A reply's cost is pi-ai's (rate / 1e6) * tokens, unrounded: 100 tokens at $0.15/M
+    is 1.4999999999999999e-05, the float pi writes (node prints it 0.000014999999999999999),
+    not 1.5e-05 (the other order); 10 at $0.1/M is 1.0000000000000002e-06."""
+    cheap = Model(id="cheap", provider="faux", cost=ModelCost(input=0.15, output=0.1))
+    script = [FauxReply(text="a", usage=Usage(input=100, output=10))]
+    async with served(script, [cheap]) as raw:
+        await raw.send({"id": 1, "type": "prompt", "message": "x"})
+        while (end := await raw.read()).get("type") != "message_end" or (
+            end["message"]["role"] != "assistant"
+        ):
+            pass
+    cost = end["message"]["usage"]["cost"]
+    assert (cost["input"], cost["output"], cost["total"]) == (
+        1.4999999999999999e-05,
+        1.0000000000000002e-06,
+        1.6e-05,
+    )

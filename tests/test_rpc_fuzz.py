@@ -171,11 +171,13 @@ async def then_a_prompt_works(raw: RawLines) -> None:
         "type": "response",
         "command": "prompt",
         "success": True,
+        "data": {"disposition": "started"},
     }
     while (obj := await raw.read())["type"] != "agent_end":
         pass
     assert obj["messages"][-1]["content"] == [{"type": "text", "text": "still here"}]
     assert obj["willRetry"] is False
+    assert await raw.read() == {"type": "agent_settled", "aborted": False}
 
 
 async def in_memory_fuzz(batch: list[Line]) -> None:

@@ -259,39 +259,114 @@ async def test_end_of_input_aborts_and_exits(tmp_path: Path) -> None:
             rest = await raw.rest()
             assert await process.wait() == 0
             assert await read_stderr(process) == ""
-    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+    assert [summarize(o) for o in rest] == [
+        retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
+    ]
 
 
 @pytest.mark.parametrize(
     ("stops", "status"),
     [
-        (["SIGTERM"], 0),
+        (["SIGTERM"], 143),
         (["SIGINT"], 130),
         (["SIGHUP"], 129),
         (["SIGINT", "EOF"], 130),
-        (["SIGHUP", "SIGTERM", "SIGINT", "EOF"], 129),
+        (["SIGTERM", "EOF"], 143),
     ],
     ids=lambda v: "+".join(v) if isinstance(v, list) else str(v),
 )
 async def test_stop_signals_end_the_retry_chain_then_exit(
     tmp_path: Path, stops: list[str], status: int
 ) -> None:
-    """Issue 11 #2, #14, R-30: SIGINT, SIGTERM, SIGHUP and EOF, alone or together, during a
-    backoff: the owed auto_retry_end is written, then a clean exit (the first signal's status)."""
+    """Issue 11 #2, #14, R-30, R-54: SIGINT, SIGTERM or SIGHUP during a backoff, alone or
+    with EOF: the owed auto_retry_end and agent_settled are written, then the exit
+    status is pi 1.6.0's, 128 + the signal's number (SIGTERM 143, SIGHUP 129; SIGINT 130)."""
     args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
     with trio.fail_after(30):
         async with raw_process(args) as (process, raw):
             await _in_backoff(raw)
+            rest: list[JSON] = []
             for stop in stops:
                 if stop == "EOF":
                     await raw.send_stream.aclose()
                 else:
                     process.send_signal(signal.Signals[stop])
-            rest = await raw.rest()
+                if not rest:  # the first stop has started the shutdown once it writes
+                    rest.append(await raw.read())
+            rest += await raw.rest()
             returncode = await process.wait()
             stderr = await read_stderr(process)
-    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+    assert [summarize(o) for o in rest] == [
+        retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
+    ]
     assert (returncode, stderr) == (status, "")
+
+
+async def test_one_signal_after_end_of_input_changes_nothing(tmp_path: Path) -> None:
+    """R-54, pi's shutdown protocol: once end of input has started the shutdown, one
+    SIGTERM does not interrupt it (a supervisor closes stdin and signals together): every
+    owed line is written and the exit status is end of input's, 0."""
+    args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
+    with trio.fail_after(30):
+        async with raw_process(args) as (process, raw):
+            await _in_backoff(raw)
+            await raw.send_stream.aclose()
+            first = await raw.read()  # written by the shutdown: it has started
+            process.send_signal(signal.SIGTERM)
+            rest = [first, *await raw.rest()]
+            returncode = await process.wait()
+            stderr = await read_stderr(process)
+    assert [summarize(o) for o in rest] == [
+        retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
+    ]
+    assert (returncode, stderr) == (0, "")
+
+
+#: An extension whose handler holds up the shutdown (it is bounded by the handler timeout,
+#: 5 s): it says on a pipe when it starts, and when it is over.
+_SLOW_SHUTDOWN = """
+import os, trio
+def activate(api):
+    async def hold(event):
+        os.write({fd}, b"holding;")
+        try:
+            await trio.sleep(3600)
+        finally:
+            os.write({fd}, b"over;")
+    api.on("auto_retry_end", hold)
+"""
+
+
+@pytest.mark.parametrize("second", ["SIGTERM", "SIGHUP", "SIGINT"])
+async def test_a_second_signal_exits_at_once(tmp_path: Path, second: str) -> None:
+    """R-54, pi's shutdown protocol: a second signal while the shutdown is under way (held
+    up by an extension) ends the process at once, with that signal's status; the handler
+    holding the shutdown never finishes."""
+    read_end, write_end = os.pipe()
+    extension = tmp_path / "hold.py"
+    extension.write_text(_SLOW_SHUTDOWN.format(fd=write_end))
+    args = [
+        *rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}}),
+        "--extension",
+        str(extension),
+    ]
+    told = trio.lowlevel.FdStream(read_end)
+    with trio.fail_after(4):  # under the handler's 5 s bound: only the second signal ends it
+        async with told, raw_process(args, pass_fds=(write_end,)) as (process, raw):
+            os.close(write_end)
+            await _in_backoff(raw)
+            process.send_signal(signal.SIGHUP)
+            assert await told.receive_some() == b"holding;"
+            process.send_signal(signal.Signals[second])
+            returncode = await process.wait()
+            stderr = await read_stderr(process)
+            said = b"holding;"
+            while chunk := await told.receive_some():
+                said += chunk
+    assert (returncode, stderr, said) == (128 + signal.Signals[second], "", b"holding;")
 
 
 #: A long answer in many chunks: without merging, its updates would queue 200 MB.
@@ -345,12 +420,13 @@ async def test_a_client_that_stops_reading_costs_bounded_memory(tmp_path: Path) 
     ends = [o for o in rest if o["type"] == "message_end"]
     assert ends[-1]["message"]["content"] == [{"type": "text", "text": text}]
     assert [summarize(o) for o in rest if o["type"] != "message_update"] == [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         "message_start assistant",
         "message_end assistant stop",
         "turn_end",
         "agent_end willRetry=false",
+        "agent_settled",
     ]
 
 
@@ -522,12 +598,14 @@ def test_a_stop_signal_after_the_server_returned_is_not_fatal(tmp_path: Path) ->
     """Issue 12 (CI): SIGHUP stops the server; a SIGTERM or SIGINT that comes after
     ``serve_stdio`` returned — the receiver closed — no longer kills the process by
     signal (exit -15): the stop signals stay ignored on the way out."""
-    done = subprocess.run(
+    with subprocess.Popen(  # stdin stays open: only the signal ends the server
         [sys.executable, "-c", _LATE_SIGNAL],
         stdin=subprocess.PIPE,
-        capture_output=True,
-        timeout=60,
-        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         cwd=tmp_path,
-    )
-    assert (done.returncode, done.stderr.decode()) == (0, "survived SIGHUP\n")
+    ) as done:
+        returncode = done.wait(timeout=60)
+        assert done.stderr is not None
+        stderr = done.stderr.read().decode()
+    assert (returncode, stderr) == (0, "survived SIGHUP\n")

@@ -22,13 +22,15 @@ from trio_session.rpc import (
     connect_rpc,
     serve_rpc,
 )
+from trio_session.rpc._outbox import merge_updates
 from trio_session.rpc._protocol import COMMANDS
-from trio_session.rpc._server import BUSY, NO_FACTORY, merge_updates
+from trio_session.rpc._server import BUSY, NO_FACTORY
 
 from .rpc_helpers import (
     ERR_503,
     ERR_OVERFLOW,
     JSON,
+    PROMPT_OK,
     RUN_START,
     SCENARIOS,
     RawLines,
@@ -122,7 +124,7 @@ async def test_two_503s_wire_format(autojump_clock: trio.testing.MockClock) -> N
     async with in_memory(script, {"retry": {"baseDelayMs": 10}}) as s:
         await s.raw.send({"id": "req_1", "type": "prompt", "message": "hi"})
         lines = [await s.raw.read() for _ in range(20)]
-    assert lines[0] == {"id": "req_1", "type": "response", "command": "prompt", "success": True}
+    assert lines[0] == {**PROMPT_OK, "id": "req_1"}
     assert lines[8]["type"] == "agent_end"
     assert lines[8]["willRetry"] is True
     assert [m["role"] for m in lines[8]["messages"]] == ["user", "assistant"]
@@ -222,12 +224,13 @@ async def test_auto_compaction_disabled_overflow(autojump_clock: trio.testing.Mo
     async with in_memory([{"error": ERR_OVERFLOW}]) as s:
         await s.raw.send({"type": "set_auto_compaction", "enabled": False})
         await s.raw.send({"type": "prompt", "message": "hi"})
-        lines = [summarize(await s.raw.read()) for _ in range(10)]
+        lines = [summarize(await s.raw.read()) for _ in range(11)]
     assert lines == [
         "response set_auto_compaction ok",
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         *failed_attempt(False),
+        "agent_settled",
     ]
 
 
@@ -235,7 +238,7 @@ async def test_get_messages_is_the_runtime_context(autojump_clock: trio.testing.
     """R-20, R-42: get_messages returns the runtime context, the retried 503 removed."""
     async with in_memory([{"error": ERR_503}, {"text": "Hello!"}]) as s:
         await s.raw.send({"type": "prompt", "message": "hi"})
-        while (await s.raw.read()).get("willRetry") is not False:
+        while (await s.raw.read())["type"] != "agent_settled":
             pass
         await s.raw.send({"id": "m", "type": "get_messages"})
         response = await s.raw.read()
@@ -256,11 +259,11 @@ async def test_prompt_while_busy_is_refused(autojump_clock: trio.testing.MockClo
         await s.raw.send({"id": 1, "type": "prompt", "message": "one"})
         await s.raw.send({"id": 2, "type": "prompt", "message": "two"})
         lines = []
-        while (obj := await s.raw.read()).get("willRetry") is not False:
+        while (obj := await s.raw.read())["type"] != "agent_settled":
             lines.append(obj)
     responses = [o for o in lines if o["type"] == "response"]
     assert responses == [
-        {"id": 1, "type": "response", "command": "prompt", "success": True},
+        {**PROMPT_OK, "id": 1},
         {"id": 2, "type": "response", "command": "prompt", "success": False, "error": BUSY},
     ]
     assert trio.current_time() == 5.0
@@ -279,7 +282,7 @@ async def test_abort_while_streaming(autojump_clock: trio.testing.MockClock) -> 
         await s.raw.send({"id": "x", "type": "abort"})
         text_end = await s.raw.read()
         aborted = await s.raw.read()
-        rest = [summarize(aborted)] + [summarize(await s.raw.read()) for _ in range(3)]
+        rest = [summarize(aborted)] + [summarize(await s.raw.read()) for _ in range(4)]
     assert text_end["assistantMessageEvent"] == {
         "type": "text_end",
         "contentIndex": 0,
@@ -287,10 +290,14 @@ async def test_abort_while_streaming(autojump_clock: trio.testing.MockClock) -> 
         "partial": text_end["message"],
     }
     assert aborted["message"]["errorMessage"] == "Request was aborted"
+    # the last update already says aborted, as pi's does (it said "stop" before)
+    closing = text_end["message"]
+    assert (closing["stopReason"], closing["errorMessage"]) == ("aborted", "Request was aborted")
     assert rest == [
         "message_end assistant aborted",
         "turn_end",
         "agent_end willRetry=false",
+        "agent_settled aborted",  # R-54: before the answer, which waits for the run's end
         "response abort ok",
     ]
     assert trio.current_time() == 3.0
@@ -321,7 +328,7 @@ async def test_new_session_starts_afresh(autojump_clock: trio.testing.MockClock)
         first = s.server.session.session_id
         await s.raw.send({"type": "set_auto_retry", "enabled": False})
         await s.raw.send({"type": "prompt", "message": "hi"})
-        while (await s.raw.read()).get("willRetry") is not False:
+        while (await s.raw.read())["type"] != "agent_settled":
             pass
         await s.raw.send({"id": "n", "type": "new_session"})
         response = await s.raw.read()
@@ -347,10 +354,14 @@ async def test_new_session_aborts_a_retry(autojump_clock: trio.testing.MockClock
         while (await s.raw.read())["type"] != "auto_retry_start":
             pass
         await s.raw.send({"type": "new_session"})
-        rest = [summarize(await s.raw.read()) for _ in range(2)]
+        rest = [summarize(await s.raw.read()) for _ in range(3)]
         assert s.server.session is not old
         assert not old.is_running
-    assert rest == [retry_end(False, 1, "Retry cancelled"), "response new_session ok"]
+    assert rest == [
+        retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
+        "response new_session ok",
+    ]
     assert trio.current_time() == 0.0
 
 
@@ -387,7 +398,10 @@ async def test_end_of_input_aborts_the_retry(autojump_clock: trio.testing.MockCl
         session = s.server.session
         await s.stream.send_eof()
         rest = await s.raw.rest()
-    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+    assert [summarize(o) for o in rest] == [
+        retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
+    ]
     assert not session.is_running
     assert trio.current_time() == 0.0
 
@@ -400,7 +414,10 @@ async def test_shutdown_aborts_the_retry(autojump_clock: trio.testing.MockClock)
             pass
         s.server.shutdown()
         rest = await s.raw.rest()
-    assert [summarize(o) for o in rest] == [retry_end(False, 1, "Retry cancelled")]
+    assert [summarize(o) for o in rest] == [
+        retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
+    ]
 
 
 async def test_final_line_without_newline(autojump_clock: trio.testing.MockClock) -> None:
@@ -483,10 +500,10 @@ BAD_LINES = [
         id="unknown-command",
     ),
     pytest.param(
-        b'{"type": "get_tree"}',
+        b'{"type": "branch"}',
         {
-            "command": "get_tree",
-            "error": f"Unsupported command: get_tree (this server implements {IMPLEMENTED})",
+            "command": "branch",
+            "error": f"Unsupported command: branch (this server implements {IMPLEMENTED})",
         },
         id="unsupported-command",
     ),
@@ -700,7 +717,7 @@ async def test_a_lagging_client_gets_merged_updates_and_every_other_line(
             raw = await s.raw.read_raw()
             assert raw is not None
             lines.append(raw)
-            if json.loads(raw).get("type") == "agent_end":
+            if json.loads(raw).get("type") == "agent_settled":
                 await s.raw.send({"id": 3, "type": "get_state"})  # a fence: then all is read
     objs = [json.loads(line) for line in lines]
     assert sum(len(line) + 1 for line in lines) < 3 * 1024 * 1024  # unmerged: 50 MB
@@ -720,7 +737,7 @@ async def test_a_lagging_client_gets_merged_updates_and_every_other_line(
     kinds = ("message_update" if o["type"] == "message_update" else summarize(o) for o in objs)
     collapsed = [kind for kind, _ in groupby(kinds)]
     assert collapsed == [
-        "response prompt ok",
+        "response prompt ok started",
         *RUN_START,
         "message_start assistant",
         "message_update",
@@ -729,9 +746,10 @@ async def test_a_lagging_client_gets_merged_updates_and_every_other_line(
         "message_end assistant stop",
         "turn_end",
         "agent_end willRetry=false",
+        "agent_settled",
         "response get_state ok isStreaming=False isRetrying=False retryAttempt=0",
     ]
-    assert objs[-4]["message"]["content"] == [{"type": "text", "text": text}]
+    assert objs[-5]["message"]["content"] == [{"type": "text", "text": text}]
 
 
 # -- the client's own behaviour -----------------------------------------------------------
@@ -754,17 +772,20 @@ async def test_client_command_error(autojump_clock: trio.testing.MockClock) -> N
 async def test_client_wait_for_idle_after_abort_retry(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R-40, R-45a: wait_for_idle also ends a run whose last agent_end said willRetry."""
+    """R-40, R-45a, R-54: wait_for_idle also ends a run whose last agent_end said willRetry;
+    abort_retry is answered once the run it ended has settled."""
     settings = {"retry": {"baseDelayMs": 60_000}}
     async with in_memory([{"error": ERR_503}], settings) as s, connect_rpc(s.stream) as client:
         with client.events() as events:
-            await client.prompt("hi")
+            assert await client.prompt("hi") == "started"
             await events.next("auto_retry_start")
             await client.abort_retry()
+            answered = [summarize(e) for e in events.drain()]
             await client.wait_for_idle()
             rest = [summarize(e) for e in events.drain()]
         state = await client.get_state()
-    assert rest == [retry_end(False, 1, "Retry cancelled")]
+    assert answered == [retry_end(False, 1, "Retry cancelled"), "agent_settled"]
+    assert rest == []
     assert (state["isStreaming"], state["isRetrying"], state["retryAttempt"]) == (False, False, 0)
     assert trio.current_time() == 0.0
 
@@ -819,6 +840,7 @@ async def test_reply_chunks_through_client(autojump_clock: trio.testing.MockCloc
         "message_end assistant stop",
         "turn_end",
         "agent_end willRetry=false",
+        "agent_settled",
     ]
 
 

@@ -23,19 +23,15 @@ from trio_session import (
     UserMessage,
     open_session,
 )
-from trio_session._agent import Tool
 from trio_session._bash import BashRun, truncate_tail
 from trio_session._messages import BashExecutionMessage, CompactionSummaryMessage
 from trio_session._stats import context_usage, estimate_tokens
+from trio_session._tools import Tool
 from trio_session.providers._anthropic import AnthropicProvider, thinking_budget
 from trio_session.providers._base import ModelCost, clamp_thinking_level
 from trio_session.providers._openai import OpenAIProvider
-from trio_session.store._history import (
-    MessageEntry,
-    ModelChangeEntry,
-    ThinkingLevelChangeEntry,
-    load_session,
-)
+from trio_session.store._entries import MessageEntry, ModelChangeEntry, ThinkingLevelChangeEntry
+from trio_session.store._history import load_session
 
 from .http_server import ScriptedServer, event_stream, sse
 

@@ -181,7 +181,7 @@ async def test_abort_during_a_tool_call(autojump_clock: trio.testing.MockClock) 
         last = session.history[-1]
     assert isinstance(last, ToolResultMessage)
     assert (last.text, last.is_error) == ("tool call aborted", True)
-    assert rec.types[-2:] == ["turn_end", "agent_end"]
+    assert rec.types[-3:] == ["turn_end", "agent_end", "agent_settled"]
 
 
 async def test_provider_exception_becomes_an_error_message(
@@ -216,5 +216,5 @@ async def test_closing_aborts_a_running_prompt(autojump_clock: trio.testing.Mock
             nursery.start_soon(session.prompt, "Hi")
             await trio.sleep(1)
         assert not session.is_running
-    assert rec.types[-1] == "auto_retry_end"
+    assert rec.types[-2:] == ["auto_retry_end", "agent_settled"]
     assert trio.current_time() == 1.0

@@ -15,7 +15,8 @@ from trio_session import (
     SettingsStore,
     open_session,
 )
-from trio_session.store._history import MessageEntry, SettingsChangeEntry, load_session
+from trio_session.store._entries import MessageEntry, SettingsChangeEntry
+from trio_session.store._history import load_session
 
 from .conftest import ERR_503, err, ok
 

@@ -29,7 +29,8 @@ from trio_session._codec import camel
 
 RETRY_KEYS = (
     "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "
-    "profile, maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+    "profile, maxAgentDelayMs, sharedCooldown, maxTotalMs, provider.maxRetryDelayMs, "
+    "provider.timeoutMs, "
     "provider.idleTimeoutMs, "
     "provider.maxRetries"
 )
@@ -489,14 +490,14 @@ def test_set_writes_top_layer() -> None:
             "network.timeout",
             3,
             r"network\.timeout is not a known setting "
-            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*\)",
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*\)",
             id="unknown-group",
         ),
         pytest.param(
             "retry",
             {"enabled": False},
             r"retry is not a known setting "
-            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*\)",
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*\)",
             id="group-without-key",
         ),
     ],
@@ -615,6 +616,7 @@ NUMBER_RANGES = [
     ("retry.provider.maxRetries", 0, 100, True),
     ("compaction.reserveTokens", 0, 10_000_000, False),
     ("compaction.keepRecentTokens", 0, 10_000_000, False),
+    ("http.maxConnections", 1, 100_000, True),
 ]
 
 
@@ -651,7 +653,7 @@ def test_the_range_table_covers_every_number() -> None:
         for key, value in flat_defaults().items()
         if isinstance(value, int) and not isinstance(value, bool)
     }
-    optional = {"retry.maxDelayMs", "retry.provider.maxRetries"}  # None by default
+    optional = {"retry.maxDelayMs", "retry.provider.maxRetries", "http.maxConnections"}
     assert numeric | optional == {key for key, *_ in NUMBER_RANGES}
 
 

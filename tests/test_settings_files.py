@@ -231,7 +231,8 @@ def test_persist_rejects_an_unknown_key(tmp_path: Path) -> None:
     expected = (
         "retry.maxRetry is not a known setting (known retry keys: enabled, maxRetries, "
         "baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, profile, "
-        "maxAgentDelayMs, sharedCooldown, provider.maxRetryDelayMs, provider.timeoutMs, "
+        "maxAgentDelayMs, sharedCooldown, maxTotalMs, provider.maxRetryDelayMs, "
+        "provider.timeoutMs, "
         "provider.idleTimeoutMs, provider.maxRetries) "
         f"(in {path})"
     )

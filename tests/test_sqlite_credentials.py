@@ -22,14 +22,13 @@ from hypothesis import strategies as st
 
 from trio_session import InMemoryCredentialStore, TrioSessionError
 from trio_session._dirs import user_data_dir
-from trio_session.store._sqlite_credentials import (
+from trio_session.store._credentials_file import (
     DEFAULT_ENV_VARS,
     CredentialInfo,
     CredentialStoreError,
-    SqliteCredentialStore,
     default_credentials_path,
-    open_sqlite_credentials,
 )
+from trio_session.store._sqlite_credentials import SqliteCredentialStore, open_sqlite_credentials
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
 KEY_A = "sk-test-aaaaaaaaaaaaaaaa-1111"

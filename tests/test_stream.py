@@ -9,6 +9,7 @@ import trio.testing
 from trio_session import (
     AgentEnd,
     AgentSession,
+    AgentSettled,
     AutoRetryEnd,
     AutoRetryStart,
     FauxProvider,
@@ -16,15 +17,17 @@ from trio_session import (
     MessageStart,
     OpenAIProvider,
     OverloadedError,
+    ReplyRestart,
     ReplyStream,
     SessionBusyError,
     SessionEvent,
     open_session,
 )
 
-from .conftest import assert_idle, retry_settings
+from .conftest import ERR_503, assert_idle, retry_settings
 from .http_server import ScriptedServer, event_stream, respond, sse
 
+DONE = "data: [DONE]\n\n"
 CHUNKS = ("Hel", "lo, ", "wor", "ld!")
 
 
@@ -48,32 +51,117 @@ def retrying_script() -> list[FauxReply]:
     ]
 
 
-async def test_deltas_span_the_retries_and_end_when_prompt_would(
+async def test_text_spans_the_retries_and_ends_when_prompt_would(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R-35 through the stream: deltas join to the reply; the end comes at t = 2 + 4 + 1.5,
-    after ``auto_retry_end``; the session is idle then."""
+    """R-35 through the stream: the text joins to the reply; the end comes at t = 2 + 4 +
+    1.5, after ``auto_retry_end``; the session is idle then."""
     seen: list[SessionEvent] = []
     async with open_session(FauxProvider(retrying_script())) as session:
         session.subscribe(seen.append)
-        deltas: list[tuple[float, str]] = []
+        pieces: list[tuple[float, str]] = []
         async with session.stream("hi") as reply:
-            async for delta in reply:
-                deltas.append((trio.current_time(), delta))
+            async for piece in reply:
+                pieces.append((trio.current_time(), piece))
             ended = trio.current_time()
             assert reply.done
-        assert [d for _, d in deltas] == list(CHUNKS)
-        assert "".join(d for _, d in deltas) == reply.reply.text == "Hello, world!"
-        assert [t for t, _ in deltas] == [6.0, 6.5, 7.0, 7.5]
+        # Plain iteration hands an attempt's text on once its message has ended well.
+        assert pieces == [(7.5, "Hello, world!")]
+        assert reply.reply.text == "Hello, world!"
         assert ended == 7.5
         assert [type(e) for e in seen if isinstance(e, AutoRetryStart | AutoRetryEnd)] == [
             AutoRetryStart,
             AutoRetryStart,
             AutoRetryEnd,
         ]
-        assert isinstance(seen[-1], AgentEnd)  # nothing after the stream ended
+        # the prompt's last events, then nothing after the stream ended
+        assert [type(e) for e in seen[-2:]] == [AgentEnd, AgentSettled]
         assert reply.text == "Hello, world!"
         assert_idle(session)
+
+
+async def test_items_yield_the_text_live(autojump_clock: trio.testing.MockClock) -> None:
+    """``items()`` yields each chunk as it arrives, at its time; no restart for attempts
+    that failed before any text."""
+    async with (
+        open_session(FauxProvider(retrying_script())) as session,
+        session.stream("hi") as reply,
+    ):
+        items = [(trio.current_time(), item) async for item in reply.items()]
+    assert items == [(6.0, "Hel"), (6.5, "lo, "), (7.0, "wor"), (7.5, "ld!")]
+
+
+def dropping_script() -> list[FauxReply]:
+    """An answer that fails after "Hello wor", then the whole answer."""
+    return [
+        FauxReply(text="Hello wor", chunks=("Hello", " wor"), chunk_delay=0.5, error=ERR_503),
+        FauxReply(text="Hello world!", chunks=("Hello", " world!"), chunk_delay=0.5),
+    ]
+
+
+async def test_items_mark_the_restart_after_a_mid_answer_failure(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``items()`` yields the failed attempt's text live, then a ``ReplyRestart`` naming
+    it, then the new attempt's text; plain iteration of the same prompt never yields
+    the failed text."""
+    async with (
+        open_session(FauxProvider(dropping_script())) as session,
+        session.stream("hi") as reply,
+    ):
+        items = [item async for item in reply.items()]
+    assert items == [
+        "Hello",
+        " wor",
+        ReplyRestart(discarded="Hello wor", reason="retry"),
+        "Hello",
+        " world!",
+    ]
+    assert reply.reply.text == "Hello world!"
+
+
+async def test_a_slow_reader_gets_joined_text_and_no_restart(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A reader that comes late (t = 100) finds one piece of text: the failed attempt's
+    unread text was dropped, not marked, and the chunks were joined in the queue."""
+    async with (
+        open_session(FauxProvider(dropping_script())) as session,
+        session.stream("hi") as reply,
+    ):
+        await trio.sleep(100)  # the slow reader: the prompt is over meanwhile
+        assert reply.done
+        items = [item async for item in reply.items()]
+    assert items == ["Hello world!"]
+
+
+async def test_a_given_up_reply_yields_its_partial_text(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """When the policy gives up, the last attempt's partial text is the reply, and plain
+    iteration yields exactly that."""
+    provider = FauxProvider([FauxReply(text="Hello wor", error=ERR_503)] * 2)
+    async with (
+        open_session(provider, settings=retry_settings(maxRetries=1)) as session,
+        session.stream("hi") as reply,
+    ):
+        joined = "".join([piece async for piece in reply])
+    assert reply.reply.stop_reason == "error"
+    assert joined == reply.reply.text == "Hello wor"
+
+
+async def test_items_refuse_an_event_stream() -> None:
+    """``items()`` on an ``events=True`` stream says why it cannot."""
+    async with (
+        open_session(FauxProvider([FauxReply(text="ok")])) as session,
+        session.stream("hi", events=True) as reply,
+    ):
+        with pytest.raises(
+            RuntimeError,
+            match=r"^items\(\) needs a text stream; this one was opened with events=True$",
+        ):
+            reply.items()
+        _ = [event async for event in reply]
 
 
 async def test_events_mode_yields_every_event_of_the_prompt(
@@ -87,7 +175,8 @@ async def test_events_mode_yields_every_event_of_the_prompt(
             streamed = [event async for event in reply]
     assert streamed == seen
     assert sum(isinstance(e, MessageStart) for e in streamed) == 4  # user + three attempts
-    assert isinstance(streamed[-1], AgentEnd)
+    assert streamed[-2:] == [seen[-2], AgentSettled(aborted=False)]
+    assert isinstance(streamed[-2], AgentEnd)
 
 
 async def test_cancelling_the_callers_scope_leaves_nothing_running(
@@ -99,8 +188,9 @@ async def test_cancelling_the_callers_scope_leaves_nothing_running(
         got: list[str] = []
         with trio.move_on_after(10) as scope:
             async with session.stream("hi") as reply:
-                async for delta in reply:
-                    got.append(delta)
+                async for item in reply.items():
+                    assert isinstance(item, str)
+                    got.append(item)
         assert scope.cancelled_caught
         assert trio.current_time() == 10.0
         assert got == ["partial"]
@@ -115,7 +205,7 @@ async def test_leaving_the_block_early_aborts_the_prompt(
     provider = FauxProvider([FauxReply(text="partial", hang=True)])
     async with open_session(provider) as session:
         async with session.stream("hi") as reply:
-            async for _ in reply:
+            async for _ in reply.items():
                 break
         assert session.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
         assert_idle(session)
@@ -197,6 +287,33 @@ async def test_streaming_over_loopback_http_with_a_retry(
         async with session.stream("hi") as reply:
             deltas = [delta async for delta in reply]
             assert any(isinstance(e, AutoRetryEnd) and e.success for e in events)
-    assert deltas == ["Str", "eam", "ed."]
+    assert deltas == ["Streamed."]
     assert "".join(deltas) == reply.reply.text
     assert trio.current_time() == pytest.approx(2.0, abs=0.01)
+
+
+async def test_a_reply_that_drops_mid_answer_joins_to_the_final_text(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A real server resets the stream after "Hello wor", the re-attempt answers: plain
+    iteration joins to exactly the reply's text; ``items()`` shows the restart."""
+    server = ScriptedServer()
+    await nursery.start(server.run)
+    dropped = event_stream([chunk("Hello"), chunk(" wor")], delay=0.5, after="reset")
+    answer = event_stream([chunk("Hello"), chunk(" world!"), chunk(finish="stop"), DONE])
+    server.script(dropped, answer, dropped, answer)
+    async with (
+        OpenAIProvider(base_url=f"{server.url}/v1", api_key="sk-test") as provider,
+        open_session(provider, "gpt-test") as session,
+    ):
+        async with session.stream("hi") as reply:
+            joined = "".join([piece async for piece in reply])
+        async with session.stream("again") as again:
+            items = [item async for item in again.items()]
+    assert reply.reply.text == again.reply.text == "Hello world!"
+    assert joined == "Hello world!"
+    restart = ReplyRestart(discarded="Hello wor", reason="retry")
+    cut = items.index(restart)
+    assert all(isinstance(item, str) for item in items[:cut] + items[cut + 1 :])
+    assert "".join(map(str, items[:cut])) == "Hello wor"
+    assert "".join(map(str, items[cut + 1 :])) == "Hello world!"

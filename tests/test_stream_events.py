@@ -152,7 +152,7 @@ async def test_rpc_compact(autojump_clock: trio.testing.MockClock) -> None:
         }
         for text in ("q1", "q2"):
             await s.raw.send({"type": "prompt", "message": text})
-            while (await s.raw.read()).get("willRetry") is not False:
+            while (await s.raw.read())["type"] != "agent_settled":
                 pass
         await s.raw.send({"id": 1, "type": "compact", "customInstructions": "short"})
         start, end, response = [await s.raw.read() for _ in range(3)]

@@ -37,13 +37,13 @@ from trio_session import (
     message_to_json,
     open_session,
 )
-from trio_session._agent import _Builder
 from trio_session._codec import camel, to_json, update_to_json
 from trio_session._events import PartialMessage, StreamEvent
+from trio_session._message_builder import MessageBuilder as _Builder
 from trio_session._messages import ThinkingContent
 from trio_session.providers._base import StreamEnd
 from trio_session.rpc import LineSplitter, RpcServer, open_rpc_client
-from trio_session.rpc._server import merge_updates
+from trio_session.rpc._outbox import merge_updates
 from trio_session.testing import EventRecorder
 
 from .test_codec import DONE, EVENTS, MESSAGES
@@ -372,7 +372,7 @@ def _accumulate(lines: list[dict[str, Any]]) -> dict[int, str]:
 
 
 async def _served(lean: bool) -> list[dict[str, Any]]:
-    """Every line an in-process server writes for a 50-chunk reply, up to ``agent_end``."""
+    """Every line an in-process server writes for a 50-chunk reply, up to ``agent_settled``."""
     reply = FauxReply(chunks=CHUNKS[:50])
     ours, theirs = trio.testing.memory_stream_pair()
     server = RpcServer(
@@ -383,7 +383,7 @@ async def _served(lean: bool) -> list[dict[str, Any]]:
         await nursery.start(server.serve)
         await ours.send_all(b'{"type":"prompt","message":"hi"}\n')
         splitter = LineSplitter(None)
-        while not lines or lines[-1]["type"] != "agent_end":
+        while not lines or lines[-1]["type"] != "agent_settled":
             for line in splitter.feed(await ours.receive_some()):
                 assert isinstance(line, bytes)
                 lines.append(json.loads(line))

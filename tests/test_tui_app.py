@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,8 +12,11 @@ import trio
 import wcwidth
 
 from trio_session import FauxProvider, FauxReply, Model, UserMessage, open_session
+from trio_session._messages import ToolCall
 from trio_session._pi_resources import load_resources
 from trio_session._prompt_input import PromptInput
+from trio_session._session import AgentSession
+from trio_session._tools import Tool
 from trio_session.tui._app import ChatApp
 from trio_session.tui._input_history import InputHistory
 from trio_session.tui._render import Style
@@ -70,10 +73,11 @@ async def running(
     width: int = 60,
     height: int = 20,
     prompt_input: PromptInput | None = None,
+    tools: tuple[Tool, ...] = (),
 ) -> AsyncIterator[Harness]:
     harness = Harness(width, height, prompt_input)
     async with (
-        open_session(FauxProvider(replies), MODEL) as session,
+        open_session(FauxProvider(replies), MODEL, tools=tools) as session,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(harness.app.run, session)
@@ -287,3 +291,127 @@ async def test_resume_with_no_other_session_says_so(tmp_path: Path) -> None:
         await harness.wait_for(lambda s: "resume a session" not in s)
         nursery.cancel_scope.cancel()
     harness.close()
+
+
+async def lines_tool(arguments: object) -> str:
+    return "\n".join(f"line {n}" for n in range(1, 13))
+
+
+async def failing_tool(arguments: object) -> str:
+    raise FileNotFoundError("no such file: missing.txt")
+
+
+async def test_a_tool_result_shows_collapsed_and_ctrl_o_expands_it() -> None:
+    """A tool's result shows under its call: 5 lines and how many more; Ctrl+O shows all,
+    a second Ctrl+O collapses again."""
+    replies = [
+        FauxReply(tool_calls=[ToolCall(id="c1", name="lines", arguments={})]),
+        FauxReply(text="All read."),
+    ]
+    async with running(replies, height=40, tools=(Tool("lines", lines_tool),)) as h:
+        h.send("read it\r")
+        screen = await h.wait_for(lambda s: "All read." in s)
+        assert "→ lines()" in screen
+        assert "  ← lines\n    line 1\n    line 2\n" in screen
+        assert "    line 5\n    … (7 more lines, ctrl+o to expand)" in screen
+        assert "line 6" not in screen
+        h.send("\x0f")
+        screen = await h.wait_for(lambda s: "line 12" in s)
+        assert "more lines" not in screen
+        assert screen.index("line 12") < screen.index("All read.")
+        h.send("\x0f")
+        screen = await h.wait_for(lambda s: "line 12" not in s)
+        assert "(7 more lines, ctrl+o to expand)" in screen
+
+
+async def test_a_failed_tool_shows_its_error() -> None:
+    """A tool that raises: its error shows under the call, marked as failed."""
+    replies = [
+        FauxReply(tool_calls=[ToolCall(id="c1", name="read", arguments={"path": "x"})]),
+        FauxReply(text="It is missing."),
+    ]
+    async with running(replies, tools=(Tool("read", failing_tool),)) as h:
+        h.send("read x\r")
+        screen = await h.wait_for(lambda s: "It is missing." in s)
+        assert '→ read("path": "x")' in screen
+        assert "✗ read failed" in screen
+        assert "no such file: missing.txt" in screen
+
+
+async def test_resume_shows_custom_messages_and_names_the_sessions_model(
+    tmp_path: Path,
+) -> None:
+    """--resume shows an extension's custom_message (as pi's TUI does) and a banner made
+    from the session names the resumed session's model, as the footer does."""
+    other = Model(id="faux-other", provider="faux", context_window=20_000)
+    path = tmp_path / "s.jsonl"
+    provider = FauxProvider([FauxReply(text="Paris.")])
+    async with open_session(provider, other, history=path) as session:
+        await session.prompt("capital of France?")
+        file = session.history_file
+        assert file is not None
+        file.append_custom_message_nowait("reminder", "check the sources")
+        file.append_custom_message_nowait("hidden", "not for the screen", display=False)
+        await file.flush()
+
+    harness = Harness()
+
+    def opener(file: Path | None):  # type: ignore[no-untyped-def]
+        return open_session(FauxProvider([]), MODEL, history=file, models=[MODEL, other])
+
+    harness.app.opener = opener
+
+    def banner(session: AgentSession) -> str:
+        model = session.model
+        return f"chat · {model.provider} {model.id}"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: harness.app.run(resume=path, banner=banner))
+        screen = await harness.wait_for(lambda s: "[reminder] check the sources" in s)
+        assert "Paris." in screen
+        assert "not for the screen" not in screen
+        assert "chat · faux faux-other" in screen
+        assert harness.app.session.model.id == "faux-other"
+        nursery.cancel_scope.cancel()
+    harness.close()
+
+
+async def test_slash_lists_the_matching_commands_and_tab_completes() -> None:
+    """Typing ``/`` lists the commands above the editor; ``/mo`` + Tab is ``/model ``."""
+    async with running([]) as h:
+        h.send("/")
+        screen = await h.wait_for(lambda s: "/compact" in s and "/resume" in s)
+        assert "start a new session" in screen
+        h.send("mo")
+        await h.wait_for(lambda s: "/resume" not in s)
+        h.send("\t")
+        await h.wait_for(lambda s: "> /model" in s and "choose the model" not in s)
+        assert h.app.editor.text == "/model "
+
+
+async def test_ctrl_g_edits_the_message_in_the_editor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl+G runs $VISUAL on the message (the terminal given back while it runs);
+    what it saved is the editor's text, and a failing editor says so."""
+    script = tmp_path / "editor"
+    script.write_text('#!/bin/sh\nprintf "rewritten by the editor\\n" > "$1"\n')
+    script.chmod(0o700)
+    monkeypatch.setenv("VISUAL", str(script))
+    suspended: list[str] = []
+
+    @contextmanager
+    def suspend() -> Iterator[None]:
+        suspended.append("cooked")
+        yield
+        suspended.append("raw")
+
+    async with running([]) as h:
+        h.app.suspend = suspend
+        h.send("draft\x07")
+        await h.wait_for(lambda s: "> rewritten by the editor" in s)
+        assert suspended == ["cooked", "raw"]
+        monkeypatch.setenv("VISUAL", "false")
+        h.send("\x07")
+        await h.wait_for(lambda s: "✗ false exited with status 1; the message is unchanged" in s)
+        assert h.app.editor.text == "rewritten by the editor"

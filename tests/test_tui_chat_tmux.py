@@ -14,7 +14,7 @@ import pytest
 import wcwidth
 
 from trio_session import UserMessage, load_session
-from trio_session.store._history import MessageEntry
+from trio_session.store._entries import MessageEntry
 
 from .tmux_support import Tmux
 
@@ -392,3 +392,82 @@ def test_a_session_file_that_cannot_grow_stops_the_chat_with_a_clear_message(
     assert before == after
     [path] = chat.session_files()
     assert chat.user_messages(path) == ["hi"]
+
+
+def test_resize_mid_stream_leaves_no_stale_row_in_the_scrollback(chat: Chat) -> None:
+    """Resizes (narrower, shorter, wider) while a long reply streams: the scrollback
+    holds the conversation once -- one label, each word once, one status line, one
+    footer -- no frame drawn before a resize is left behind."""
+    words = [f"w{i:03d} " for i in range(240)]
+    text = "".join(words) + "END"
+    tmux = chat.start([reply(text, chunks=[*words, "END"], delay=0.02)], width=80, height=24)
+    ready(tmux)
+    tmux.type("go")
+    tmux.keys("Enter")
+    tmux.wait_text("w010")
+    for width, height in ((60, 18), (100, 30), (50, 12), (70, 24)):
+        before = tmux.screen()
+        tmux.resize(width, height)
+        tmux.wait_for(before.__ne__)  # redrawn, and streaming on
+    tmux.wait_text("END")
+    rows = no_row_wider_than(tmux, 70)
+    text_rows = [row for row in rows if row.strip()]
+    assert sum(row == "assistant:" for row in text_rows) == 1
+    assert sum(row.startswith("you: go") for row in text_rows) == 1
+    assert sum(row.startswith("enter: send") for row in text_rows) == 1
+    assert sum(row.startswith("─") for row in text_rows) == 2
+    shown = " ".join(text_rows).split()
+    assert all(shown.count(word.strip()) == 1 for word in words)
+
+
+def test_a_numbered_list_of_twelve_streams_aligned(chat: Chat) -> None:
+    """A 12-item numbered list streamed item by item: at every frame checked, and at the
+    end, every item's text starts in one column (items 1-9 are not a column narrower)."""
+    items = [f"{n}. entry {n} of the list\n" for n in range(1, 13)]
+    tmux = chat.start([reply("".join(items), chunks=items, delay=0.15)], width=60, height=30)
+    ready(tmux)
+    tmux.type("list")
+    tmux.keys("Enter")
+
+    def columns(screen: str) -> set[int]:
+        return {row.index("entry") for row in screen.split("\n") if "entry" in row}
+
+    tmux.wait_text("entry 10 ")
+    assert len(columns(tmux.screen())) == 1, tmux.screen()
+    screen = tmux.wait_text("entry 12 ")
+    assert len(columns(screen)) == 1, screen
+    assert "  1 entry 1 of the list" in screen  # the column of "10", "11", "12"
+
+
+def test_a_tool_call_shows_its_result(chat: Chat) -> None:
+    """A tool call is followed by its result; here the chat has no such tool, so the
+    result is the error, shown as the tool's failure."""
+    script = [
+        {"toolCalls": [{"id": "c1", "name": "read", "arguments": {"path": "notes.txt"}}]},
+        reply("I could not read it."),
+    ]
+    tmux = chat.start(script)
+    ready(tmux)
+    tmux.type("read notes.txt")
+    tmux.keys("Enter")
+    screen = tmux.wait_text("I could not read it.")
+    assert '→ read("path": "notes.txt")' in screen
+    assert "  ✗ read failed\n    unknown tool 'read'" in screen
+    assert screen.index("✗ read failed") < screen.index("I could not read it.")
+
+
+def test_slash_completion_lists_and_completes(chat: Chat) -> None:
+    """``/`` lists the commands above the editor; ``mo`` and Tab make it ``/model``;
+    Enter runs it (the model picker)."""
+    tmux = chat.start([])
+    ready(tmux)
+    tmux.type("/")
+    screen = tmux.wait_text("/compact")
+    assert "  /resume" in screen
+    assert "start a new session" in screen
+    tmux.type("mo")
+    tmux.wait_for(lambda s: "/resume" not in s)
+    tmux.keys("Tab")
+    tmux.wait_for(lambda s: "> /model" in s and "choose the model (/model" not in s)
+    tmux.keys("Enter")
+    tmux.wait_text("choose a model")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import trio
 import wcwidth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trio_session.tui._editor import Editor, EditorLayout, snap_to_boundary, wrap
+from trio_session.tui._external import EditorError, edit_text, editor_command
 from trio_session.tui._input_history import InputHistory
 from trio_session.tui._keys import Key, KeyDecoder
 
@@ -459,3 +464,115 @@ def test_wrap_cache_rewraps_only_changed_lines() -> None:
     assert wrap(edited, 8, 10, cache) == wrap(edited, 8, 10)
     assert ("中文字符", 10, 10) not in cache
     assert ("中文x字符", 10, 10) in cache
+
+
+def keys(editor: Editor, *names: str) -> None:
+    """Press keys by name (a name with a ``:`` is a ``char`` key of the text after it)."""
+    for name in names:
+        key = Key("char", name[1:]) if name.startswith(":") else Key(name)
+        editor.handle(key, 80)
+
+
+def test_ctrl_y_pastes_what_ctrl_k_cut() -> None:
+    """Ctrl+K cuts to the line's end; Ctrl+Y pastes it back at the cursor."""
+    editor = editor_with("hello world", 5)
+    keys(editor, "ctrl_k")
+    assert (editor.text, editor.cursor) == ("hello", 5)
+    keys(editor, "home", "ctrl_y")
+    assert (editor.text, editor.cursor) == (" worldhello", 6)
+
+
+def test_cuts_in_a_row_join_and_alt_y_swaps_in_an_earlier_one() -> None:
+    """Two Ctrl+W in a row are one cut; Alt+Y right after Ctrl+Y replaces the paste
+    with the cut before it, and again with the one before that (a ring)."""
+    editor = editor_with("one two three")
+    keys(editor, "ctrl_w", "ctrl_w")  # "two three" as one cut
+    assert editor.text == "one "
+    keys(editor, "ctrl_u")  # a third cut in a row: it joins too
+    assert editor.text == ""
+    keys(editor, "ctrl_y")
+    assert editor.text == "one two three"
+    editor = editor_with("alpha beta")
+    keys(editor, "ctrl_w", "left", "ctrl_w", "end", "ctrl_y")  # cuts: "beta", "alpha"
+    assert editor.text == " alpha"
+    keys(editor, "alt_y")
+    assert (editor.text, editor.cursor) == (" beta", 5)
+    keys(editor, "alt_y")
+    assert editor.text == " alpha"
+
+
+def test_alt_y_does_nothing_unless_it_follows_a_paste() -> None:
+    """Alt+Y after any other key changes nothing; Ctrl+Y with nothing cut does nothing."""
+    editor = editor_with("abc")
+    keys(editor, "ctrl_y", "alt_y")
+    assert editor.text == "abc"
+    keys(editor, "ctrl_w", ":x", "alt_y")
+    assert editor.text == "x"
+
+
+def test_undo_takes_back_edits_a_typed_word_at_a_time() -> None:
+    """Undo (Ctrl+_) takes back a cut, then typed words (a word with the space before it)
+    one at a time."""
+    editor = Editor()
+    keys(editor, ":h", ":e", ":l", ":l", ":o", ": ", ":y", ":o", ":u")
+    assert editor.text == "hello you"
+    keys(editor, "ctrl_w")
+    assert editor.text == "hello "
+    keys(editor, "undo")
+    assert (editor.text, editor.cursor) == ("hello you", 9)
+    keys(editor, "undo")
+    assert editor.text == "hello"
+    keys(editor, "undo")
+    assert (editor.text, editor.cursor) == ("", 0)
+    keys(editor, "undo")
+    assert editor.text == ""
+
+
+def test_undo_brings_back_text_cleared_by_set_text_but_not_after_take() -> None:
+    """A replaced text (Ctrl+C's clear, Tab's completion) can be undone; a sent one not."""
+    editor = editor_with("draft")
+    editor.set_text("")
+    keys(editor, "undo")
+    assert editor.text == "draft"
+    editor.take()
+    keys(editor, "undo")
+    assert editor.text == ""
+
+
+def test_editor_command_prefers_visual_then_editor() -> None:
+    """$VISUAL wins over $EDITOR, split as a shell would; neither set is a clear error."""
+    assert editor_command({"VISUAL": "code --wait", "EDITOR": "vi"}) == ["code", "--wait"]
+    assert editor_command({"VISUAL": " ", "EDITOR": "vi -n"}) == ["vi", "-n"]
+    with pytest.raises(EditorError) as raised:
+        editor_command({})
+    assert str(raised.value) == "set $VISUAL or $EDITOR to edit the message in an editor"
+
+
+async def test_edit_text_returns_what_the_editor_saved(tmp_path: Path) -> None:
+    """The text goes to a 0600 file, a real editor process changes it, the new text
+    comes back without the editor's final newline, and the file is gone after."""
+    seen = tmp_path / "seen"
+    script = tmp_path / "fake-editor"
+    script.write_text(
+        '#!/bin/sh\necho "$1" > "$2"\nstat -c %a "$1" >> "$2"\ncat "$1" >> "$2"\n'
+        'printf "edited\\n" >> "$1"\n'
+    )
+    script.chmod(0o700)
+    # the seen file goes before the message's path, which the editor gets last
+    result = await edit_text("first line\n", ["sh", "-c", f'exec {script} "$0" {seen}'])
+    assert result == "first line\nedited"
+    path, mode, text = (await trio.Path(seen).read_text()).split("\n", 2)
+    assert (mode, text) == ("600", "first line\n")
+    assert not await trio.Path(path).parent.exists()
+
+
+async def test_edit_text_keeps_nothing_when_the_editor_fails(tmp_path: Path) -> None:
+    """An editor that exits 1, or cannot start, is an error naming it."""
+    with pytest.raises(EditorError) as raised:
+        await edit_text("x", ["false"])
+    assert str(raised.value) == "false exited with status 1; the message is unchanged"
+    with pytest.raises(EditorError) as raised:
+        await edit_text("x", [str(tmp_path / "no-such-editor")])
+    assert str(raised.value) == (
+        f"cannot run {tmp_path / 'no-such-editor'}: No such file or directory"
+    )

@@ -107,6 +107,26 @@ def test_sequence_maps_to_key(data: bytes, name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("data", "name"),
+    [
+        (b"\x0f", "ctrl_o"),
+        (b"\x1b[111;5u", "ctrl_o"),
+        (b"\x07", "ctrl_g"),
+        (b"\x1b[103;5u", "ctrl_g"),
+        (b"\x19", "ctrl_y"),
+        (b"\x1b[121;5u", "ctrl_y"),
+        (b"\x1by", "alt_y"),
+        (b"\x1f", "undo"),
+        (b"\x1b[45;5u", "undo"),
+        (b"\x1b[95;5u", "undo"),
+    ],
+)
+def test_kill_ring_undo_editor_and_expand_keys(data: bytes, name: str) -> None:
+    """Ctrl+O (expand tools), Ctrl+G (editor), Ctrl+Y / Alt+Y (yank), Ctrl+_ / Ctrl+- (undo)."""
+    assert names(data) == [name]
+
+
+@pytest.mark.parametrize(
     ("data", "raw"),
     [(b"\x1b[15~", "\x1b[15~"), (b"\x1bOP", "\x1bOP"), (b"\x02", "\x02"), (b"\x1bx", "\x1bx")],
 )

@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trio_session.tui import _render
+from trio_session.tui._help import render_help
 from trio_session.tui._render import (
     MarkdownRenderer,
     Style,
@@ -406,6 +407,54 @@ def test_tight_list_reads_as_one_list() -> None:
     """Items rendered one by one read like the list rendered whole."""
     items = "\n".join(f"- item {n}" for n in range(30))
     assert md(f"Intro:\n{items}") == ["Intro:", "", *(f" • item {n}" for n in range(30))]
+
+
+def test_a_numbered_list_reaching_ten_keeps_one_number_column() -> None:
+    """A 12-item list, at every point of its streaming, draws every item's text from
+    one column, and its final lines are those of the list rendered whole."""
+    items = [f"{n}. item {n} has words enough to wrap at thirty cells" for n in range(1, 13)]
+    renderer = MarkdownRenderer(style=PLAIN)
+    for count in range(1, 13):
+        lines = renderer.render("\n".join(items[:count]), 30)
+        columns = {line.index("item") for line in lines if re.match(r" *[0-9]+ item", line)}
+        assert len(columns) == 1, lines
+    assert lines == rich_whole("\n".join(items), 30)
+
+
+def rich_whole(text: str, width: int) -> list[str]:
+    """``text`` rendered by rich in one piece, without colour or trailing blanks."""
+    import io
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    out = io.StringIO()
+    Console(width=width, file=out, color_system=None).print(Markdown(text))
+    return [line.rstrip() for line in out.getvalue().strip("\n").splitlines()]
+
+
+def test_a_numbered_list_is_numbered_as_one_list() -> None:
+    """Items all written "1." are numbered 1, 2, 3, as the whole list renders them."""
+    assert md("1. a\n1. b\n1. c") == [" 1 a", " 2 b", " 3 c"]
+
+
+@pytest.mark.parametrize("width", [50, 60, 80])
+def test_help_wraps_a_description_under_its_own_column(width: int) -> None:
+    """/help: a description too long for its row goes on under where it began."""
+    lines = render_help(width, style=PLAIN)
+    assert all(display_width(line) <= width for line in lines)
+    start = lines.index(next(line for line in lines if line.startswith("  Esc ")))
+    column = lines[start].index("abort")
+    follow = lines[start + 1]
+    assert follow[:column].strip() == "", lines
+    assert follow[column] != " ", lines
+
+
+def test_help_below_two_columns_puts_what_a_key_does_under_it() -> None:
+    """At 24 cells the key stands on its row and what it does goes under it, indented."""
+    lines = render_help(24, style=PLAIN)
+    assert lines[1:3] == ["  Enter", "    send (while the"]
+    assert all(display_width(line) <= 24 for line in lines)
 
 
 def test_streaming_renders_only_the_growing_chunk(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if imported here
     from ._agent import Agent as Agent
-    from ._agent import Tool as Tool
     from ._bash import BashResult as BashResult
     from ._codec import event_from_json as event_from_json
     from ._codec import event_to_json as event_to_json
@@ -41,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._errors import SettingsError as SettingsError
     from ._errors import TrioSessionError as TrioSessionError
     from ._events import AgentEnd as AgentEnd
+    from ._events import AgentSettled as AgentSettled
     from ._events import AgentStart as AgentStart
     from ._events import AutoCompactionEnd as AutoCompactionEnd
     from ._events import AutoCompactionStart as AutoCompactionStart
@@ -71,7 +71,14 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._extensions import ExtensionLoadError as ExtensionLoadError
     from ._extensions import load_entry_point_extensions as load_entry_point_extensions
     from ._extensions import load_extension_file as load_extension_file
+    from ._failure import ProviderFailure as ProviderFailure
     from ._messages import AssistantMessage as AssistantMessage
+    from ._messages import BashExecutionMessage as BashExecutionMessage
+    from ._messages import BranchSummaryMessage as BranchSummaryMessage
+    from ._messages import CompactionSummaryMessage as CompactionSummaryMessage
+    from ._messages import Cost as Cost
+    from ._messages import CustomMessage as CustomMessage
+    from ._messages import ImageContent as ImageContent
     from ._messages import Message as Message
     from ._messages import TextContent as TextContent
     from ._messages import ToolCall as ToolCall
@@ -113,10 +120,14 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._settings import SettingsStore as SettingsStore
     from ._settings import default_settings_paths as default_settings_paths
     from ._settings import persist_setting as persist_setting
+    from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
     from ._stats import ContextUsage as ContextUsage
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
+    from ._stream import ReplyItems as ReplyItems
+    from ._stream import ReplyRestart as ReplyRestart
     from ._stream import ReplyStream as ReplyStream
+    from ._tools import Tool as Tool
     from ._tools import ToolArgumentError as ToolArgumentError
     from ._tools import tool as tool
     from .providers._anthropic import AnthropicProvider as AnthropicProvider
@@ -147,21 +158,22 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .rpc import serve_rpc as serve_rpc
     from .store._credentials import CredentialStore as CredentialStore
     from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
-    from .store._history import HistoryError as HistoryError
-    from .store._history import LoadedSession as LoadedSession
-    from .store._history import SessionSummary as SessionSummary
-    from .store._history import default_sessions_dir as default_sessions_dir
-    from .store._history import latest_session as latest_session
-    from .store._history import list_sessions as list_sessions
+    from .store._credentials_file import CredentialInfo as CredentialInfo
+    from .store._credentials_file import CredentialStoreError as CredentialStoreError
+    from .store._entries import HistoryError as HistoryError
+    from .store._fork import fork_session as fork_session
     from .store._history import load_session as load_session
-    from .store._history import runtime_context as runtime_context
-    from .store._history import session_context as session_context
+    from .store._loaded import LoadedSession as LoadedSession
+    from .store._loaded import runtime_context as runtime_context
+    from .store._loaded import session_context as session_context
+    from .store._open_history import open_history as open_history
     from .store._redis_credentials import RedisCredentialStore as RedisCredentialStore
     from .store._redis_credentials import open_redis_credentials as open_redis_credentials
     from .store._session_file import SessionFile as SessionFile
-    from .store._session_file import fork_session as fork_session
-    from .store._session_file import open_history as open_history
-    from .store._sqlite_credentials import CredentialStoreError as CredentialStoreError
+    from .store._session_list import SessionSummary as SessionSummary
+    from .store._session_list import default_sessions_dir as default_sessions_dir
+    from .store._session_list import latest_session as latest_session
+    from .store._session_list import list_sessions as list_sessions
     from .store._sqlite_credentials import SqliteCredentialStore as SqliteCredentialStore
     from .store._sqlite_credentials import open_sqlite_credentials as open_sqlite_credentials
 
@@ -169,8 +181,15 @@ __version__ = "0.1.0.dev0"
 
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
+    "CredentialInfo": ".store._credentials_file",
+    "ImageContent": "._messages",
+    "CustomMessage": "._messages",
+    "Cost": "._messages",
+    "CompactionSummaryMessage": "._messages",
+    "BranchSummaryMessage": "._messages",
+    "BashExecutionMessage": "._messages",
     "Agent": "._agent",
-    "Tool": "._agent",
+    "Tool": "._tools",
     "DelayPlan": "._retry.backoff",
     "exponential_delay_ms": "._retry.backoff",
     "plan_delay": "._retry.backoff",
@@ -220,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "SettingsError": "._errors",
     "TrioSessionError": "._errors",
     "AgentEnd": "._events",
+    "AgentSettled": "._events",
     "AgentStart": "._events",
     "AutoCompactionEnd": "._events",
     "AutoCompactionStart": "._events",
@@ -246,6 +266,7 @@ _EXPORTS: dict[str, str] = {
     "TurnEnd": "._events",
     "TurnStart": "._events",
     "Extension": "._extensions",
+    "ProviderFailure": "._failure",
     "ExtensionAPI": "._extensions",
     "ExtensionLoadError": "._extensions",
     "load_entry_point_extensions": "._extensions",
@@ -264,6 +285,7 @@ _EXPORTS: dict[str, str] = {
     "CredentialsSettings": "._settings",
     "ProviderRetrySettings": "._settings",
     "RetrySettings": "._settings",
+    "SERVICE_SETTINGS": "._settings_values",
     "Settings": "._settings",
     "SettingsLayer": "._settings",
     "SettingsStore": "._settings",
@@ -272,6 +294,8 @@ _EXPORTS: dict[str, str] = {
     "ContextUsage": "._stats",
     "SessionStats": "._stats",
     "TokenTotals": "._stats",
+    "ReplyItems": "._stream",
+    "ReplyRestart": "._stream",
     "ReplyStream": "._stream",
     "ToolArgumentError": "._tools",
     "tool": "._tools",
@@ -303,19 +327,19 @@ _EXPORTS: dict[str, str] = {
     "serve_rpc": ".rpc",
     "CredentialStore": ".store._credentials",
     "InMemoryCredentialStore": ".store._credentials",
-    "HistoryError": ".store._history",
-    "LoadedSession": ".store._history",
-    "SessionSummary": ".store._history",
-    "default_sessions_dir": ".store._history",
-    "latest_session": ".store._history",
-    "list_sessions": ".store._history",
+    "HistoryError": ".store._entries",
+    "LoadedSession": ".store._loaded",
+    "SessionSummary": ".store._session_list",
+    "default_sessions_dir": ".store._session_list",
+    "latest_session": ".store._session_list",
+    "list_sessions": ".store._session_list",
     "load_session": ".store._history",
-    "runtime_context": ".store._history",
-    "session_context": ".store._history",
+    "runtime_context": ".store._loaded",
+    "session_context": ".store._loaded",
     "SessionFile": ".store._session_file",
-    "fork_session": ".store._session_file",
-    "open_history": ".store._session_file",
-    "CredentialStoreError": ".store._sqlite_credentials",
+    "fork_session": ".store._fork",
+    "open_history": ".store._open_history",
+    "CredentialStoreError": ".store._credentials_file",
     "SqliteCredentialStore": ".store._sqlite_credentials",
     "open_sqlite_credentials": ".store._sqlite_credentials",
     "RedisCredentialStore": ".store._redis_credentials",
@@ -353,6 +377,7 @@ __all__ = [
     "REFERENCE_CLASSIFIER",
     "RETRYABLE_PATTERN",
     "SEED_PATTERNS",
+    "SERVICE_SETTINGS",
     "STRICT_CLASSIFIER",
     "STRICT_PATTERNS",
     "THINKING_LEVELS",
@@ -360,6 +385,7 @@ __all__ = [
     "Agent",
     "AgentEnd",
     "AgentSession",
+    "AgentSettled",
     "AgentStart",
     "AnthropicProvider",
     "Ask",
@@ -369,7 +395,9 @@ __all__ = [
     "AutoCompactionStart",
     "AutoRetryEnd",
     "AutoRetryStart",
+    "BashExecutionMessage",
     "BashResult",
+    "BranchSummaryMessage",
     "Classifier",
     "CodecError",
     "Compaction",
@@ -378,12 +406,16 @@ __all__ = [
     "CompactionResult",
     "CompactionSettings",
     "CompactionStart",
+    "CompactionSummaryMessage",
     "Compactor",
     "ContextOverflowError",
     "ContextUsage",
+    "Cost",
+    "CredentialInfo",
     "CredentialStore",
     "CredentialStoreError",
     "CredentialsSettings",
+    "CustomMessage",
     "DelayPlan",
     "DropOldestCompactor",
     "EntryAppended",
@@ -400,6 +432,7 @@ __all__ = [
     "HistoryError",
     "HistoryWriteFailed",
     "HttpProvider",
+    "ImageContent",
     "InMemoryCredentialStore",
     "LoadedSession",
     "Message",
@@ -416,11 +449,14 @@ __all__ = [
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
+    "ProviderFailure",
     "ProviderRequest",
     "ProviderRetrySettings",
     "QueueUpdate",
     "RateLimitError",
     "RedisCredentialStore",
+    "ReplyItems",
+    "ReplyRestart",
     "ReplyStream",
     "RetrySettings",
     "RpcClient",

@@ -16,119 +16,40 @@ session passes ``will_continue``, asked just before ``agent_end`` to fill in
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Literal
 
 import attrs
 
 from ._events import (
     AgentEnd,
     AgentStart,
-    GrowingPart,
     MessageEnd,
     MessageStart,
-    MessageUpdate,
-    PartialMessage,
     QueueUpdate,
-    SessionEvent,
-    StreamEvent,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
     TurnStart,
 )
-from ._json import MAX_JSON_DEPTH, TOO_DEEP_ARGUMENTS, json_depth
+from ._message_builder import Emit, MessageBuilder
 from ._messages import (
-    ZERO_USAGE,
     AssistantMessage,
-    ContentPart,
     Message,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
-    now_ms,
     to_llm,
 )
-from .providers._base import (
-    Model,
-    Provider,
-    ProviderRequest,
-    StreamEnd,
-    ToolSpec,
-    invalid_response_message,
-)
-
-Emit = Callable[[SessionEvent], None]
+from ._tools import Tool
+from .providers._base import Model, Provider, ProviderRequest, StreamEnd
 
 #: The ``errorMessage`` of an answer cut short by cancellation (the reference's words).
 ABORTED = "Request was aborted"
 KeySource = Callable[[], Awaitable[str | None]]
 Checkpoint = Callable[[], Awaitable[None]]
 FailureHook = Callable[[AssistantMessage], Awaitable[None]]
-
-
-@attrs.frozen
-class Tool:
-    """An async function the model may call.
-
-    Attributes:
-        name: the name the model uses.
-        execute: ``async (arguments) -> str``; an exception becomes an error result.
-        description: what the tool does, for the model.
-        parameters: JSON schema of the arguments.
-    """
-
-    name: str
-    execute: Callable[[Mapping[str, Any]], Awaitable[str]]
-    description: str = ""
-    parameters: Mapping[str, Any] = attrs.field(
-        factory=lambda: {"type": "object", "properties": {}}
-    )
-
-    @classmethod
-    def from_function(
-        cls, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
-    ) -> Tool:
-        """A tool that calls ``fn``, sync or async, with arguments checked against its hints.
-
-        The JSON schema of the arguments comes from ``fn``'s type hints: ``str``,
-        ``int``, ``float``, ``bool``, ``None``, ``X | None``, ``Literal``, ``Enum``
-        subclasses, ``list`` / ``tuple`` / ``set`` / ``dict[str, X]``, ``Any``, and
-        nested ``TypedDict``, dataclass and attrs classes. A parameter with a default is
-        not required (its JSON-able default is shown); ``Annotated[X, "text"]`` and the
-        docstring's ``Args:`` entries describe parameters; the docstring's summary
-        paragraph describes the tool. No additional arguments are allowed.
-
-        Before ``fn`` runs, the model's arguments are checked: a missing or unknown
-        argument, a value of the wrong type (``bool`` is not an integer; an integer is
-        taken for a float) or outside a ``Literal`` / ``Enum`` raises
-        ``ToolArgumentError`` naming every problem, which the model gets as the error
-        result. A sync ``fn`` runs inline in the agent's task (a blocking one should
-        be async, or use ``trio.to_thread.run_sync`` itself). What ``fn`` returns is
-        the result: a ``str`` as it is, ``None`` as ``""``, anything else as JSON.
-
-        Args:
-            fn: the function.
-            name: the tool's name; ``fn.__name__`` if not given.
-            description: what the tool does; the docstring's summary if not given.
-
-        Raises:
-            TypeError: ``fn`` takes ``*args`` / ``**kwargs``, a parameter has no type
-                hint, or a hint has no JSON schema (the message names the parameter).
-            ValueError: the name is not 1 to 64 letters, digits, ``_`` or ``-``.
-        """
-        from ._tools import function_tool  # _tools builds on this module
-
-        return function_tool(cls, fn, name=name, description=description)
-
-    @property
-    def spec(self) -> ToolSpec:
-        """The tool as sent to the model."""
-        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
 
 def _last_assistant(messages: Sequence[Message]) -> AssistantMessage | None:
@@ -169,178 +90,6 @@ class _RequestCache:
             self._sent.extend(request_messages((message,)))
             self._ends.append(len(self._sent))
         return tuple(self._sent)
-
-
-@attrs.define(eq=False)
-class _Builder:
-    """Collects a streaming answer and tells it as the reference's stream events.
-
-    Content parts are kept in the order they arrive. Each change is a
-    ``message_update`` whose ``assistant_message_event`` is shaped as pi-ai's
-    (``text_start`` / ``text_delta`` / ``text_end``, ``thinking_*``,
-    ``toolcall_start`` / ``toolcall_delta`` / ``toolcall_end``, each with its
-    ``contentIndex`` and the ``partial`` message so far). ``message_start`` is
-    sent when the answer begins to arrive — or, for a request that failed
-    before anything came, with the finished (error) message, as the reference does.
-
-    A chunk costs the same however long the answer is: the growing part keeps its
-    deltas as a list of pieces, and each update carries a ``PartialMessage`` view
-    (a few references and counts) that makes the message only if someone reads it.
-    A part's text is joined once, when it ends.
-    """
-
-    _emit: Emit
-    _provider: str
-    _model: Model
-    _parts: list[ContentPart] = attrs.field(factory=list, init=False)  # finished parts
-    _growing: GrowingPart | None = attrs.field(default=None, init=False)  # the last, open
-    _usage: Usage = attrs.field(default=ZERO_USAGE, init=False)
-    _response_id: str | None = attrs.field(default=None, init=False)
-    _response_model: str | None = attrs.field(default=None, init=False)
-    _head: AssistantMessage | None = attrs.field(default=None, init=False)  # fields, no content
-    _too_deep: bool = attrs.field(default=False, init=False)  # a tool call was refused
-    started: bool = attrs.field(default=False, init=False)
-
-    def _start(self) -> None:
-        if not self.started:
-            self.started = True
-            self._emit(MessageStart(message=self.snapshot()))
-
-    def _update(self, fields: dict[str, Any], delta: str = "") -> None:
-        """Emit a ``message_update``: ``fields`` and a view of the message as it is now."""
-        growing = self._growing
-        head = self._head
-        if head is None:
-            head = self._head = self.snapshot(content=False)
-        if growing is None:
-            view = PartialMessage(self._parts, len(self._parts), None, 0, None, head, now_ms())
-        else:
-            pieces, signature = len(growing.pieces), growing.signature
-            view = PartialMessage(
-                self._parts, len(self._parts), growing, pieces, signature, head, now_ms()
-            )
-        self._emit(MessageUpdate(view, delta, StreamEvent(fields, view)))
-
-    def _close_part(self) -> None:
-        """Send the ``*_end`` of the part that was growing, if one was."""
-        growing = self._growing
-        if growing is None:
-            return
-        part = growing.part(len(growing.pieces), growing.signature)
-        self._growing = None
-        self._parts.append(part)
-        index = len(self._parts) - 1
-        if isinstance(part, TextContent):
-            self._update({"type": "text_end", "contentIndex": index, "content": part.text})
-        else:
-            self._update({"type": "thinking_end", "contentIndex": index, "content": part.thinking})
-
-    def _grow(self, kind: type[TextContent] | type[ThinkingContent], delta: str) -> None:
-        growing = self._growing
-        if growing is None or growing.kind is not kind:
-            self._start()
-            self._close_part()
-            growing = self._growing = GrowingPart(kind)
-            name = "text_start" if kind is TextContent else "thinking_start"
-            self._update({"type": name, "contentIndex": len(self._parts)})
-        growing.pieces.append(delta)
-        if kind is TextContent:
-            fields = {"type": "text_delta", "contentIndex": len(self._parts), "delta": delta}
-            self._update(fields, delta)
-        else:
-            fields = {"type": "thinking_delta", "contentIndex": len(self._parts), "delta": delta}
-            self._update(fields)
-
-    def text(self, delta: str) -> None:
-        if delta:
-            self._grow(TextContent, delta)
-
-    def thinking(self, delta: str) -> None:
-        """Append streamed reasoning (a ``thinking`` part)."""
-        if delta:
-            self._grow(ThinkingContent, delta)
-
-    def thinking_signature(self, signature: str) -> None:
-        """Sign the reasoning part that is growing (Anthropic sends it back verbatim)."""
-        if not signature:
-            return
-        growing = self._growing
-        if growing is not None:
-            if growing.kind is ThinkingContent:
-                growing.signature = (growing.signature or "") + signature
-            return
-        last = self._parts[-1] if self._parts else None
-        if isinstance(last, ThinkingContent):  # a new list: earlier views keep the old part
-            sig = (last.thinking_signature or "") + signature
-            self._parts = [*self._parts[:-1], attrs.evolve(last, thinking_signature=sig)]
-
-    def tool_call(self, call: ToolCall) -> None:
-        if json_depth(call.arguments) > MAX_JSON_DEPTH:  # the answer ends as an error
-            self._too_deep = True
-            return
-        self._start()
-        self._close_part()
-        self._parts.append(call)
-        index = len(self._parts) - 1
-        self._update({"type": "toolcall_start", "contentIndex": index})
-        arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
-        self._update({"type": "toolcall_delta", "contentIndex": index, "delta": arguments})
-        self._update({"type": "toolcall_end", "contentIndex": index, "toolCall": call})
-
-    def usage(self, usage: Usage) -> None:
-        self._usage = usage
-        self._head = None
-
-    def finish(self, end: StreamEnd) -> AssistantMessage:
-        """The final message, with ``message_start`` sent first if it was not.
-
-        A successful or aborted answer closes its growing part (``text_end`` …); an
-        error does not — as the reference's providers do. An answer with a tool call
-        whose arguments nest deeper than ``MAX_JSON_DEPTH`` (left out when it came:
-        no part of the session could encode it) ends as an error that says so.
-        """
-        if self._too_deep and end.stop_reason not in ("error", "aborted"):
-            end = StreamEnd.error(invalid_response_message(TOO_DEEP_ARGUMENTS))
-        if self.started and end.stop_reason != "error":
-            self._close_part()
-        message = self.snapshot(end)
-        if not self.started:
-            self.started = True
-            self._emit(MessageStart(message=message))
-        return message
-
-    def snapshot(self, end: StreamEnd | None = None, *, content: bool = True) -> AssistantMessage:
-        """The message as it is now (without its content if ``content`` is false)."""
-        end = end or StreamEnd()
-        parts: list[ContentPart] = []
-        if content:
-            parts = list(self._parts)
-            growing = self._growing
-            if growing is not None:
-                parts.append(growing.part(len(growing.pieces), growing.signature))
-        return AssistantMessage(
-            content=parts,
-            stop_reason=end.stop_reason,
-            error_message=end.error_message,
-            usage=self._model.priced(self._usage),
-            provider=self._provider,
-            model=self._model.id,
-            api=self._model.api,
-            response_id=self._response_id,
-            response_model=self._response_model,
-        )
-
-    def response(self, response_id: str | None, model: str | None = None) -> None:
-        """Record the provider's id of this response, and the model that answered when
-        it is not the one asked (the first report of each wins, as the reference keeps).
-
-        The answer has begun, so ``message_start`` goes out first — without them, as the
-        reference's does (its ``start`` comes before the first chunk is read)."""
-        self._start()
-        self._response_id = self._response_id or response_id or None
-        if model and model != self._model.id:
-            self._response_model = self._response_model or model
-        self._head = None
 
 
 # -- queues --------------------------------------------------------------------
@@ -408,6 +157,10 @@ class Agent:
         steering: messages to deliver after a turn, before the next request (and at
             the start of a run, after its prompt).
         follow_ups: messages to deliver when a run would otherwise stop.
+        timeouts: ``() -> (attempt_timeout, idle_timeout)`` asked for every request,
+            put on its ``ProviderRequest`` (``None``: the provider's own).
+        retried: while a retry's re-attempt runs, the error it retries: every failed
+            reply then carries it as ``last_error`` (R-63); the controller sets it.
     """
 
     provider: Provider
@@ -422,6 +175,10 @@ class Agent:
     thinking_level: str = "off"
     steering: MessageQueue = attrs.field(factory=MessageQueue)
     follow_ups: MessageQueue = attrs.field(factory=MessageQueue)
+    timeouts: Callable[[], tuple[float | None, float | None]] | None = None
+    #: Whether a request to the provider is in flight (``AgentSession.assert_idle``).
+    streaming: bool = attrs.field(default=False, init=False)
+    retried: AssistantMessage | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _unsaved: bool = attrs.field(default=False, init=False)
     _requests: _RequestCache | None = attrs.field(default=None, init=False)
@@ -477,18 +234,24 @@ class Agent:
             messages: the messages to send.
             system_prompt: the system prompt to send with them.
         """
-        builder = _Builder(lambda event: None, self.provider.name, self.model)
+        builder = MessageBuilder(lambda event: None, self.provider.name, self.model)
         api_key = await self.key_source() if self.key_source is not None else None
+        attempt, idle = self.timeouts() if self.timeouts is not None else (None, None)
         request = ProviderRequest(
             model=self.model,
             messages=request_messages(messages),
             system_prompt=system_prompt,
             api_key=api_key,
+            attempt_timeout=attempt,
+            idle_timeout=idle,
         )
+        self.streaming = True
         try:
             end = await self.provider.stream(request, builder)
         except Exception as exc:
             end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
+        finally:
+            self.streaming = False
         return builder.finish(end)
 
     def request(self, api_key: str | None) -> ProviderRequest:
@@ -499,6 +262,7 @@ class Agent:
         """
         if self._requests is None:
             self._requests = _RequestCache()
+        attempt, idle = self.timeouts() if self.timeouts is not None else (None, None)
         return ProviderRequest(
             model=self.model,
             messages=self._requests.of(self.messages),
@@ -506,6 +270,8 @@ class Agent:
             tools=tuple(t.spec for t in self.tools),
             api_key=api_key,
             thinking_level=self.thinking_level,
+            attempt_timeout=attempt,
+            idle_timeout=idle,
         )
 
     def queue_update(self) -> QueueUpdate:
@@ -604,20 +370,27 @@ class Agent:
         self.emit(MessageEnd(message=message))
 
     async def _stream_turn(self, produced: list[Message]) -> AssistantMessage:
-        builder = _Builder(self.emit, self.provider.name, self.model)
+        builder = MessageBuilder(self.emit, self.provider.name, self.model)
         try:
             api_key = await self.key_source() if self.key_source is not None else None
+            self.streaming = True
             try:
                 end = await self.provider.stream(self.request(api_key), builder)
             except Exception as exc:  # a provider must not raise; if it does, it's an error
                 end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
+            finally:
+                self.streaming = False
         except BaseException:
             aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
+            if self.retried is not None:  # R-63: the error the re-attempt retried
+                aborted = attrs.evolve(aborted, last_error=self.retried)
             self.messages.append(aborted)
             produced.append(aborted)
             self.emit(MessageEnd(message=aborted))
             raise
         message = builder.finish(end)
+        if self.retried is not None and message.failed:  # R-63
+            message = attrs.evolve(message, last_error=self.retried)
         self.messages.append(message)
         produced.append(message)
         self.emit(MessageEnd(message=message))

@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -142,7 +143,7 @@ class _Output:
     _file: IO[str] | None = None
     path: str | None = None
 
-    def feed(self, data: bytes | bytearray, *, final: bool = False) -> None:
+    def feed(self, data: bytes | bytearray, *, final: bool = False) -> str:
         self._total_bytes += len(data)
         text = sanitize(self._decoder.decode(data, final))
         if self._total_bytes > DEFAULT_MAX_BYTES:
@@ -153,6 +154,7 @@ class _Output:
         self._held += len(text)
         while self._held > 2 * DEFAULT_MAX_BYTES and len(self._chunks) > 1:
             self._held -= len(self._chunks.pop(0))
+        return text
 
     def _ensure_file(self) -> None:
         if self._file is not None:
@@ -186,11 +188,13 @@ class BashRun:
         command: the shell command line.
         cwd: where it runs (the current directory if ``None``).
         shell: the shell and its arguments before the command (``shell_command()``).
+        on_output: called with each piece of output as it comes (decoded, sanitized).
     """
 
     command: str
     cwd: str | Path | None = None
     shell: list[str] = attrs.field(factory=shell_command)
+    on_output: Callable[[str], None] | None = None
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
 
     def abort(self) -> None:
@@ -221,7 +225,9 @@ class BashRun:
 
                     async def read() -> None:
                         while chunk := await stdout.receive_some(_READ_SIZE):
-                            output.feed(chunk)
+                            text = output.feed(chunk)
+                            if text and self.on_output is not None:
+                                self.on_output(text)
                         drained.set()
 
                     nursery.start_soon(read)

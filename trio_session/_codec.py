@@ -84,8 +84,8 @@ def _plan(cls: type[Any]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
     first = tuple(key for key in _DISCRIMINATORS if key in names)
     rest = []
     for field in fields:
-        if field.name in first:
-            continue
+        if field.name in first or field.metadata.get("wire") is False:
+            continue  # a discriminator, written first; or ours, in memory only
         name = _public_name(cls, field)
         rest.append((name, camel(name)))
     return first, tuple(rest)
@@ -309,6 +309,8 @@ def _decode_attrs(data: Any, cls: Any, path: str) -> Any:
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for field in attrs.fields(cls):
+        if field.metadata.get("wire") is False:
+            continue  # ours, in memory only: never read from outside
         arg = field.alias or field.name  # the name __init__ takes it by
         key = camel(_public_name(cls, field))
         if key not in data or (data[key] is None and field.default is not attrs.NOTHING):

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 # pi 1.6.0's events live in _events_pi16 (this file's size); they are named here too.
+from ._events_pi16 import AgentSettled as AgentSettled
 from ._events_pi16 import CompactionReason as CompactionReason
 from ._events_pi16 import EntryAppended as EntryAppended
 from ._events_pi16 import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
@@ -525,6 +526,7 @@ AgentEvent: TypeAlias = (
 )
 SessionEvent: TypeAlias = (
     AgentEvent
+    | AgentSettled
     | AutoRetryStart
     | AutoRetryEnd
     | CompactionStart
@@ -540,8 +542,8 @@ SessionEvent: TypeAlias = (
     | EntryAppended
 )
 """Every event a session emits: the agent's (``AgentStart`` … ``AgentEnd``) and the session's
-own (``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a ``type``
-string, its name on the wire."""
+own (``AgentSettled``, ``AutoRetryStart``, ``CompactionStart``, ``QueueUpdate`` …). Each has a
+``type`` string, its name on the wire."""
 
 EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AgentStart,
@@ -553,6 +555,7 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     ToolExecutionEnd,
     TurnEnd,
     AgentEnd,
+    AgentSettled,
     AutoRetryStart,
     AutoRetryEnd,
     CompactionStart,

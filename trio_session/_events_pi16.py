@@ -1,4 +1,5 @@
-"""The events pi 1.6.0 added that trio_session emits (SPEC R-56), and the compaction reason.
+"""The events pi 1.6.0 added that trio_session emits (SPEC R-54, R-56), and the compaction
+reason.
 
 Kept beside ``trio_session._events`` (which names them in ``SessionEvent`` and
 ``EVENT_TYPES``) so that neither file grows past its size. Same conventions: frozen
@@ -18,6 +19,24 @@ CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
 
 #: What a summary request was for (pi 1.6.0's ``source``).
 SummarySource: TypeAlias = Literal["compaction", "branchSummary"]
+
+
+@attrs.frozen
+class AgentSettled:
+    """A session-level run is over: nothing follows it by itself (pi 1.6.0's ``agent_settled``).
+
+    Emitted exactly once per ``prompt()``, after its last ``agent_end``, once no retry,
+    compaction recovery or queued message will continue it, and once the session is
+    idle again (R-54). ``agent_end`` closes one low-level run; this closes them all.
+
+    Attributes:
+        aborted: whether the run ended because it was aborted (``abort()``, or the
+            prompt's caller cancelled it); ``abort_retry`` alone is not an abort.
+        type: always ``"agent_settled"``; the event's name on the wire.
+    """
+
+    aborted: bool = False
+    type: Literal["agent_settled"] = "agent_settled"
 
 
 @attrs.frozen

@@ -32,30 +32,23 @@ the bound cannot interrupt it. Make slow handlers ``async``.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import inspect
-import math
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
-import trio
 
 from ._errors import TrioSessionError
-from ._events import ExtensionError, SessionEvent
+from ._extension_runner import ExtensionRunner, Handler
 
 if TYPE_CHECKING:
     from ._session import AgentSession
 
 ENTRY_POINT_GROUP = "trio_session.extensions"
-DEFAULT_HANDLER_TIMEOUT = 5.0
-
-Handler = Callable[[SessionEvent], Awaitable[None] | None]
 Activate = Callable[["ExtensionAPI"], None]
 
 
@@ -213,84 +206,24 @@ def load_entry_point_extensions(group: str = ENTRY_POINT_GROUP) -> list[Extensio
     return extensions
 
 
-@attrs.define(eq=False)
-class ExtensionRunner:
-    """Delivers session events to extensions from its own task.
+def activate_extensions(
+    extensions: Iterable[Extension], session: AgentSession, runner: ExtensionRunner
+) -> None:
+    """Call every extension's ``activate(api)``, in order, and attach its API to ``runner``.
 
     Args:
-        extensions: the extensions to activate, in order.
-        report: where ``extension_error`` events go (the session's emit).
-        handler_timeout: seconds a handler may run before it is cancelled.
+        extensions: the extensions to activate.
+        session: the session they are attached to (``api.session``).
+        runner: the session's runner, which delivers the events to them.
+
+    Raises:
+        ExtensionLoadError: an ``activate`` raised.
     """
-
-    extensions: Iterable[Extension]
-    report: Callable[[SessionEvent], None]
-    handler_timeout: float = DEFAULT_HANDLER_TIMEOUT
-    _apis: list[ExtensionAPI] = attrs.field(factory=list, init=False)
-    _send: trio.MemorySendChannel[SessionEvent] = attrs.field(init=False)
-    _receive: trio.MemoryReceiveChannel[SessionEvent] = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        # Unbounded on purpose: delivery must never block or drop; the queue only
-        # grows while a handler is slow, and every handler is time-bounded.
-        self._send, self._receive = trio.open_memory_channel[SessionEvent](math.inf)
-
-    def activate(self, session: AgentSession) -> None:
-        """Call every extension's ``activate(api)``.
-
-        Raises:
-            ExtensionLoadError: an ``activate`` raised.
-        """
-        for extension in self.extensions:
-            api = ExtensionAPI(name=extension.name, session=session)
-            try:
-                extension.activate(api)
-            except Exception as exc:
-                msg = f"extension {extension.name} failed to activate: {type(exc).__name__}: {exc}"
-                raise ExtensionLoadError(msg) from exc
-            self._apis.append(api)
-
-    def deliver(self, event: SessionEvent) -> None:
-        """Queue an event for the extensions; never blocks."""
-        if isinstance(event, ExtensionError) or not self._apis:
-            return  # an extension's failure is not news to extensions
-        with contextlib.suppress(trio.ClosedResourceError):  # closed: shutting down
-            self._send.send_nowait(event)
-
-    def close(self) -> None:
-        """Stop accepting events; ``run`` returns once the queue is delivered."""
-        self._send.close()
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Deliver queued events until ``close``; run it in the session's nursery."""
-        task_status.started()
+    for extension in extensions:
+        api = ExtensionAPI(name=extension.name, session=session)
         try:
-            async for event in self._receive:
-                await self._dispatch(event)
-        finally:
-            # Cancelled from outside (the application is leaving): still hand over what
-            # is queued — terminal events included — each handler bounded as usual.
-            with trio.CancelScope(shield=True):
-                while True:
-                    try:
-                        event = self._receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    await self._dispatch(event)
-
-    async def _dispatch(self, event: SessionEvent) -> None:
-        for api in self._apis:
-            for handler in api.handlers_for(event.type):
-                await self._call(api.name, handler, event)
-
-    async def _call(self, name: str, handler: Handler, event: SessionEvent) -> None:
-        with trio.move_on_after(self.handler_timeout) as scope:
-            try:
-                result: Any = handler(event)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                self.report(ExtensionError(name, event.type, f"{type(exc).__name__}: {exc}"))
-        if scope.cancelled_caught:
-            error = f"handler did not finish within {self.handler_timeout} s"
-            self.report(ExtensionError(name, event.type, error))
+            extension.activate(api)
+        except Exception as exc:
+            msg = f"extension {extension.name} failed to activate: {type(exc).__name__}: {exc}"
+            raise ExtensionLoadError(msg) from exc
+        runner.attach(api)

@@ -8,17 +8,31 @@ to child loggers of ``trio_session``:
 ==========================  ========  ===============================================
 logger                      level     when
 ==========================  ========  ===============================================
+``trio_session.provider``   INFO      a request failed (``stopReason: "error"``): one
+                                      record per failed attempt, retried or not
+``trio_session.provider``   WARNING   the prompt ended in that failure, with no retry
+                                      chain or compaction after it (a fatal error, or
+                                      retries off): the give-up
 ``trio_session.retry``      INFO      ``auto_retry_start``: "retry 1/3 in 2000 ms after: …"
-``trio_session.retry``      INFO      ``auto_retry_end`` that succeeded
-``trio_session.retry``      WARNING   ``auto_retry_end`` that failed (over the maximum,
-                                      cancelled, a non-retryable re-attempt)
+``trio_session.retry``      INFO      ``auto_retry_end`` that succeeded, or was cancelled
+                                      (``abort_retry()``, ``abort()``, a caller gone)
+``trio_session.retry``      WARNING   ``auto_retry_end`` that failed otherwise: the
+                                      give-up (over the maximum, a fatal re-attempt)
 ``trio_session.compaction`` INFO      ``compaction_start``; a ``compaction_end`` that
-                                      compacted or found nothing to do
-``trio_session.compaction`` WARNING   a ``compaction_end`` aborted or failed
+                                      compacted, found nothing to do, or was aborted
+``trio_session.compaction`` WARNING   a ``compaction_end`` that failed
 ``trio_session.credentials`` INFO     a usage limit moved the session to another key
 ``trio_session.credentials`` WARNING  a usage limit, and no other key was free
-``trio_session.provider``   WARNING   an assistant message ended with ``stopReason: "error"``
 ==========================  ========  ===============================================
+
+So a WARNING means something was lost: a prompt gave up, a compaction failed, or no
+credential is left. A cancellation is never one, nor is a failure that a retry then
+made good; a prompt that gives up makes exactly one WARNING.
+
+Every record is one line: the ``ScrubFilter`` escapes line breaks in the message
+(a line break becomes a backslash and an ``n``), so a provider error that quotes a
+header on a line of its own (``retry-after: 1``) cannot split a record in a
+line-based pipeline. The facts are ``extra`` fields, with the raw text.
 
 Nothing is printed unless the application configures logging: each of these
 loggers has a ``NullHandler`` (as the logging HOWTO advises for libraries), so
@@ -28,14 +42,18 @@ to the application's handlers.
 Each record carries these ``extra`` fields (attributes of the ``LogRecord``):
 
 - all: ``session_id``, ``provider``, ``model``;
-- retry start: ``attempt``, ``max_attempts``, ``delay_ms``, ``error``;
-- retry end: ``attempt``, ``success``, ``final_error`` (``None`` on success);
+- retry start: ``attempt``, ``max_attempts``, ``delay_ms``, ``error``, ``status``
+  (the HTTP status the error starts with, or ``None``), ``error_class`` (the
+  ``ProviderError`` subclass it maps to, by name);
+- retry end: ``attempt``, ``success``, ``cancelled``, ``final_error`` (``None`` on
+  success);
 - compaction: ``reason``; at the end also ``aborted``, ``will_retry``,
   ``tokens_before``, ``tokens_after`` (``None`` without a result), ``error``;
 - credentials: ``rotated``, ``retry_after_ms`` (the hint parsed from the error, or
   ``None``);
-- provider failure: ``stop_reason``, ``error``, ``classification``
-  (``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says).
+- provider failure and give-up: ``stop_reason``, ``error``, ``classification``
+  (``"retryable"``, ``"overflow"`` or ``"fatal"``, as the session's classifier says),
+  ``status``, ``error_class``.
 
 Never a secret: the API keys a session has used (and its provider's own) are
 replaced by ``redact(key)`` in every record of the ``trio_session`` loggers — the
@@ -52,8 +70,9 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -66,7 +85,8 @@ from ._events import (
     SessionEvent,
 )
 from ._messages import AssistantMessage
-from ._retry.classify import Classifier
+from ._retry.chain import CANCELLED
+from ._retry.classify import Classifier, error_status, provider_error
 from ._tracing import (
     ObservedSession,
     SessionTracer,
@@ -92,6 +112,9 @@ SCRUBBED_LOGGERS = (
     "trio_session.provider",
     "trio_session.rpc",
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 #: Keys shorter than this are not scrubbed (they would garble every record).
 MIN_SECRET_LENGTH = 4
@@ -127,14 +150,26 @@ def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
     return scrub_secrets(text, known_secrets() if secrets is None else secrets)
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: each line break becomes a backslash and an ``n`` (a lone
+    carriage return, a backslash and an ``r``)."""
+    if "\n" not in text and "\r" not in text:
+        return text
+    return text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r")
+
+
 class ScrubFilter(logging.Filter):
-    """Replaces API keys in a record before any handler sees it (never drops one)."""
+    """Makes a record's message one line and replaces API keys in it, before any handler
+    sees it (never drops one)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "\n" in message or "\r" in message:
+            message = one_line(message)
+            record.msg, record.args = message, None
         secrets = known_secrets()
         if not secrets:
             return True
-        message = record.getMessage()
         if any(s in message for s in secrets):
             record.msg, record.args = scrub(message, secrets), None
         for name, value in tuple(vars(record).items()):
@@ -165,9 +200,6 @@ for _child in (retry_logger, compaction_logger, credentials_logger, provider_log
 #: A session's keys before it has seen one (most sessions never do): shared, immutable.
 _NO_KEYS: frozenset[str] = frozenset()
 
-#: The prompt "span" without tracing: one shared, reusable context manager.
-_NOTHING: AbstractContextManager[None] = nullcontext()
-
 
 @attrs.define(eq=False, weakref_slot=True)
 class SessionObserver:
@@ -182,14 +214,18 @@ class SessionObserver:
     _classifier: Classifier | None = None  # the session's own, if it was given one
     #: The keys this session has seen: a shared empty set until the first one.
     secrets: AbstractSet[str] = _NO_KEYS
+    #: The running prompt's span, when tracing is installed.
+    _span: AbstractContextManager[None] | None = None
+    #: The running prompt's last failed reply that no retry or compaction took up yet.
+    _unanswered: AssistantMessage | None = None
 
     @classmethod
     def install(
         cls,
         session: ObservedSession,
-        tracer_provider: Any = None,
+        tracer_provider: TracerProvider | None = None,
         *,
-        provider_key: object = None,
+        provider_secrets: Iterable[str] = (),
         classifier: Classifier | None = None,
     ) -> SessionObserver:
         """A new observer of ``session``, which calls its ``on_event`` before any
@@ -198,12 +234,13 @@ class SessionObserver:
         Args:
             session: the session observed (held weakly).
             tracer_provider: where its spans go; the global one if ``None``.
-            provider_key: the provider's own API key, if it has one (never shown).
+            provider_secrets: the provider's own secrets (its API key, if it has one), as
+                its ``secrets()`` gives them; never shown.
             classifier: the session's own classifier, if it was given one.
         """
         observer = cls(weakref.ref(session), classifier=classifier)
-        if isinstance(provider_key, str):  # the provider's own key, if it has one
-            observer.saw_key(provider_key)
+        for secret in provider_secrets:
+            observer.saw_key(secret)
         # The tracer shares the observer's weak reference and key set, not the observer:
         # holding the observer that holds it would be a cycle only a full collection frees.
         observer._tracer = session_tracer(
@@ -227,13 +264,38 @@ class SessionObserver:
         secrets.add(key)
         _known[key] = _known.get(key, 0) + 1
 
-    def prompt(self) -> AbstractContextManager[None]:
-        """The ``trio_session.prompt`` span, when tracing is installed; else nothing."""
-        return self._tracer.prompt() if self._tracer is not None else _NOTHING
+    def prompt(self) -> SessionObserver:
+        """Around a ``prompt()`` body: its span, when tracing is installed, and at its end
+        the give-up record, when it ended in a failure nothing took up.
+
+        Returns this observer, entered and left as a context manager (a prompt at a
+        time: the session refuses a second one).
+        """
+        self._span = self._tracer.prompt() if self._tracer is not None else None
+        self._unanswered = None
+        return self
+
+    def __enter__(self) -> None:
+        if self._span is not None:
+            self._span.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        failed, self._unanswered = self._unanswered, None
+        if failed is not None and exc is None:
+            self._gave_up(failed)
+        span, self._span = self._span, None
+        return None if span is None else span.__exit__(exc_type, exc, traceback)
 
     def prompt_aborted(self) -> None:
         """The running prompt was aborted without a ``Cancelled`` reaching its span (it
-        ended its retry chain): the span still ends as cancelled."""
+        ended its retry chain): the span still ends as cancelled, and an abort is no
+        give-up."""
+        self._unanswered = None
         if self._tracer is not None:
             self._tracer.prompt_aborted()
 
@@ -250,9 +312,11 @@ class SessionObserver:
     def _message_end(self, event: MessageEnd) -> None:
         message = event.message
         if isinstance(message, AssistantMessage) and message.stop_reason == "error":
+            self._unanswered = message  # a give-up, unless a retry or compaction follows
             self._provider_failure(message)
 
     def _retry_start(self, event: AutoRetryStart) -> None:
+        self._unanswered = None  # the chain takes it up, and logs how it ends
         if not _heard(retry_logger, logging.INFO):
             return
         error = self._scrub(event.error_message)
@@ -267,20 +331,26 @@ class SessionObserver:
                 max_attempts=event.max_attempts,
                 delay_ms=event.delay_ms,
                 error=error,
+                **_error_fields(event.error_message),
             ),
         )
 
     def _retry_end(self, event: AutoRetryEnd) -> None:
-        level = logging.INFO if event.success else logging.WARNING
+        self._unanswered = None  # the chain's end is the record of how it ended
+        cancelled = not event.success and event.final_error == CANCELLED
+        level = logging.WARNING if not event.success and not cancelled else logging.INFO
         if not _heard(retry_logger, level):
             return
         extra = self._extra(
             attempt=event.attempt,
             success=event.success,
+            cancelled=cancelled,
             final_error=None if event.final_error is None else self._scrub(event.final_error),
         )
         if event.success:
             retry_logger.info("retry succeeded on attempt %d", event.attempt, extra=extra)
+        elif cancelled:
+            retry_logger.info("retry cancelled after %d attempt(s)", event.attempt, extra=extra)
         else:
             retry_logger.warning(
                 "retry failed after %d attempt(s): %s",
@@ -290,17 +360,34 @@ class SessionObserver:
             )
 
     def _provider_failure(self, message: AssistantMessage) -> None:
+        if not _heard(provider_logger, logging.INFO):
+            return
+        provider_logger.info(
+            "provider request failed (%s): %s",
+            *self._failure_fields(message),
+            extra=self._failure_extra(message),
+        )
+
+    def _gave_up(self, message: AssistantMessage) -> None:
+        """The prompt ended in ``message``'s failure, and no retry chain took it up."""
         if not _heard(provider_logger, logging.WARNING):
             return
-        error = self._scrub(message.error_message or "")
-        classification = self._classify(message)
         provider_logger.warning(
-            "provider request failed (%s): %s",
-            classification,
-            error,
-            extra=self._extra(
-                stop_reason=message.stop_reason, error=error, classification=classification
-            ),
+            "prompt failed (%s): %s",
+            *self._failure_fields(message),
+            extra=self._failure_extra(message),
+        )
+
+    def _failure_fields(self, message: AssistantMessage) -> tuple[str, str]:
+        return self._classify(message), self._scrub(message.error_message or "")
+
+    def _failure_extra(self, message: AssistantMessage) -> dict[str, Any]:
+        classification, error = self._failure_fields(message)
+        return self._extra(
+            stop_reason=message.stop_reason,
+            error=error,
+            classification=classification,
+            **_error_fields(message.error_message or "", message),
         )
 
     def _compaction_start(self, event: CompactionStart) -> None:
@@ -310,7 +397,9 @@ class SessionObserver:
             )
 
     def _compaction_end(self, event: CompactionEnd) -> None:
-        failed = event.aborted or event.error_message is not None
+        if event.will_retry or event.error_message is not None:
+            self._unanswered = None  # a re-attempt follows, or this record is the give-up
+        failed = not event.aborted and event.error_message is not None
         level = logging.WARNING if failed else logging.INFO
         if not _heard(compaction_logger, level):
             return
@@ -325,7 +414,7 @@ class SessionObserver:
             error=error,
         )
         if event.aborted:
-            compaction_logger.warning("compaction aborted (%s)", event.reason, extra=extra)
+            compaction_logger.info("compaction aborted (%s)", event.reason, extra=extra)
         elif error is not None:
             compaction_logger.warning(
                 "compaction failed (%s): %s", event.reason, error, extra=extra
@@ -372,6 +461,13 @@ class SessionObserver:
 
     def _scrub(self, text: str) -> str:
         return scrub_secrets(text, self.secrets) if self.secrets else text
+
+
+def _error_fields(text: str, message: AssistantMessage | None = None) -> dict[str, Any]:
+    """``status`` and ``error_class`` of an error text (the ``ProviderError`` it maps to)."""
+    if message is None:
+        message = AssistantMessage(content=[], stop_reason="error", error_message=text)
+    return {"status": error_status(text), "error_class": type(provider_error(message)).__name__}
 
 
 #: The events a record may come from, and the observer's method for each.

@@ -20,6 +20,8 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._failure import ProviderFailure
+
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
 STOP_REASONS: frozenset[str] = frozenset({"stop", "length", "toolUse", "error", "aborted"})
 
@@ -44,7 +46,13 @@ class TextContent:
 
 @attrs.frozen
 class ImageContent:
-    """An image in a user message or tool result: base64 ``data`` and its MIME type."""
+    """An image in a user message or tool result: base64 ``data`` and its MIME type.
+
+    Attributes:
+        data: the image's bytes, base64-encoded.
+        mime_type: its MIME type (``"image/png"``).
+        type: always ``"image"``; the part's kind on the wire.
+    """
 
     data: str
     mime_type: str
@@ -83,7 +91,15 @@ UserContent: TypeAlias = TextContent | ImageContent
 
 @attrs.frozen
 class Cost:
-    """What one assistant message cost, in dollars, by kind of token."""
+    """What one assistant message cost, in dollars, by kind of token.
+
+    Attributes:
+        input: the input tokens' cost (cache reads not included).
+        output: the output tokens' cost.
+        cache_read: the cost of the tokens read from the provider's cache.
+        cache_write: the cost of the tokens written to the provider's cache.
+        total: the four added up.
+    """
 
     input: float = 0.0
     output: float = 0.0
@@ -182,6 +198,11 @@ def _parts(value: Any) -> tuple[ContentPart, ...]:
     return tuple(value)
 
 
+#: The metadata of a field that is ours and stays in memory: the codec neither writes
+#: nor reads it, so no event, RPC message or session file shows it (pi has no such field).
+IN_MEMORY: Mapping[str, bool] = {"wire": False}
+
+
 @attrs.frozen
 class AssistantMessage:
     """A message produced by the model, possibly ending in an error.
@@ -204,6 +225,13 @@ class AssistantMessage:
         response_id: the provider's id for the response, when it gave one.
         response_model: the model the response says answered, when it said.
         role: always ``"assistant"``; the message's kind on the wire.
+        failure: a failed HTTP response as data — status, wait hint, request id,
+            selected headers, the body's error type and code (R-64); ``None`` when the
+            failure had no response (or the reply did not fail). Ours, in memory only:
+            not in events, RPC or session files; not compared by ``==``.
+        last_error: on a failed reply of a retry's re-attempt — aborted, or an error —
+            the provider error the chain was retrying (the one that caused the wait,
+            R-63); ``None`` otherwise. In memory only, not compared, like ``failure``.
     """
 
     content: tuple[ContentPart, ...] = attrs.field(default=(), converter=_parts)
@@ -217,6 +245,12 @@ class AssistantMessage:
     response_id: str | None = None
     response_model: str | None = None
     role: Literal["assistant"] = "assistant"
+    failure: ProviderFailure | None = attrs.field(
+        default=None, eq=False, repr=False, metadata=IN_MEMORY
+    )
+    last_error: AssistantMessage | None = attrs.field(
+        default=None, eq=False, repr=False, metadata=IN_MEMORY
+    )
 
     @property
     def text(self) -> str:
@@ -245,6 +279,9 @@ class AssistantMessage:
             context_window: the model's context window, if known; with it, a reply whose usage
                 overflowed it counts as a context overflow.
 
+        When the reply is a retry's re-attempt that failed, the error it was retrying
+        (``last_error``) is the exception's ``__cause__`` (R-63).
+
         Raises:
             ProviderError: ``stop_reason`` is ``"error"``.
         """
@@ -252,7 +289,11 @@ class AssistantMessage:
             return self
         from ._retry.classify import provider_error
 
-        raise provider_error(self, context_window)
+        error = provider_error(self, context_window)
+        cause = self.last_error
+        if cause is not None and cause.stop_reason == "error":
+            raise error from provider_error(cause, context_window)
+        raise error
 
 
 @attrs.frozen
@@ -289,6 +330,17 @@ class BashExecutionMessage:
 
     It reaches the model with the next prompt, as user text (``to_llm``), unless
     ``exclude_from_context``.
+
+    Attributes:
+        command: the command line as the user typed it.
+        output: what it printed (stdout and stderr), as kept.
+        exit_code: its exit status, or ``None`` if it did not exit (cancelled).
+        cancelled: whether it was cancelled (RPC ``abort_bash``).
+        truncated: whether ``output`` was cut to the size limit.
+        full_output_path: where the whole output was saved, when it was cut.
+        exclude_from_context: keep it from the model (written only when true).
+        timestamp: when it ran, in milliseconds since the epoch.
+        role: always ``"bashExecution"``; the message's kind on the wire.
     """
 
     command: str
@@ -317,7 +369,16 @@ class BashExecutionMessage:
 
 @attrs.frozen
 class CustomMessage:
-    """A message an extension put into the conversation (the reference's ``custom`` role)."""
+    """A message an extension put into the conversation (the reference's ``custom`` role).
+
+    Attributes:
+        custom_type: the extension's name for this kind of message.
+        content: its text, or text and image parts.
+        display: whether a front end shows it.
+        details: anything else the extension keeps with it (JSON-shaped).
+        timestamp: when it was made, in milliseconds since the epoch.
+        role: always ``"custom"``; the message's kind on the wire.
+    """
 
     custom_type: str
     content: str | tuple[UserContent, ...] = attrs.field(converter=_user_content)
@@ -345,7 +406,14 @@ BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 @attrs.frozen
 class BranchSummaryMessage:
-    """What a branch the conversation came back from did (from a ``branch_summary`` entry)."""
+    """What a branch the conversation came back from did (from a ``branch_summary`` entry).
+
+    Attributes:
+        summary: the branch's summary.
+        from_id: the id of the entry the branch left from.
+        timestamp: when it was made, in milliseconds since the epoch.
+        role: always ``"branchSummary"``; the message's kind on the wire.
+    """
 
     summary: str
     from_id: str
@@ -360,7 +428,14 @@ class BranchSummaryMessage:
 
 @attrs.frozen
 class CompactionSummaryMessage:
-    """The summary that stands for the messages a compaction removed."""
+    """The summary that stands for the messages a compaction removed.
+
+    Attributes:
+        summary: the compactor's summary of them.
+        tokens_before: the context's size, in tokens, before the compaction.
+        timestamp: when it was made, in milliseconds since the epoch.
+        role: always ``"compactionSummary"``; the message's kind on the wire.
+    """
 
     summary: str
     tokens_before: int = 0

@@ -11,21 +11,26 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._agent import Tool
 from ._compaction import Compactor
-from ._extensions import DEFAULT_HANDLER_TIMEOUT, Extension, ExtensionRunner, load_extension_file
+from ._extension_runner import DEFAULT_HANDLER_TIMEOUT, ExtensionRunner
+from ._extensions import Extension, activate_extensions, load_extension_file
 from ._groups import unwrapped
 from ._retry.classify import Classifier
 from ._session import DEFAULT_COMPACTOR as _DEFAULT_COMPACTOR
 from ._session import AgentSession
 from ._settings import Settings, SettingsStore
+from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
-from .store._session_file import SessionFile, open_history
+from .store._open_history import open_history
+from .store._session_file import SessionFile
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 
 def _no_report(event: object) -> None:
@@ -68,7 +73,7 @@ def open_session(
     history: str | Path | SessionFile | None = None,
     models: Sequence[Model] = (),
     thinking_level: str | None = None,
-    tracer_provider: Any = None,  # -- observe (issue 14) --
+    tracer_provider: TracerProvider | None = None,  # -- observe (issue 14) --
 ) -> AbstractAsyncContextManager[AgentSession]:
     """Open an ``AgentSession``; on exit, abort what runs and close it.
 
@@ -224,7 +229,7 @@ async def _open_session(
     history: str | Path | SessionFile | None,
     models: Sequence[Model],
     thinking_level: str | None,
-    tracer_provider: Any,
+    tracer_provider: TracerProvider | None,
 ) -> AsyncIterator[AgentSession]:
     """``open_session`` with extensions to run, or a session file to open."""
     loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
@@ -239,7 +244,7 @@ async def _open_session(
             session_id = history_file.header.id
         runner = None
         if loaded:
-            runner = ExtensionRunner(loaded, report=_no_report, handler_timeout=extension_timeout)
+            runner = ExtensionRunner(report=_no_report, handler_timeout=extension_timeout)
         session = AgentSession(
             provider=provider,
             model=model,
@@ -264,7 +269,7 @@ async def _open_session(
             return
         with _UNWRAPPED:
             async with trio.open_nursery() as nursery:
-                runner.activate(session)
+                activate_extensions(loaded, session, runner)
                 await nursery.start(runner.run)
                 try:
                     yield session

@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import attrs
 import trio
 
-from ._agent import Agent, Tool
+from ._agent import Agent
 from ._bash import BashRun
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, SessionBusyError
 from ._events import CompactionResult, MessageEnd, SessionEvent
-from ._extensions import ExtensionRunner
+from ._extension_runner import ExtensionRunner
 from ._logging import SessionObserver
 from ._messages import AssistantMessage, ImageContent, Message, UserMessage
 from ._retry.classify import Classifier
@@ -41,19 +41,30 @@ from ._retry.controller import BUSY, PromptController
 from ._retry.keys import KeyRing
 from ._session_parts.bash import BashPart
 from ._session_parts.compaction import NOTHING_TO_COMPACT, Compaction
-from ._session_parts.hub import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Subscriber
+from ._session_parts.hub import (
+    DEFAULT_EVENT_BUFFER,
+    EventHub,
+    EventStream,
+    Subscriber,
+    discard,
+)
+from ._session_parts.idle import IdlePart
 from ._session_parts.journal import Journal
-from ._session_parts.models import ModelsPart
+from ._session_parts.models import ModelsPart, models_tuple
 from ._session_parts.queues import QueuesPart
 from ._session_parts.records import RecordsPart
 from ._session_parts.switches import SwitchesPart
-from ._settings import Settings, SettingsStore
+from ._settings import Settings, SettingsStore, coerce_settings
 from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
+from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
-from .store._history import runtime_context
+from .store._loaded import runtime_context
 from .store._session_file import SessionFile
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["DEFAULT_COMPACTOR", "AgentSession", "EventStream"]
 
@@ -63,20 +74,8 @@ logger = logging.getLogger("trio_session")
 DEFAULT_COMPACTOR = SummarizingCompactor()
 
 
-def _models_tuple(models: Sequence[Model]) -> tuple[Model, ...]:
-    return tuple(models)
-
-
-def _coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
-    return SettingsStore.coerce(value)
-
-
-def _discard(event: SessionEvent) -> None:
-    """Where a closed session's agent sends its (no longer expected) events."""
-
-
 @attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
-class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
+class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, IdlePart):
     """A conversation with a model, with auto-retry and overflow compaction.
 
     Make one with ``open_session``. All methods must be called from Trio
@@ -106,7 +105,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _provider: Provider = attrs.field(alias="provider")
     _model: Model = attrs.field(alias="model")
     _settings: SettingsStore = attrs.field(
-        default=None, converter=_coerce_settings, alias="settings"
+        default=None, converter=coerce_settings, alias="settings"
     )
     _tools: Sequence[Tool] = attrs.field(default=(), alias="tools")
     _system_prompt: str | None = attrs.field(default=None, alias="system_prompt")
@@ -118,9 +117,9 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     session_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     _extensions: ExtensionRunner | None = attrs.field(default=None, alias="extensions")
     _history_file: SessionFile | None = attrs.field(default=None, alias="history_file")
-    _models: tuple[Model, ...] = attrs.field(default=(), converter=_models_tuple, alias="models")
+    _models: tuple[Model, ...] = attrs.field(default=(), converter=models_tuple, alias="models")
     _preferred_thinking: str | None = attrs.field(default=None, alias="thinking_level")
-    _tracer_provider: Any = attrs.field(default=None, alias="tracer_provider")
+    _tracer_provider: TracerProvider | None = attrs.field(default=None, alias="tracer_provider")
     # -- the collaborators ---------------------------------------------------------
     _observer: SessionObserver = attrs.field(init=False)
     _hub: EventHub = attrs.field(init=False)
@@ -131,10 +130,14 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     _control: PromptController = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        # An HTTP provider's own key (``api_key=``), so that no record or span shows it.
-        key = getattr(self._provider, "_api_key", None)
+        # A provider's own secrets (an HTTP provider's ``api_key=``), so that no record or
+        # span shows them; ``secrets()`` is optional (see ``Provider``).
+        secrets = getattr(self._provider, "secrets", None)
         observer = self._observer = SessionObserver.install(
-            self, self._tracer_provider, provider_key=key, classifier=self._classifier
+            self,
+            self._tracer_provider,
+            provider_secrets=secrets() if callable(secrets) else (),
+            classifier=self._classifier,
         )
         hub = self._hub = EventHub(observer, self._extensions)
         if self._extensions is not None:
@@ -146,6 +149,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
             emit=self._on_agent_event,
             tools=self._tools,
             system_prompt=self._system_prompt,
+            timeouts=self._settings.provider_timeouts,  # retry.provider.*, however set
         )
         journal = self._journal = Journal(file, hub, agent.messages)
         if file is not None:
@@ -396,7 +400,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
                 ``AuthenticationError``, ``ContextOverflowError``, … (see
                 ``AssistantMessage.raise_for_error``).
         """
-        self._refuse_prompt()
+        self._control.refuse()
         text, replaced = valid_text(text)
         if replaced:
             logger.warning(
@@ -408,7 +412,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         try:
             await self._control.run(UserMessage.of(text, tuple(images)))
         finally:
-            await self._control.end()
+            await self._control.end_prompt()
         reply = self._journal.last_assistant()
         if raise_on_error:
             reply.raise_for_error(self._model.context_window)
@@ -444,10 +448,13 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
     ) -> AbstractAsyncContextManager[ReplyStream[str] | ReplyStream[SessionEvent]]:
         """Run ``prompt(text)`` and stream it: ``async with session.stream(text) as reply:``.
 
-        ``async for delta in reply`` yields the text deltas as they arrive — across
-        every retry re-attempt and compaction of the prompt — and ends exactly when
-        ``prompt()`` would return; then ``reply.reply`` is the final message. With
-        ``events=True`` it yields every ``SessionEvent`` of the prompt instead.
+        ``async for text in reply`` yields ``str`` pieces that join to the prompt's
+        reply text — across every retry re-attempt and compaction — never a failed
+        attempt's text (each message's text comes once it has ended well); it ends
+        exactly when ``prompt()`` would return, and then ``reply.reply`` is the final
+        message. ``reply.items()`` yields the text live instead, with a
+        ``ReplyRestart`` when an attempt that had text is thrown away. With
+        ``events=True`` it yields every ``SessionEvent`` of the prompt.
 
         The prompt runs in a nursery of the block. Leaving the block before the
         prompt is over cancels it (recorded as aborted) and waits for it; so does
@@ -455,20 +462,20 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
 
         ```python
         async with session.stream("Explain backoff") as reply:
-            async for delta in reply:
-                print(delta, end="", flush=True)
+            async for text in reply:
+                print(text, end="", flush=True)
         print(reply.reply.usage)
         ```
 
         Args:
             text: the user message's text.
             images: images sent after the text, in order.
-            events: yield every ``SessionEvent`` of the prompt instead of text deltas.
+            events: yield every ``SessionEvent`` of the prompt instead of text.
             raise_on_error: raise the ``ProviderError`` the prompt ended in (from the
                 iteration, or on leaving the block), as ``prompt`` does.
 
         Returns:
-            An async context manager whose ``ReplyStream`` yields the deltas (or
+            An async context manager whose ``ReplyStream`` yields the text (or
                 events); its ``reply`` is the final message once the iteration ends.
 
         Raises:
@@ -485,12 +492,8 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
             images=images,
             events=events,
             raise_on_error=raise_on_error,
-            refuse=self._refuse_prompt,
+            refuse=self._control.refuse,  # closed, or busy (R-36)
         )
-
-    def _refuse_prompt(self) -> None:
-        """Raise what ``prompt()`` raises before it starts: closed, or busy (R-36)."""
-        self._control.refuse()
 
     def _start_busy(self) -> None:
         """The session runs a prompt or a manual compaction until ``_end_busy()``.
@@ -592,4 +595,4 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart):
         self._hub.close()
         # The agent's emit is our bound method: a reference cycle. Cut it, so a closed
         # session is freed by reference counting rather than a later full collection.
-        self._agent.emit = _discard
+        self._agent.emit = discard

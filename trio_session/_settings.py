@@ -56,9 +56,11 @@ from ._settings_values import (
 )
 from ._settings_values import RANGES as RANGES
 from ._settings_values import RETRY_PROFILES as RETRY_PROFILES
+from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
 from ._settings_values import ClassifierName as ClassifierName
 from ._settings_values import CompactionSettings as CompactionSettings
 from ._settings_values import CredentialsSettings as CredentialsSettings
+from ._settings_values import HttpSettings as HttpSettings
 from ._settings_values import Jitter as Jitter
 from ._settings_values import ProviderRetrySettings as ProviderRetrySettings
 from ._settings_values import QueueMode as QueueMode
@@ -226,6 +228,7 @@ def resolve(layers: Iterable[SettingsLayer]) -> Settings:
         retry=RetrySettings(**merged["retry"], provider=provider),
         compaction=CompactionSettings(**merged["compaction"]),
         credentials=CredentialsSettings(**merged["credentials"]),
+        http=HttpSettings(**merged["http"]),
         **merged[""],
     )
     if key:
@@ -297,6 +300,10 @@ def _as_nested(value: Any) -> Any:
         camel(field.name): _as_nested(getattr(value, field.name))
         for field in attrs.fields(type(value))
     }
+
+
+_ATTEMPT_KEY = "retry.provider.timeoutMs"
+_IDLE_KEY = "retry.provider.idleTimeoutMs"
 
 
 @attrs.define(eq=False)
@@ -391,6 +398,26 @@ class SettingsStore:
         self._overrides[key] = checked
         self._current = self._resolve()
 
+    def is_set(self, key: str) -> bool:
+        """Whether a layer or a programmatic change sets ``key`` (not only the default).
+
+        Args:
+            key: the dotted key.
+        """
+        if self._overrides and key in self._overrides:
+            return True
+        return any(key in layer.values for layer in self._layers)
+
+    def provider_timeouts(self) -> tuple[float | None, float | None]:
+        """``retry.provider.timeoutMs`` and ``idleTimeoutMs`` in seconds, each ``None``
+        when nothing sets it: what a session puts on every ``ProviderRequest`` so that
+        the provider honours them however they were given (a file, ``open_session(
+        settings=…)``, ``set``), while an unset key leaves the provider's own timeout."""
+        provider = self._current.retry.provider
+        attempt = provider.timeout_ms / 1000 if self.is_set(_ATTEMPT_KEY) else None
+        idle = provider.idle_timeout_ms / 1000 if self.is_set(_IDLE_KEY) else None
+        return attempt, idle
+
     def source_of(self, key: str) -> SettingsLayer | None:
         """The highest file layer that sets ``key``, if any.
 
@@ -436,3 +463,12 @@ class SettingsStore:
             return resolve(self._layers)
         top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
         return resolve([*self._layers, top])
+
+
+def coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
+    """``SettingsStore.coerce`` as a plain function (an attrs converter).
+
+    Args:
+        value: the settings to use; ``None`` for the defaults.
+    """
+    return SettingsStore.coerce(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 import attrs
@@ -77,6 +78,9 @@ class RetrySettings:
         shared_cooldown: ``retry.sharedCooldown`` — a server's wait hint on a key holds
             every session using that key (every worker, with a Redis credential
             store) until it has passed, plus jitter (R-28, docs/fleet.md).
+        max_total_ms: ``retry.maxTotalMs`` — the chain's total retry budget: it gives
+            up when the next wait would take the time since its first error past it;
+            ``None``: no budget (R-61).
         provider: the ``retry.provider`` group.
     """
 
@@ -90,6 +94,7 @@ class RetrySettings:
     profile: RetryProfile = "seed"
     max_agent_delay_ms: int = 60_000
     shared_cooldown: bool = False
+    max_total_ms: int | None = None
     provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
 
 
@@ -111,6 +116,24 @@ class CompactionSettings:
     keep_recent_turns: int = 1
     reserve_tokens: int = 16_384
     keep_recent_tokens: int = 20_000
+
+
+@attrs.frozen
+class HttpSettings:
+    """The ``http`` group: the HTTP provider ``trio-session`` builds (``chat``, ``rpc``).
+
+    A program that builds its own provider passes ``limits=`` to it instead: one
+    provider's pool is shared by every session that uses it, so no one session's
+    settings can size it.
+
+    Attributes:
+        max_connections: ``http.maxConnections`` — the most connections the
+            provider's pool opens at once (as many are kept alive while idle, for
+            5 s); a request past that waits for a free one. ``None``: httpx's
+            defaults (100, 20 kept alive).
+    """
+
+    max_connections: int | None = None
 
 
 @attrs.frozen
@@ -148,17 +171,43 @@ class Settings:
         retry: the ``retry`` group.
         compaction: the ``compaction`` group.
         credentials: the ``credentials`` group.
+        http: the ``http`` group.
     """
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
     credentials: CredentialsSettings = attrs.field(factory=CredentialsSettings)
+    http: HttpSettings = attrs.field(factory=HttpSettings)
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"
     default_thinking_level: ThinkingLevel | None = None
     default_provider: str | None = None
     default_model: str | None = None
     session_dir: str | None = None
+
+
+SERVICE_SETTINGS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "retry": MappingProxyType(
+            {"jitter": "equal", "respectRetryAfter": True, "maxTotalMs": 60_000}
+        )
+    }
+)
+"""The service preset (R-62): retry settings for a program that runs many sessions.
+
+Pass it as ``open_session(settings=SERVICE_SETTINGS)``, or merge it with your own
+(``{"retry": {**SERVICE_SETTINGS["retry"], "maxRetries": 5}}``):
+
+- ``retry.jitter: "equal"`` spreads the sessions' waits over the upper half of each
+  exponential wait, so sessions that failed together do not re-send together (and
+  none re-sends at once);
+- ``retry.respectRetryAfter: true`` waits at least what the server asked for, up to
+  R-28's cap (``retry.provider.maxRetryDelayMs``, 60 s);
+- ``retry.maxTotalMs: 60000`` ends a chain whose next wait would take it past 60 s
+  since its first error (R-61).
+
+The defaults stay the reference's, for one user at a terminal (R-16).
+"""
 
 
 # -- the schema ----------------------------------------------------------------------
@@ -208,6 +257,7 @@ RANGES: Mapping[str, tuple[int, int]] = {
     "retry.baseDelayMs": (0, 3_600_000),
     "retry.maxDelayMs": (1, 86_400_000),
     "retry.maxAgentDelayMs": (0, 86_400_000),
+    "retry.maxTotalMs": (1, 86_400_000),
     "retry.provider.maxRetryDelayMs": (0, 86_400_000),
     "retry.provider.timeoutMs": (1_000, 86_400_000),
     "retry.provider.idleTimeoutMs": (1_000, 3_600_000),
@@ -215,6 +265,7 @@ RANGES: Mapping[str, tuple[int, int]] = {
     "compaction.keepRecentTurns": (1, 1_000),
     "compaction.reserveTokens": (0, 10_000_000),
     "compaction.keepRecentTokens": (0, 10_000_000),
+    "http.maxConnections": (1, 100_000),
 }
 
 
@@ -234,6 +285,7 @@ SCHEMA: dict[str, _Rule] = {
     "retry.profile": _one_of(*RETRY_PROFILES),
     "retry.maxAgentDelayMs": _ranged("retry.maxAgentDelayMs"),
     "retry.sharedCooldown": _BOOL,
+    "retry.maxTotalMs": _ranged("retry.maxTotalMs", null=True),
     "retry.provider.maxRetryDelayMs": _ranged("retry.provider.maxRetryDelayMs"),
     "retry.provider.timeoutMs": _ranged("retry.provider.timeoutMs"),
     "retry.provider.idleTimeoutMs": _ranged("retry.provider.idleTimeoutMs"),
@@ -243,6 +295,7 @@ SCHEMA: dict[str, _Rule] = {
     "compaction.reserveTokens": _ranged("compaction.reserveTokens"),
     "compaction.keepRecentTokens": _ranged("compaction.keepRecentTokens"),
     "credentials.url": _text(null=True),
+    "http.maxConnections": _ranged("http.maxConnections", null=True),
     # pi's top-level keys that trio_session uses
     "steeringMode": _one_of("all", "one-at-a-time"),
     "followUpMode": _one_of("all", "one-at-a-time"),
@@ -251,7 +304,7 @@ SCHEMA: dict[str, _Rule] = {
     "defaultModel": _text(null=True),
     "sessionDir": _text(null=True),
 }
-GROUPS = ("retry", "compaction", "credentials")
+GROUPS = ("retry", "compaction", "credentials", "http")
 #: Groups inside a group: their keys are nested one level deeper in a file.
 SUBGROUPS = frozenset({"retry.provider"})
 

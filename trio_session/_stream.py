@@ -15,6 +15,13 @@ the session emits them; the iterator ends when the prompt task has returned, so
 prompt task (the reply is recorded as aborted, as ``abort()`` would) and waits for
 it; a cancelled caller scope does the same. Either way nothing is left running.
 A busy or closed session is refused on entering the block.
+
+Text mode keeps one queue for both of its views. The subscriber pushes text (merged
+with the text at the queue's tail, so a slow reader gets fewer, longer pieces), a
+``_KEPT`` mark when an assistant message ends for good, and a ``ReplyRestart`` when
+an attempt that had text is thrown away (a retry, or compaction after an overflow).
+``items()`` hands them on as they come (the marks dropped); plain iteration holds an
+attempt's text until its mark says whether to hand it on or drop it.
 """
 
 from __future__ import annotations
@@ -22,13 +29,20 @@ from __future__ import annotations
 import collections
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 import attrs
 import trio
 
 from ._errors import TrioSessionError
-from ._events import MessageStart, MessageUpdate, SessionEvent
+from ._events import (
+    AutoRetryStart,
+    CompactionEnd,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    SessionEvent,
+)
 from ._groups import unwrapped
 from ._messages import AssistantMessage, ImageContent
 
@@ -49,29 +63,66 @@ class PromptSession(Protocol):
         ...
 
 
+@attrs.frozen
+class ReplyRestart:
+    """``ReplyStream.items()``: the attempt you were showing failed; a new one follows.
+
+    Throw away what you showed since the last assistant message ended (``discarded``)
+    and show the text that follows instead. Plain iteration never yields this: it
+    never hands out a failed attempt's text.
+
+    Attributes:
+        discarded: the failed attempt's text that ``items()`` had already yielded.
+        reason: ``"retry"`` (the retry policy re-attempts) or ``"compaction"`` (the
+            context overflowed; it was compacted and the request is sent again).
+    """
+
+    discarded: str
+    reason: Literal["retry", "compaction"]
+
+
+class _Kept:
+    """The queue's mark: the text before it is an assistant message that ended for good."""
+
+
+_KEPT: Final = _Kept()
+
+_TextItem = str | ReplyRestart | _Kept
+
+
 @attrs.define(eq=False)
 class ReplyStream(Generic[T]):
-    """What ``AgentSession.stream`` yields: the prompt's text deltas (or events), live.
+    """What ``AgentSession.stream`` yields: the prompt's text (or events), live.
 
     Iterate it with ``async for``; the iteration ends when the prompt is over, and
     raises what ``prompt()`` would have raised (``SessionBusyError``, a
     ``ProviderError`` with ``raise_on_error``, ``HistoryError``). Then ``reply`` is
     the prompt's final ``AssistantMessage``.
 
-    A reply that needed a retry streams once per attempt. Attempts that fail before
-    any text (the usual 503) add nothing, so the deltas join to ``reply.text``; an
-    attempt that failed mid-answer (a dropped connection) has had its text yielded
-    already, and the re-attempt streams the whole answer again. ``text`` is always the
-    current attempt's text so far: draw that, or iterate with ``events=True`` and
-    reset your display on each assistant ``message_start``.
+    Plain iteration (text mode) yields ``str`` pieces that always join to the text of
+    the prompt's assistant messages — for a one-message reply, exactly ``reply.text``:
+    an attempt's text is handed on once its message has ended without an error (or
+    the prompt is over), so a failed attempt's text is never yielded. ``items()``
+    yields the text as it arrives instead, and a ``ReplyRestart`` when an attempt
+    that had text failed and another follows. ``text`` is always the current
+    attempt's text so far.
+
+    A slow reader loses nothing and holds up nothing: the prompt never waits for it.
+    Text that arrives while the reader is busy is joined to the text not yet read, so
+    the queue holds at most one text piece per assistant message or attempt (plus
+    one mark each), however many chunks the provider sent. With ``events=True``
+    every event waits in the queue until it is read.
     """
 
     text: str = attrs.field(default="", init=False)
-    _items: collections.deque[T] = attrs.field(factory=collections.deque, init=False)
+    _events: bool = attrs.field(default=False, init=False)  # events=True: no text views
+    _items: collections.deque[T | _TextItem] = attrs.field(factory=collections.deque, init=False)
     _wake: trio.Event = attrs.field(factory=trio.Event, init=False)
     _done: bool = attrs.field(default=False, init=False)
     _reply: AssistantMessage | None = attrs.field(default=None, init=False)
     _error: TrioSessionError | None = attrs.field(default=None, init=False)
+    _attempt: str = attrs.field(default="", init=False)  # this attempt's text so far
+    _failed: bool = attrs.field(default=False, init=False)  # its message ended in error
 
     @property
     def done(self) -> bool:
@@ -83,8 +134,8 @@ class ReplyStream(Generic[T]):
         """The prompt's final reply — what ``prompt()`` returns.
 
         Raises:
-            RuntimeError: the prompt is not over yet (iterate to the end first), or it
-                raised instead of replying.
+            RuntimeError: the prompt is not over yet (iterate the stream to its end
+                first), or it raised instead of replying.
         """
         if self._reply is None:
             msg = (
@@ -99,6 +150,44 @@ class ReplyStream(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
+        if self._events:
+            return await self._next()  # type: ignore[return-value]  # events mode: events only
+        held = ""
+        while True:
+            try:
+                item = await self._next()
+            except StopAsyncIteration:
+                if held:  # the prompt ended on this attempt (given up, or aborted)
+                    return held  # type: ignore[return-value]  # text mode: T is str
+                raise
+            if isinstance(item, str):
+                held += item
+            elif isinstance(item, ReplyRestart):
+                held = ""
+            elif held:
+                return held  # type: ignore[return-value]  # text mode: T is str
+
+    def items(self) -> ReplyItems:
+        """The text as it arrives, and a ``ReplyRestart`` when an attempt is thrown away.
+
+        Use it to show text live and keep it right: append each ``str``; on a
+        ``ReplyRestart``, remove its ``discarded`` text (the failed attempt's, which
+        you showed) and go on appending. Iterate either this or the stream itself,
+        not both.
+
+        Returns:
+            An async iterator of ``str`` pieces and ``ReplyRestart`` marks; it ends,
+                or raises, as plain iteration does.
+
+        Raises:
+            RuntimeError: the stream was opened with ``events=True``.
+        """
+        if self._events:
+            msg = "items() needs a text stream; this one was opened with events=True"
+            raise RuntimeError(msg)
+        return ReplyItems(self)
+
+    async def _next(self) -> T | _TextItem:
         while not self._items:
             if self._done:
                 error, self._error = self._error, None
@@ -109,13 +198,69 @@ class ReplyStream(Generic[T]):
             self._wake = trio.Event()
         return self._items.popleft()
 
-    def _push(self, item: T) -> None:
+    def _push(self, item: T | _TextItem) -> None:
         self._items.append(item)
         self._wake.set()
+
+    def _push_text(self, delta: str) -> None:
+        self._attempt += delta
+        items = self._items
+        if items and isinstance(items[-1], str):  # the reader is behind: join, not queue
+            items[-1] += delta
+        else:
+            self._push(delta)
+
+    def _end_message(self, *, failed: bool) -> None:
+        self._failed = failed
+        if not failed:
+            self._attempt = ""
+            self._push(_KEPT)
+
+    def _restart(self, reason: Literal["retry", "compaction"]) -> None:
+        """The failed attempt is thrown away: drop its unread text, mark the rest.
+
+        Nothing is queued during an attempt but its text, so the attempt's unread
+        text, if any, is the queue's tail.
+        """
+        attempt, self._attempt = self._attempt, ""
+        if not self._failed or not attempt:
+            self._failed = False
+            return
+        self._failed = False
+        tail = self._items[-1] if self._items else None
+        unread = ""
+        if isinstance(tail, str):
+            unread = tail
+            self._items.pop()
+        if len(unread) < len(attempt):
+            self._push(ReplyRestart(attempt[: len(attempt) - len(unread)], reason))
 
     def _finish(self, reply: AssistantMessage | None, error: TrioSessionError | None) -> None:
         self._reply, self._error, self._done = reply, error, True
         self._wake.set()
+
+
+@attrs.define(eq=False)
+class ReplyItems:
+    """``ReplyStream.items()``: ``str`` pieces as they arrive, and ``ReplyRestart`` marks.
+
+    A plain async iterator (not a generator), so leaving a loop over it early needs
+    no clean-up.
+
+    Attributes:
+        stream: the text stream whose queue it reads (made by ``ReplyStream.items()``).
+    """
+
+    _stream: ReplyStream[Any]
+
+    def __aiter__(self) -> ReplyItems:
+        return self
+
+    async def __anext__(self) -> str | ReplyRestart:
+        while True:
+            item = await self._stream._next()
+            if isinstance(item, str | ReplyRestart):
+                return item
 
 
 @asynccontextmanager
@@ -134,13 +279,14 @@ async def open_reply_stream(
         session: the session to prompt.
         text: the user message's text.
         images: images sent after the text.
-        events: yield every event instead of text deltas.
+        events: yield every event instead of text.
         raise_on_error: raise the ``ProviderError`` the prompt ended in.
         refuse: raises what ``prompt()`` raises before it starts (busy, closed).
     """
     stream: ReplyStream[str] | ReplyStream[SessionEvent]
     if events:
         event_stream: ReplyStream[SessionEvent] = ReplyStream()
+        event_stream._events = True
 
         def on_event(event: SessionEvent) -> None:
             _track_text(event_stream, event)
@@ -153,7 +299,13 @@ async def open_reply_stream(
         def on_event(event: SessionEvent) -> None:
             delta = _track_text(text_stream, event)
             if delta:
-                text_stream._push(delta)
+                text_stream._push_text(delta)
+            elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
+                text_stream._end_message(failed=event.message.stop_reason == "error")
+            elif isinstance(event, AutoRetryStart):
+                text_stream._restart("retry")
+            elif isinstance(event, CompactionEnd) and event.will_retry:
+                text_stream._restart("compaction")
 
         stream = text_stream
 

@@ -9,7 +9,13 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from trio_session import FauxProvider, FauxReply, SessionEvent, event_to_json, open_session
+from trio_session import (
+    FauxProvider,
+    FauxReply,
+    SessionEvent,
+    event_to_json,
+    open_session,
+)
 
 SHOWN = {"agent_start", "agent_end", "auto_retry_start", "auto_retry_end"}
 
@@ -32,7 +38,9 @@ async def main() -> None:
     async with open_session(provider) as session:
         session.subscribe(show)
         reply = await session.prompt("Say hello")
-        print(f"t={trio.current_time():4.1f}s  prompt() returned: {reply.text!r}")
+        print(
+            f"t={trio.current_time():4.1f}s  prompt() returned: {reply.text!r}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Drive ``trio-session rpc`` from Python with RpcClient.
 
-Run it with ``python docs/examples/rpc_client.py``. It writes a faux script (two
-503s, an answer, then one more 503) and a settings file to a temporary directory,
-starts the server on them, and prints what happens:
+Run it with ``python docs/examples/rpc_client.py``. It writes a faux script
+(two 503s, an answer, then one more 503) and a settings file to a temporary
+directory, starts the server on them, and prints what happens:
 
-- the first prompt fails twice; each time the client skips the backoff sleep with
-  ``retry_now`` and the retry goes on, until the answer comes;
-- the second prompt fails too, and the client cancels its retry with ``abort_retry``.
+- the first prompt fails twice; each time the client skips the backoff sleep
+  with ``retry_now`` and the retry goes on, until the answer comes;
+- the second prompt fails too, and the client cancels its retry with
+  ``abort_retry``.
 
 The backoff is 60 s, so without the client's commands this would take minutes.
 """
@@ -32,7 +33,8 @@ SETTINGS = {"retry": {"baseDelayMs": 60_000}}
 
 
 async def run_prompt(client: RpcClient, text: str, on_retry: str) -> None:
-    """Send a prompt; on each auto_retry_start send ``on_retry``; print until idle."""
+    """Send a prompt; on each auto_retry_start send ``on_retry``; print until
+    idle."""
     print(f"→ prompt {text!r}")
     with client.events() as events:
         await client.prompt(text)
@@ -56,15 +58,22 @@ def show(event: dict[str, Any]) -> None:
         if message["stopReason"] == "error":
             print(f"  ✗ {message['errorMessage']}")
         else:
-            text = "".join(part["text"] for part in message["content"] if part["type"] == "text")
+            text = "".join(
+                part["text"]
+                for part in message["content"]
+                if part["type"] == "text"
+            )
             print(f"  assistant: {text}")
     elif kind == "auto_retry_start":
         print(
-            f"  ↻ auto_retry_start: attempt {event['attempt']}/{event['maxAttempts']}, "
+            "  ↻ auto_retry_start: "
+            f"attempt {event['attempt']}/{event['maxAttempts']}, "
             f"delayMs {event['delayMs']}"
         )
     elif kind == "auto_retry_end":
-        outcome = "success" if event["success"] else f"failed: {event['finalError']}"
+        outcome = (
+            "success" if event["success"] else f"failed: {event['finalError']}"
+        )
         print(f"  ↻ auto_retry_end: {outcome} (attempt {event['attempt']})")
 
 
@@ -80,7 +89,8 @@ async def main() -> None:
             await run_prompt(client, "Once more", on_retry="abort_retry")
             state = await client.get_state()
             print(
-                f"idle: isStreaming={state['isStreaming']}, isRetrying={state['isRetrying']}, "
+                f"idle: isStreaming={state['isStreaming']}, "
+                f"isRetrying={state['isRetrying']}, "
                 f"messageCount={state['messageCount']}"
             )
 

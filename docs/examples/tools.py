@@ -1,8 +1,9 @@
-"""A tool made from a plain function, and a model that gets its arguments wrong once.
+"""A tool made from a plain function, and a model that gets its arguments
+wrong once.
 
-``@tool`` reads the JSON schema from the type hints and the descriptions from the
-docstring. The scripted model first sends a unit the tool does not know; it gets the
-problem back as an error result, and tries again. Run this example with
+``@tool`` reads the JSON schema from the type hints and the descriptions from
+the docstring. The scripted model first sends a unit the tool does not know; it
+gets the problem back as an error result, and tries again. Run this example with
 ``python docs/examples/tools.py``.
 """
 
@@ -35,7 +36,12 @@ def get_weather(
         days: how many days ahead; today only if not given.
     """
     temperature = 21 if unit == "c" else 70
-    return {"city": city, "temperature": temperature, "unit": unit, "days": days or 1}
+    return {
+        "city": city,
+        "temperature": temperature,
+        "unit": unit,
+        "days": days or 1,
+    }
 
 
 async def main() -> None:
@@ -43,8 +49,16 @@ async def main() -> None:
     print(json.dumps(get_weather.parameters, indent=2))
     provider = FauxProvider(
         [
-            FauxReply(tool_calls=[ToolCall("1", "get_weather", {"city": "Oslo", "unit": "k"})]),
-            FauxReply(tool_calls=[ToolCall("2", "get_weather", {"city": "Oslo", "unit": "c"})]),
+            FauxReply(
+                tool_calls=[
+                    ToolCall("1", "get_weather", {"city": "Oslo", "unit": "k"})
+                ]
+            ),
+            FauxReply(
+                tool_calls=[
+                    ToolCall("2", "get_weather", {"city": "Oslo", "unit": "c"})
+                ]
+            ),
             FauxReply(text="It is 21 °C in Oslo."),
         ]
     )

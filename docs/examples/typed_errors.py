@@ -30,7 +30,9 @@ def closed_port() -> int:
 
 async def main() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    settings = {"retry": {"maxRetries": 1, "baseDelayMs": 100}}  # one quick retry
+    settings = {
+        "retry": {"maxRetries": 1, "baseDelayMs": 100}
+    }  # one quick retry
     async with (
         OpenAIProvider(base_url=url, api_key="sk-example") as provider,
         open_session(provider, "gpt-4o-mini", settings=settings) as session,
@@ -38,7 +40,9 @@ async def main() -> None:
         try:
             await session.prompt("hello?", raise_on_error=True)
         except RateLimitError as exc:
-            print(f"rate limited; the server asks to wait {exc.retry_after_ms} ms")
+            print(
+                f"rate limited; the server asks to wait {exc.retry_after_ms} ms"
+            )
         except ProviderConnectionError as exc:
             print(f"{type(exc).__name__} from {exc.provider}: {exc}")
             print(f"retryable: {exc.retryable}")

@@ -41,7 +41,7 @@ RULES = frozenset(
         "http-error-wording",
         "message-update-snapshot",
         "message-update-delta",
-        "abort-update-stop-reason",
+        "pi16-protocol",
         "backoff-prompt-timing",
         "backoff-steer-order",
         "retried-after-compaction",
@@ -137,6 +137,7 @@ _ID_KEYS = frozenset(
 )
 _TIME_KEYS = frozenset({"timestamp", "durationMs", "duration"})
 _REQUEST_ID = re.compile(r"^req_\d+$")
+_ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 _SERVER = re.compile(r"http://127\.0\.0\.1:\d+")
 _ERROR_KEYS = frozenset({"errorMessage", "finalError"})
 _HTTP_STATUS = re.compile(r"^([1-5]\d\d)\b")
@@ -147,8 +148,9 @@ class Normalizer:
 
     ``run-to-run``: ids and session files become ``<id:N>`` / ``<session:N>`` numbered by
     first appearance in one transcript (so "the same id as before" still compares equal),
-    timestamps and durations ``<timestamp>``, the work dir ``<work>``, the server
-    ``<server>``. The other rules are applied where ``Declared`` says.
+    timestamps (numbers, or a session entry's ISO 8601 string) and durations
+    ``<timestamp>``, the work dir ``<work>``, the server ``<server>``. The other rules are
+    applied where ``Declared`` says.
     """
 
     def __init__(self, work: str, declared: Declared) -> None:
@@ -191,8 +193,10 @@ class Normalizer:
             return [self(v) for v in value]
         if not self.run_to_run:
             return value
-        if key in _TIME_KEYS and isinstance(value, int | float):
-            return f"<{key}>"
+        if key in _TIME_KEYS and (
+            isinstance(value, int | float) or (isinstance(value, str) and _ISO_TIME.match(value))
+        ):
+            return f"<{key}>"  # a number, or a session entry's ISO 8601 string
         if isinstance(value, str):
             if self.http and key in _ERROR_KEYS and (status := _HTTP_STATUS.match(value)):
                 return f"<http error {status.group(1)}>"
@@ -269,14 +273,28 @@ def strip_extra(value: Any, pi_value: Any, keys: tuple[str, ...]) -> Any:
     return value
 
 
+#: The commands whose answer carries pi 1.6.0's ``data.disposition`` (``pi16-protocol``).
+_DISPOSED = frozenset({"prompt", "steer", "follow_up"})
+
+
 def strip_ours(value: Any, declared: Declared) -> Any:
     """Our extra keys that pi never sends, removed wherever they sit (``will-retry`` on
     ``agent_end``, ``message-update-delta`` on ``message_update``, ``compaction-result`` on
-    a compaction result), before normalizing."""
+    a compaction result), and pi 1.6.0's additions an older pi lacks (``pi16-protocol``:
+    its events, a prompt's ``disposition``), before normalizing."""
+    additions = declared.names("pi16-protocol")
     if isinstance(value, list):
-        return [strip_ours(v, declared) for v in value]
+        return [
+            strip_ours(v, declared)
+            for v in value
+            if not (isinstance(v, dict) and v.get("type") in additions)
+        ]
     if not isinstance(value, dict):
         return value
+    if value.get("type") == "response" and value.get("command") in _DISPOSED:
+        data = value.get("data")
+        if isinstance(data, dict) and set(data) <= set(additions):
+            value = {k: v for k, v in value.items() if k != "data"}
     drop: tuple[str, ...] = ()
     if value.get("type") == "agent_end":
         drop = declared.names("will-retry")
@@ -332,33 +350,6 @@ def _normalized(
     return steps
 
 
-def _abort_update(
-    events: list[Any], declared: Declared, step: str, steps: Iterable[str]
-) -> list[Any]:
-    """In the steps ``abort-update-stop-reason`` names, the last ``message_update``'s
-    ``message`` and ``partial`` without the keys it names."""
-    names = declared.names("abort-update-stop-reason")
-    if step not in names:
-        return events
-    keys = set(names) - set(steps)
-    updates = [i for i, e in enumerate(events) if e.get("type") == "message_update"]
-    if not updates:
-        return events
-
-    def strip(message: Any) -> Any:
-        if not isinstance(message, dict):
-            return message
-        return {k: v for k, v in message.items() if k not in keys}
-
-    last = dict(events[updates[-1]])
-    if "message" in last:
-        last["message"] = strip(last["message"])
-    inner = last.get("assistantMessageEvent")
-    if isinstance(inner, dict) and "partial" in inner:
-        last["assistantMessageEvent"] = {**inner, "partial": strip(inner["partial"])}
-    return [last if i == updates[-1] else e for i, e in enumerate(events)]
-
-
 def _result_pair(step: str, pi: Any, ours: Any, declared: Declared) -> tuple[Any, Any]:
     keys = declared.names("retry-state")
     if step.split(".")[0] == "getState" and "value" in pi and "value" in ours:
@@ -390,12 +381,8 @@ def _events_pair(
     scenario: Scenario,
 ) -> tuple[Any, Any]:
     span = span_of(step, declared, scenario.steps)
-    pi: Any = [
-        e for s in span for e in _abort_update(pi_steps[s]["events"], declared, s, scenario.steps)
-    ]
-    ours: Any = [
-        e for s in span for e in _abort_update(our_steps[s]["events"], declared, s, scenario.steps)
-    ]
+    pi: Any = [e for s in span for e in pi_steps[s]["events"]]
+    ours: Any = [e for s in span for e in our_steps[s]["events"]]
     if len(span) > 1 and declared.has("backoff-steer-order"):
 
         def split(events: list[Any]) -> dict[str, list[Any]]:

@@ -22,16 +22,14 @@ import trio.testing
 
 from tests.interop.test_pi_files import random_session
 from trio_session import message_to_json
-from trio_session.store._history import (
+from trio_session.store._entries import (
     ContextEditEntry,
-    LoadedSession,
     MessageEntry,
     ModelChangeEntry,
     SystemMessageEntry,
-    load_session,
-    runtime_context,
-    session_context,
 )
+from trio_session.store._history import load_session
+from trio_session.store._loaded import LoadedSession, runtime_context, session_context
 
 SCRIPT = Path(__file__).with_name("pi_session_files.mjs")
 STORAGE_DOCS = Path(__file__).resolve().parents[2] / "docs" / "storage.md"

@@ -35,15 +35,15 @@ from tests.interop.differences import Declared, Normalizer, is_system, strip_ext
 from tests.interop.loopback import InteropServer
 from tests.interop.test_pi16_files import _without, pi16, pis_context, unmodelled_fields
 from trio_session.rpc import RpcClient, open_rpc_client
-from trio_session.store._history import (
+from trio_session.store._entries import (
     CompactionEntry,
     ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     SessionInfoEntry,
     SystemMessageEntry,
-    load_session,
 )
+from trio_session.store._history import load_session
 from trio_session.store._session_file import SessionFile
 
 DECLARED = Declared.for_version("1.6.0")

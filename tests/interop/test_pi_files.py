@@ -44,22 +44,21 @@ from trio_session._messages import (
     Usage,
 )
 from trio_session._settings import CompactionSettings
-from trio_session.store._history import (
+from trio_session.store._entries import (
     BranchSummaryEntry,
     CompactionEntry,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
-    LoadedSession,
     MessageEntry,
     ModelChangeEntry,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
-    load_session,
-    runtime_context,
-    session_context,
 )
-from trio_session.store._session_file import SessionFile, fork_session
+from trio_session.store._fork import fork_session
+from trio_session.store._history import load_session
+from trio_session.store._loaded import LoadedSession, runtime_context, session_context
+from trio_session.store._session_file import SessionFile
 
 SCRIPT = Path(__file__).with_name("pi_session_files.mjs")
 T0 = 1_750_000_000.0

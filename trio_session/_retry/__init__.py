@@ -46,6 +46,12 @@ R-23 R-23a      controller.py:PromptController.saw_message, chain.py:RetryChain.
 R-24 R-25       chain.py:RetryChain.run, controller.py:PromptController._run_chain
 R-26 R-28       backoff.py:plan_delay, backoff.py:wait_cap (the one cap rule)
 R-28a           this folder: the one owner of the loop
+R-61            backoff.py:over_budget, chain.py:RetryChain._start_attempt
+R-62            trio_session._settings_values.SERVICE_SETTINGS (the preset is settings)
+R-63            chain.py:RetryChain.retrying, controller.py:PromptController.reattempt
+                (sets Agent.retried), _messages.py:AssistantMessage.raise_for_error
+R-64            trio_session._failure (ProviderFailure), providers/_http_body.py:
+                error_response_end; the codec skips both (IN_MEMORY)
 R-28b           keys.py:KeyRing.share_cooldown, KeyRing.cooldown_ms, KeyRing.api_key
 R-29 R-31       controller.py:PromptController.abort_retry, chain.py:RetryChain.cancel
 R-30 R-34       chain.py:RetryChain.run (its finally)

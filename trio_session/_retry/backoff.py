@@ -117,6 +117,32 @@ def plan_delay(
     return DelayPlan(delay_ms=delay)
 
 
+def over_budget(spent_ms: int, delay_ms: int, settings: RetrySettings, error: str) -> str | None:
+    """R-61: the ``finalError`` of a chain whose next wait would pass ``retry.maxTotalMs``.
+
+    The budget is the time since the chain's first error: the waits slept and the
+    re-attempts made. The chain gives up before a wait that would end past it, rather
+    than sleep and give up after; ``None`` when there is no budget or the wait fits.
+
+    Args:
+        spent_ms: milliseconds since the chain began (its first error).
+        delay_ms: the wait planned before the next re-attempt.
+        settings: the ``retry`` group.
+        error: the last error's text; its first line ends the message.
+
+    Returns:
+        One line naming the budget, the wait and the last error, or ``None``.
+    """
+    budget = settings.max_total_ms
+    if budget is None or spent_ms + delay_ms <= budget:
+        return None
+    last = error.strip().splitlines()[0] if error.strip() else "none"
+    return (
+        f"retry budget spent: waiting {delay_ms} ms more would take this chain to "
+        f"{spent_ms + delay_ms} ms, past retry.maxTotalMs ({budget} ms); last error: {last}"
+    )
+
+
 def agent_delay_cap(settings: RetrySettings) -> int | None:
     """The cap on the exponential wait of R-16, by profile: the one rule of R-53a.
 

@@ -33,7 +33,7 @@ import trio
 from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
 from .._messages import AssistantMessage
 from .._settings_values import RetrySettings
-from .backoff import plan_delay
+from .backoff import over_budget, plan_delay
 from .classify import is_usage_limit_error, parse_retry_after_ms
 from .decide import Next
 
@@ -81,13 +81,16 @@ class RetryChain:
     Attributes:
         attempt: the current 1-based attempt; 0 before the first (R-9).
         ended: whether ``auto_retry_end`` has been emitted.
+        retrying: the error the next (or running) re-attempt retries (R-63).
     """
 
     attempt: int = 0
     ended: bool = False
+    retrying: AssistantMessage | None = None
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _sleep: trio.CancelScope | None = attrs.field(default=None, init=False)
     _pending_delay_ms: int = attrs.field(default=0, init=False)
+    _began: float = attrs.field(default=0.0, init=False)  # trio time of the first error
 
     @property
     def alive(self) -> bool:
@@ -145,6 +148,7 @@ class RetryChain:
                 R-24) or a non-retryable result (R-25) — or ``None``.
         """
         message = error
+        self._began = trio.current_time()  # retry.maxTotalMs counts from here (R-61)
         with self._scope:
             try:
                 while True:
@@ -190,8 +194,15 @@ class RetryChain:
             self._end(host, AutoRetryEnd(False, self.attempt, plan.refusal))
             return False
         delay = await host.cooldown_delay(delay)  # at least the key's shared cooldown
+        spent = round((trio.current_time() - self._began) * 1000)
+        refusal = over_budget(spent, delay, settings, text)  # R-61
+        if refusal is not None:  # not made: the last retry tried is reported (as R-27's)
+            self.attempt -= 1
+            self._end(host, AutoRetryEnd(False, self.attempt, refusal))
+            return False
         host.emit(AutoRetryStart(self.attempt, settings.max_retries, delay, text))  # R-19
         host.drop_from_context(message)  # R-20
+        self.retrying = message
         self._pending_delay_ms = delay
         return True
 

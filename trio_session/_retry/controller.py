@@ -24,7 +24,7 @@ import trio
 
 from .._agent import Agent
 from .._errors import SessionBusyError, SessionClosedError
-from .._events import AutoRetryEnd, CompactionEnd, EntryAppended, SessionEvent
+from .._events import AgentSettled, AutoRetryEnd, CompactionEnd, EntryAppended, SessionEvent
 from .._groups import unwrapped
 from .._messages import AssistantMessage, Message, UserMessage
 from .._settings_values import RetrySettings
@@ -37,6 +37,9 @@ from .profile import is_pi16
 
 #: ``unwrapped`` keeps no state: one instance serves every prompt.
 _UNWRAPPED = unwrapped()
+#: The two ``agent_settled`` events; frozen, so every prompt shares them.
+_SETTLED = AgentSettled(aborted=False)
+_SETTLED_ABORTED = AgentSettled(aborted=True)
 
 
 #: What ``prompt()`` says while another prompt (or a compaction) runs.
@@ -149,6 +152,8 @@ class PromptController:
     # pi-1.6: a usage-limit error and what the credential store said about it, asked
     # before the decision (R-53b); the chain takes the answer instead of asking again.
     _told: tuple[AssistantMessage, bool] | None = attrs.field(default=None, init=False)
+    # abort() came (or the run was cancelled) during this prompt: its agent_settled says so
+    _aborted: bool = attrs.field(default=False, init=False)
 
     # -- state ---------------------------------------------------------------------
 
@@ -188,6 +193,7 @@ class PromptController:
         async context manager, which costs a generator per prompt.
         """
         self.running = True
+        self._aborted = False
 
     async def run(self, user: UserMessage) -> None:
         """One prompt, in the scope tree above: stage it, run it, settle what follows.
@@ -207,6 +213,7 @@ class PromptController:
                 last = await self.agent.prompt(user, will_continue=self._decide)
             step = self._take_verdict()
             if scope.cancelled_caught:
+                self._aborted = True
                 self.watcher.prompt_aborted()
             elif step is not Next.DONE:
                 # A chain or a compaction follows: they run in the prompt's nursery,
@@ -227,8 +234,13 @@ class PromptController:
                     _UNWRAPPED.__exit__(type(group), group, group.__traceback__)
                     raise
                 if run.cancelled_caught:
+                    self._aborted = True
                     self.watcher.prompt_aborted()
         except BaseException as exc:
+            if isinstance(exc, trio.Cancelled) or (  # cancelled by the prompt's caller
+                isinstance(exc, BaseExceptionGroup) and exc.subgroup(trio.Cancelled)
+            ):
+                self._aborted = True
             if not span.__exit__(type(exc), exc, exc.__traceback__):
                 raise
         else:
@@ -238,6 +250,14 @@ class PromptController:
         """The scope of a manual compaction: ``abort()`` cancels it."""
         scope = self._run_scope = trio.CancelScope()
         return scope
+
+    async def end_prompt(self) -> None:
+        """``end()``, then the prompt's one ``agent_settled`` (R-54): after its last
+        ``agent_end``, with the session idle, saying whether it was aborted."""
+        try:
+            await self.end()
+        finally:
+            self.hub.emit(_SETTLED_ABORTED if self._aborted else _SETTLED)
 
     async def end(self) -> None:
         """However the prompt ended: what waited joins the context (bash results, then
@@ -360,7 +380,10 @@ class PromptController:
             return
 
     async def _run_chain(self, chain: RetryChain, error: AssistantMessage, step: Next) -> None:
-        leftover = await chain.run(self, error, step)
+        try:
+            leftover = await chain.run(self, error, step)
+        finally:
+            self.agent.retried = None  # R-63: only a re-attempt's replies name it
         if leftover is not None:
             await self._settle(*leftover)
 
@@ -395,6 +418,7 @@ class PromptController:
                 self._compacted = False
             chain = self.live_chain
             if chain is not None and chain.attempt > 0:
+                self.agent.retried = None
                 chain.succeed(self)
 
     # -- what a chain needs (``ChainHost``) -----------------------------------------
@@ -464,6 +488,7 @@ class PromptController:
         joined the retry during its backoff and the steering their run took then."""
         joined, self._joined = self._joined, None
         steering, self._join_steering = self._join_steering, None
+        self.agent.retried = self.chain.retrying if self.chain is not None else None  # R-63
         last = await self.agent.continue_(
             will_continue=self._decide, messages=joined or (), steering=steering if joined else None
         )
@@ -511,6 +536,8 @@ class PromptController:
 
     async def abort(self) -> None:
         """Cancel any retry, then the running prompt; return when it is over (R-32)."""
+        if self.running:
+            self._aborted = True  # the prompt's agent_settled says so (R-54)
         chain = self.chain
         if chain is not None and chain.sleeping:
             # In its backoff sleep the chain is all that runs of the prompt (whose body

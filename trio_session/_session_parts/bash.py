@@ -8,6 +8,7 @@ controller ends the prompt (``Journal.flush_pending``). The command itself is a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._bash import BashResult, BashRun
@@ -33,7 +34,13 @@ class BashPart:
         """Whether a ``bash`` command is running."""
         return self._bash_run is not None
 
-    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
+    async def bash(
+        self,
+        command: str,
+        *,
+        exclude_from_context: bool = False,
+        on_output: Callable[[str], None] | None = None,
+    ) -> BashResult:
         """Run a shell command; its output joins the conversation (the reference's ``bash``).
 
         The result is recorded as a ``BashExecutionMessage`` — no event is emitted — and
@@ -46,6 +53,8 @@ class BashPart:
             command: the command line, run by the shell.
             exclude_from_context: record the result but leave it out of what the model
                 is sent.
+            on_output: called with each piece of output as it comes (RPC's
+                ``bash_execution_update``); the result holds the whole (or its tail).
 
         Returns:
             What the command did: its output, exit code, and whether it was cancelled
@@ -63,7 +72,8 @@ class BashPart:
             msg = "a bash command is already running; wait for it or abort_bash() first"
             raise SessionBusyError(msg)
         file = self._journal.file
-        run = self._bash_run = BashRun(command, cwd=file.header.cwd if file is not None else None)
+        cwd = file.header.cwd if file is not None else None
+        run = self._bash_run = BashRun(command, cwd=cwd, on_output=on_output)
         try:
             result = await run.run()
         finally:

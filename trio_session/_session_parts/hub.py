@@ -15,7 +15,7 @@ import trio
 
 from .._errors import EventStreamLagged
 from .._events import SessionEvent
-from .._extensions import ExtensionRunner
+from .._extension_runner import ExtensionRunner
 from .._logging import SessionObserver
 
 logger = logging.getLogger("trio_session")
@@ -156,3 +156,11 @@ class EventHub:
         for stream in self.streams or ():
             stream._close()
         self.streams = None
+
+
+def discard(event: SessionEvent) -> None:
+    """Where a closed session's agent sends its (no longer expected) events.
+
+    Args:
+        event: the event, dropped.
+    """

@@ -15,7 +15,7 @@ import trio
 
 from .._events import HistoryWriteFailed
 from .._messages import AssistantMessage, BashExecutionMessage, Message, UserMessage
-from ..store._history import HistoryError
+from ..store._entries import HistoryError
 from ..store._session_file import SessionFile
 from .hub import EventHub
 

@@ -8,6 +8,7 @@ level asked for (restored when a model that reasons comes back).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import TrioSessionError
@@ -19,7 +20,8 @@ from ..providers._base import (
     clamp_thinking_level,
     supported_thinking_levels,
 )
-from ..store._history import LoadedSession, ModelChangeEntry, ThinkingLevelChangeEntry
+from ..store._entries import ModelChangeEntry, ThinkingLevelChangeEntry
+from ..store._loaded import LoadedSession
 
 if TYPE_CHECKING:
     from .._agent import Agent
@@ -201,3 +203,12 @@ class ModelsPart:
         level = levels[(index + 1) % len(levels)]
         self.set_thinking_level(level)
         return level
+
+
+def models_tuple(models: Sequence[Model]) -> tuple[Model, ...]:
+    """The models a session may switch between, as a tuple (an attrs converter).
+
+    Args:
+        models: the models, in order.
+    """
+    return tuple(models)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import __version__
 from .._pi_config import AGENT_DIR_VARIABLE
@@ -16,6 +16,40 @@ from .._settings import RANGES, RETRY_PROFILES
 
 #: ``--thinking``'s levels, pi's: ``max`` is pi 1.6.0's name above ``xhigh``.
 THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS = ("demo", "chat", "rpc", "conformance", "auth")
+
+#: pi's print flags: before any subcommand they stand for ``chat -p`` (``print_shorthand``).
+PRINT_FLAGS = ("-p", "--print")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is its error, said with its usage.
+
+    argparse hands a subcommand's unknown arguments back to the top parser, which
+    would refuse them with the top-level usage; ``trio-session chat --bogus`` should
+    show ``chat``'s.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def print_shorthand(argv: Sequence[str]) -> list[str]:
+    """``trio-session -p QUESTION [OPTIONS]`` as ``trio-session chat -p QUESTION [OPTIONS]``.
+
+    pi's ``pi -p "question"`` has no subcommand; ours is ``chat``'s print mode. Any
+    other argv is returned as it is.
+    """
+    words = list(argv)
+    shorthand = words and words[0] not in (*COMMANDS, "-h", "--help", "--version")
+    return ["chat", *words] if shorthand and set(PRINT_FLAGS) & set(words) else words
 
 
 def _settings_options(command: argparse.ArgumentParser) -> None:
@@ -201,10 +235,15 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="trio-session",
         description="LLM agent sessions on Trio, with structural retry cancellation.",
+        epilog="'trio-session -p MESSAGE [OPTIONS]' is 'trio-session chat -p MESSAGE "
+        "[OPTIONS]': print the answer and exit. 'trio-session COMMAND --help' shows a "
+        "command's options.",
         allow_abbrev=False,
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = top.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
+    )
 
     def command(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
         made: argparse.ArgumentParser = commands.add_parser(
@@ -216,7 +255,26 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print events as JSON lines")
     _settings_options(demo)
 
-    chat = command("chat", help="chat with a model (a terminal UI on a TTY)")
+    chat = command(
+        "chat",
+        help="chat with a model (a terminal UI on a TTY)",
+        description="Chat with a model: a terminal UI on a terminal, else one prompt per "
+        "line of stdin. Each MESSAGE is sent first, in order; with -p the answer to the "
+        "last is printed and the command exits.",
+    )
+    chat.add_argument(
+        "messages",
+        nargs="*",
+        metavar="MESSAGE",
+        help="a prompt to send first (quote it; several are sent in turn)",
+    )
+    chat.add_argument(
+        "-p",
+        "--print",
+        action="store_true",
+        help="print mode, as pi's: send the MESSAGEs (after piped stdin, if any), print "
+        "the last answer on stdout and exit; retries and errors go to stderr",
+    )
     _provider_options(chat)
     _settings_options(chat)
     _session_options(chat, chat=True)

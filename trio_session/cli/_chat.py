@@ -6,19 +6,21 @@ import argparse
 import contextlib
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 import trio
 
-from .._commands import history_path, open_credentials
+from .._command_keys import open_credentials
+from .._commands import CommandError, history_path
+from .._messages import AssistantMessage
 from .._opening import open_session
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
 from .._settings import SettingsStore
-from ..store._history import HistoryError
+from ..store._entries import HistoryError
 from ._output import Printer, is_terminal, show
 from ._setup import (
     credentials_url,
@@ -49,14 +51,34 @@ def _read_line(stdin: BinaryIO, number: int) -> str | None:
         return raw.decode("utf-8", errors="replace")
 
 
-async def _chat_lines(
-    session: AgentSession, out: TextIO, stdin: BinaryIO, prompts: PromptInput
-) -> int:
-    """The plain line mode: one prompt per line of stdin, events printed as lines.
+async def _send(session: AgentSession, prompts: PromptInput, line: str) -> AssistantMessage | None:
+    """Send one prompt and return the reply; ``None`` if it could not be sent.
 
-    A line is expanded (pi's templates and skills) before the session gets it; a
-    prompt that cannot be sent (no key) is said on stderr, in pi's words, and the
-    next line is read.
+    The line is expanded (pi's templates and skills) before the session gets it; a
+    prompt that cannot be sent (no key) is said on stderr, in pi's words.
+
+    Raises:
+        HistoryError: the session file could not be written.
+    """
+    try:
+        text = prompts.prepare(line.strip(), session.model, starting=True)
+    except PromptRefused as exc:
+        print(f"trio-session: {exc}", file=sys.stderr)
+        return None
+    return await session.prompt(text)
+
+
+async def _chat_lines(
+    session: AgentSession,
+    out: TextIO,
+    stdin: BinaryIO,
+    prompts: PromptInput,
+    first: Sequence[str] = (),
+) -> int:
+    """The plain line mode: the ``first`` prompts, then one per line of stdin.
+
+    Events are printed as lines; a prompt that cannot be sent is said on stderr and
+    the next line is read.
     """
     printer = Printer(out)
     status = 0
@@ -64,30 +86,84 @@ async def _chat_lines(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(show, events, printer, False)
             number = 0
+            given = iter(first)
             while True:
-                number += 1
-                line = await trio.to_thread.run_sync(
-                    _read_line, stdin, number, abandon_on_cancel=True
-                )
+                line = next(given, None)
+                if line is None:
+                    number += 1
+                    line = await trio.to_thread.run_sync(
+                        _read_line, stdin, number, abandon_on_cancel=True
+                    )
                 if line is None:
                     break
                 if not line.strip():
                     continue
                 try:
-                    text = prompts.prepare(line.strip(), session.model, starting=True)
-                except PromptRefused as exc:
-                    print(f"trio-session: {exc}", file=sys.stderr)
-                    status = 1
-                    continue
-                try:
-                    reply = await session.prompt(text)
+                    reply = await _send(session, prompts, line)
                 except HistoryError as exc:
                     print(f"trio-session: {exc}; stopping", file=sys.stderr)
                     status = NOT_SAVED
                     break
+                if reply is None:
+                    status = 1
+                    continue
                 status = 0 if reply.stop_reason in ("stop", "length") else 1
             await session.aclose()
     return status
+
+
+def _read_all(stdin: BinaryIO) -> str:
+    """All of piped stdin as text, trimmed (invalid UTF-8 becomes U+FFFD); empty on a TTY."""
+    if stdin.isatty():
+        return ""
+    return stdin.read().decode("utf-8", errors="replace").strip()
+
+
+async def _print_messages(args: argparse.Namespace, stdin: BinaryIO) -> list[str]:
+    """``chat -p``'s prompts: piped stdin (if any) before the first MESSAGE, as pi's.
+
+    Raises:
+        CommandError: there is nothing to send.
+    """
+    piped = await trio.to_thread.run_sync(_read_all, stdin, abandon_on_cancel=True)
+    messages: list[str] = [m for m in args.messages if m.strip()]
+    if piped:
+        messages[:1] = ["\n\n".join([piped, *messages[:1]])]
+    if not messages:
+        raise CommandError('-p needs a message: trio-session -p "QUESTION"')
+    return messages
+
+
+async def _print_answer(
+    session: AgentSession, prompts: PromptInput, messages: Sequence[str]
+) -> int:
+    """``chat -p``: send ``messages`` in turn, print the last answer's text on stdout.
+
+    As pi's print mode: the retry story and the errors go to stderr; an error, an
+    abort or a cut-off answer (``length``, whose text is still printed) exits 1.
+    """
+    reply: AssistantMessage | None = None
+    with session.events() as events:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(show, events, Printer(sys.stderr, story_only=True), False)
+            for message in messages:
+                reply = await _send(session, prompts, message)
+                if reply is None or reply.stop_reason in ("error", "aborted"):
+                    break
+            await session.aclose()
+    if reply is None:
+        return 1
+    if reply.stop_reason in ("error", "aborted"):
+        print(f"trio-session: {reply.error_message or reply.stop_reason}", file=sys.stderr)
+        return 1
+    print(reply.text)
+    if reply.stop_reason == "length":
+        print(
+            "trio-session: the answer was cut off at the model's output token limit",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 #: Signals that end ``chat`` as Ctrl+C does: the running prompt is aborted, the
@@ -130,6 +206,11 @@ async def run_chat(args: argparse.Namespace, settings: SettingsStore) -> int:
 
 
 async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
+    messages: list[str] = args.messages
+    if args.print:
+        messages = await _print_messages(args, sys.stdin.buffer)
+    elif len(messages) > 1 and is_terminal():
+        raise CommandError("on a terminal, chat takes one MESSAGE (quote it)")
     loaded = extensions(args.extension)
     start = session_start(args, settings, create_new=True)
     prompts = prompt_input(args)
@@ -161,10 +242,16 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                 thinking_level=args.thinking_level,
             )
 
+        if args.print:
+            async with _named(opener, args.name)(start.path) as session:
+                file = session.history_file
+                for warning in file.loaded.warnings if file is not None and file.loaded else ():
+                    print(f"trio-session: warning: {warning}", file=sys.stderr)
+                return await _print_answer(session, prompts, messages)
         if is_terminal():
             # The terminal UI: it shows the file, its load warnings, the conversation so far.
-            from ..tui._app import run_terminal_chat
             from ..tui._input_history import InputHistory, default_history_path
+            from ..tui._terminal_chat import run_terminal_chat
 
             try:
                 await run_terminal_chat(
@@ -172,8 +259,9 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                     resume=start.path,
                     sessions_dir=start.directory,
                     history=InputHistory.load(default_history_path()),
-                    banner=f"trio-session chat · {model.provider} {model.id}",
+                    banner=lambda s: f"trio-session chat · {s.model.provider} {s.model.id}",
                     prompt_input=prompts,
+                    first_prompt=messages[0] if messages else None,
                 )
             except HistoryError as exc:
                 print(f"trio-session: {exc}; stopping", file=sys.stderr)
@@ -186,7 +274,7 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                 print(f"trio-session: warning: {warning}", file=sys.stderr)
             if start.path is not None:
                 print(f"trio-session: session file {start.path}", file=sys.stderr)
-            return await _chat_lines(session, sys.stdout, sys.stdin.buffer, prompts)
+            return await _chat_lines(session, sys.stdout, sys.stdin.buffer, prompts, messages)
 
 
 def _named(

@@ -6,13 +6,15 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
 
-from .._commands import CommandError, auth_add, auth_list, auth_remove, load_settings
+from .._command_keys import auth_add, auth_list, auth_remove
+from .._commands import CommandError, load_settings
 from .._errors import TrioSessionError
-from ._args import parser
+from ._args import parser, print_shorthand
 from ._output import is_terminal, run_demo
 from ._setup import agent_dir, extensions, provider_inputs
 
@@ -30,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0, 1 (a prompt failed), 2 (a usage or set-up error), or
         128 + a signal's number.
     """
-    args = parser().parse_args(argv)
+    args = parser().parse_args(print_shorthand(sys.argv[1:] if argv is None else argv))
     status = 2
     try:
         status = _run(args)
@@ -74,11 +76,31 @@ def _conformance(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
 
 
+def _existing_settings(paths: Sequence[str], *, ignore_missing: bool) -> list[str]:
+    """The ``--settings`` files, each of which must exist (a global or project file may not).
+
+    Raises:
+        CommandError: a file is missing, unless ``ignore_missing``
+            (``--ignore-broken-settings``): then it is left out, with a warning.
+    """
+    kept = []
+    for path in paths:
+        if Path(path).exists():
+            kept.append(path)
+        elif ignore_missing:
+            print(f"trio-session: warning: ignoring {path}: it does not exist", file=sys.stderr)
+        else:
+            hint = "; to start without it, add --ignore-broken-settings"
+            raise CommandError(f"settings file {path} does not exist (--settings){hint}")
+    return kept
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "auth":
         return run_auth(args)
     if args.command == "conformance":
         return _conformance(args)
+    args.settings = _existing_settings(args.settings, ignore_missing=args.ignore_broken_settings)
     # pi's agent directory is for chat and rpc only; the demo reads nothing of the user's.
     args.agent_dir_config = agent_dir(args.agent_dir) if args.command != "demo" else None
     # The demo is the same everywhere: only --settings files, never the user's own.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -32,7 +33,7 @@ from ..providers._faux import FauxProvider, FauxReply
 DEMO_PROMPT = "Say hello, and tell me what just happened."
 DEMO_ANSWER = (
     "Hello! The provider answered 503 twice; the session waited 2 s, then 4 s, "
-    "and the third attempt got through."
+    "and retry 2 got through."
 )
 
 
@@ -48,11 +49,44 @@ def demo_script() -> list[FauxReply]:
     ]
 
 
-class Printer:
-    """Human-readable event output for the line mode."""
+#: A refused connection, as the HTTP providers word it (``providers._http``).
+REFUSED = re.compile(r"Connection error: could not connect to (.+) \(Connection refused\)")
 
-    def __init__(self, out: TextIO) -> None:
+
+def wait_text(seconds: float) -> str:
+    """A wait as the line mode says it: ``2s``, ``12s``; under a second ``0.2s``, ``0.01s``."""
+    if seconds >= 1:
+        return f"{round(seconds)}s"
+    return f"{seconds:.2g}s" if seconds > 0 else "0s"
+
+
+def refused_note(event: AutoRetryStart) -> str | None:
+    """A first retry after a refused connection: say at once that nothing listens there.
+
+    A refused connection is rarely transient (a local server not started, a wrong
+    port), and the retries that follow take seconds; the user learns it before them.
+    """
+    found = REFUSED.fullmatch(event.error_message)
+    if event.attempt != 1 or found is None:
+        return None
+    return f"nothing listens on {found.group(1)} (connection refused); retrying"
+
+
+class Printer:
+    """Human-readable event output for the line mode.
+
+    Args:
+        out: where the conversation and the retry story go.
+        notes: where a note for the user goes (``refused_note``): stderr by default.
+        story_only: print the retry story, not the messages (``chat -p``, on stderr).
+    """
+
+    def __init__(
+        self, out: TextIO, *, notes: TextIO | None = None, story_only: bool = False
+    ) -> None:
         self.out = out
+        self.notes = notes if notes is not None else sys.stderr
+        self.story_only = story_only
         self.tty = out.isatty()
         self.streaming = False
 
@@ -61,6 +95,12 @@ class Printer:
         self.out.flush()
 
     def event(self, event: SessionEvent) -> None:
+        if self.story_only and isinstance(event, MessageUpdate):
+            return
+        if self.story_only and isinstance(event, MessageEnd):
+            if isinstance(event.message, AssistantMessage) and event.message.stop_reason == "error":
+                self.write(f"  ✗ error: {event.message.error_message}\n")
+            return
         if isinstance(event, MessageUpdate):
             if event.delta:  # the text deltas; other parts (tool calls) are not shown
                 if not self.streaming:
@@ -80,8 +120,11 @@ class Printer:
                 elif message.stop_reason == "aborted":
                     self.write("  ✗ aborted\n")
         elif isinstance(event, AutoRetryStart):
-            seconds = round(event.delay_ms / 1000)
-            line = f"  ↻ retrying ({event.attempt}/{event.max_attempts}) in {seconds}s…"
+            if (note := refused_note(event)) is not None:
+                self.notes.write(f"trio-session: {note}\n")
+                self.notes.flush()
+            wait = wait_text(event.delay_ms / 1000)
+            line = f"  ↻ retrying ({event.attempt}/{event.max_attempts}) in {wait}…"
             self.write(line if self.tty else line + "\n")
         elif isinstance(event, AutoRetryEnd):
             if self.tty:
@@ -102,10 +145,8 @@ class Printer:
 
     def countdown(self, event: AutoRetryStart, remaining: float) -> None:
         if self.tty:
-            seconds = math.ceil(remaining)
-            self.write(
-                f"\r  ↻ retrying ({event.attempt}/{event.max_attempts}) in {seconds}s… \x1b[K"
-            )
+            wait = wait_text(remaining) if remaining < 1 else f"{math.ceil(remaining)}s"
+            self.write(f"\r  ↻ retrying ({event.attempt}/{event.max_attempts}) in {wait}… \x1b[K")
 
 
 async def show(events: EventStream, printer: Printer, as_json: bool) -> None:
@@ -165,7 +206,7 @@ async def run_demo(
     )
     async with open_session(provider, model, settings=settings, extensions=extensions) as session:
         if interactive:
-            from ..tui._app import run_terminal_chat
+            from ..tui._terminal_chat import run_terminal_chat
 
             await run_terminal_chat(
                 session, first_prompt=DEMO_PROMPT, banner=banner + " (Esc cancels a retry)."

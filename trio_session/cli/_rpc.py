@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 from collections.abc import AsyncIterator
 
-from .._commands import open_credentials
+from .._command_keys import open_credentials
 from .._opening import open_session
 from .._session import AgentSession
 from .._settings import SettingsStore
-from ..store._session_file import SessionFile, open_history
+from ..store._open_history import open_history
+from ..store._session_file import SessionFile
 from ._setup import (
     credentials_url,
     extensions,
@@ -25,9 +25,10 @@ from ._setup import (
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
     """``trio-session rpc``: serve until stdin ends or a stop signal comes.
 
-    Exit status: 0 at end of input or on SIGTERM; 128 + the signal's number on SIGINT
-    (130) or SIGHUP (129), as a shell reports a command those signals ended. Every
-    way out first aborts the run and writes every line owed.
+    Exit status, as pi 1.6.0's: 0 when the input ended first; 128 + the number of the
+    signal that started the shutdown otherwise (SIGTERM 143, SIGHUP 129, SIGINT 130).
+    Every way out first aborts the run and writes every line owed, except a second
+    signal during the shutdown, which exits at once (docs/rpc.md, "Shutdown").
     """
     from ..rpc._server import SessionRequest
     from ..rpc._stdio import serve_stdio
@@ -81,6 +82,4 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
         stopped_by = await serve_stdio(
             sessions, first_session=first, lean_updates=args.lean_updates, prompt_input=prompts
         )
-    if stopped_by in (signal.SIGINT, signal.SIGHUP):
-        return 128 + stopped_by
-    return 0
+    return 0 if stopped_by is None else 128 + stopped_by

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import attrs
 
+from .._command_keys import api_key_flag_warning, read_api_key_file
 from .._commands import (
     KEY_VARIABLES,
     CommandError,
-    api_key_flag_warning,
     history_path,
     missing_key,
     open_provider,
     preflight,
-    read_api_key_file,
     select_model,
     sessions_dir,
 )
@@ -79,11 +78,15 @@ def provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
             agent_dir=args.agent_dir_config,
             check_key=False,
         )
+    # A flag goes into the store above every file: the session hands the store's
+    # timeouts to the provider with every request, so the flag must be what it holds.
+    for flag, key in (("timeout", "timeoutMs"), ("idle_timeout", "idleTimeoutMs")):
+        if getattr(args, flag) is not None:
+            settings.set(f"retry.provider.{key}", round(getattr(args, flag) * 1000))
     timeouts = settings.current.retry.provider
-    if args.timeout is None:
-        args.timeout = timeouts.timeout_ms / 1000
-    if args.idle_timeout is None:
-        args.idle_timeout = timeouts.idle_timeout_ms / 1000
+    args.timeout = timeouts.timeout_ms / 1000
+    args.idle_timeout = timeouts.idle_timeout_ms / 1000
+    args.max_connections = settings.current.http.max_connections
     args.system_prompt = _system_prompt(args.system_prompt)
     if args.name is not None:
         args.name = " ".join(args.name.split())
@@ -157,6 +160,7 @@ def open_model(args: argparse.Namespace) -> AbstractAsyncContextManager[tuple[Pr
         idle_timeout=args.idle_timeout,
         model=args.model_choice,
         agent_dir=args.agent_dir_config,
+        max_connections=getattr(args, "max_connections", None),
     )
 
 
@@ -219,7 +223,7 @@ def session_start(
     Raises:
         CommandError: no session matches, or ``--fork`` came with another.
     """
-    from ..store._session_file import fork_session  # a session file is only for these
+    from ..store._fork import fork_session
 
     config: AgentDirConfig | None = args.agent_dir_config
     directory = (

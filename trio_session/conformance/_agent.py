@@ -423,7 +423,8 @@ def store_keys(home: Path, environ: Mapping[str, str], keys: Sequence[str]) -> N
     SQLite store of ``trio-session auth add`` is where trio-session keeps more.
     """
     from .._dirs import user_data_dir
-    from ..store._sqlite_credentials import SqliteCredentialStore, default_credentials_path
+    from ..store._credentials_file import default_credentials_path
+    from ..store._sqlite_credentials import SqliteCredentialStore
 
     data_dir = user_data_dir(environ=environ, home=home)
     store = SqliteCredentialStore.open(default_credentials_path(data_dir=data_dir), env_vars={})

@@ -75,20 +75,17 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from ._base import (
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
+from ._error_text import (
     MAX_MESSAGE_CHARS,
     RETRY_HINT_HEADERS,
     STREAM_CUT_MESSAGE,
-    Model,
-    ProviderRequest,
-    StreamEnd,
-    StreamSink,
-    ToolSpec,
     excerpt,
     http_error_message,
     invalid_response_message,
 )
-from ._http import HttpProvider, StreamParser
+from ._http import HttpProvider
+from ._http_body import StreamParser
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")

@@ -46,45 +46,38 @@ import logging
 import math
 import os
 import traceback
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeAlias
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 
 import attrs
 import trio
 
-from .._json import loads
 from .._text import valid_unicode
-from ._base import (
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink
+from ._error_text import (
     STREAM_CUT_MESSAGE,
-    Model,
-    ProviderRequest,
-    StreamEnd,
-    StreamSink,
-    excerpt,
     http_error_message,
-    invalid_response_message,
+    os_detail,
     redact,
 )
-from ._proxy import proxy_mounts, proxy_secrets
-from ._sse import EventStreamTooLarge, ServerSentEvent, SSEDecoder
+from ._http_body import (
+    UNDECODABLE,
+    EventReader,
+    StreamParser,
+    content_decoder,
+    error_response_end,
+    not_a_stream_message,
+)
+from ._httpx import lazy_httpx
+from ._pool import check_limits, make_client_off_loop, pool_stats
+from ._proxy import proxy_secrets
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._pool import LimitsValue
 else:
-
-    class _Httpx:
-        """Stands for the ``httpx`` module until something of it is used, then imports it
-        and puts the module in its place: a provider that is made but never sends (the
-        ``rpc`` command answering its first commands) does not pay for importing it."""
-
-        def __getattr__(self, name: str) -> Any:
-            global httpx
-            import httpx as module
-
-            httpx = module
-            return getattr(module, name)
-
-    httpx = _Httpx()
+    httpx = lazy_httpx(globals())
 
 logger = logging.getLogger("trio_session")
 
@@ -110,14 +103,6 @@ else:
 #: Default limit on one attempt as a whole, in seconds: connecting, the headers, the whole
 #: streamed answer and any error body.
 DEFAULT_ATTEMPT_TIMEOUT = 600.0
-
-#: The most of an error body that is read; the rest is dropped with the connection.
-MAX_ERROR_BODY_BYTES = 64 * 1024
-
-_UNDECODABLE = invalid_response_message("the response body could not be decoded")
-
-#: ``http_error_message``'s signature: what an adapter uses to word an HTTP error response.
-ErrorWording = Callable[..., str]
 
 
 if TYPE_CHECKING:
@@ -160,24 +145,14 @@ def json_body(body: Mapping[str, Any]) -> bytes:
         return valid_unicode(text).encode("utf-8")
 
 
-class StreamParser(Protocol):
-    """Reads one API's events into a sink; made fresh for every request."""
-
-    def feed(self, event: ServerSentEvent) -> StreamEnd | None:
-        """Take one event; return how the stream ended if this event ends it."""
-        ...
-
-    def finish(self) -> StreamEnd:
-        """The body ended without an end event: how did the stream end?"""
-        ...
-
-
 @attrs.define(eq=False)
 class _Attempt:
     """How far one attempt got: what a deadline message says it was doing."""
 
     url: httpx.URL | None = None
     response: httpx.Response | None = None
+    timeout: httpx.Timeout | None = None  #: this attempt's httpx timeouts
+    limit: float | None = None  #: this attempt's ``attempt_timeout``
 
 
 def _seconds(value: float | None) -> str:
@@ -186,30 +161,6 @@ def _seconds(value: float | None) -> str:
 
 def _where(url: httpx.URL) -> str:
     return f"{url.host}:{url.port}" if url.port else url.host
-
-
-def _os_detail(exc: BaseException) -> str:
-    """The most specific OS-level reason in an exception's chain ("Connection refused").
-
-    trio reports a failed connect as ``OSError("all attempts … failed")`` caused by an
-    exception group of the per-address errors; the first ``strerror`` found wins.
-    """
-    seen: set[int] = set()
-    queue: list[BaseException] = [exc]
-    while queue:
-        current = queue.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.strerror:
-            # trio's strerror repeats the address; the errno's own text says it plainly.
-            if isinstance(current.errno, int) and current.errno > 0:
-                return os.strerror(current.errno)
-            return current.strerror
-        if isinstance(current, BaseExceptionGroup):
-            queue.extend(current.exceptions)
-        queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return str(exc) or type(exc).__name__
 
 
 def _header_safe(value: str) -> bool:
@@ -248,9 +199,17 @@ class HttpProvider:
         attempt_timeout: seconds one attempt may take as a whole — connecting, the
             headers, the whole streamed answer, any error body — or ``None`` for no
             limit; 600 by default.
-        client: an ``httpx.AsyncClient`` to use; the caller keeps owning it (it
-            must not retry on its own, R-28a). If omitted, one is created at first use
-            with ``retries=0`` and closed by ``aclose``.
+        limits: the connection pool of the client the provider makes: an
+            ``httpx.Limits`` (``max_connections``, ``max_keepalive_connections``,
+            ``keepalive_expiry``), or an int for ``max_connections`` (and as many kept
+            alive, for 5 s); ``None`` is httpx's defaults (100, 20 kept alive for 5 s).
+            Shared by every session using the provider: give it at least as many
+            connections as requests may be in flight at once. Not with ``client=``.
+        client: an ``httpx.AsyncClient`` to use; the caller keeps owning it and its
+            pool (it must not retry on its own, R-28a). If omitted, one is created at
+            first use — in a worker thread, so that importing httpx and building TLS
+            contexts does not stall the event loop — with ``retries=0``, and closed
+            by ``aclose``.
         headers: extra request headers.
         extra_body: extra top-level JSON fields (``temperature``, ``max_completion_tokens``).
     """
@@ -273,6 +232,9 @@ class HttpProvider:
         alias="attempt_timeout",
         kw_only=True,
     )
+    _limits: LimitsValue = attrs.field(
+        default=None, validator=lambda _, __, v: check_limits(v), alias="limits", kw_only=True
+    )
     _client: httpx.AsyncClient | None = attrs.field(
         default=None, alias="client", kw_only=True, repr=False
     )
@@ -280,8 +242,13 @@ class HttpProvider:
     _extra_body: Mapping[str, Any] = attrs.field(factory=dict, alias="extra_body", kw_only=True)
     _owns_client: bool = attrs.field(init=False, default=False)
     _closed: bool = attrs.field(init=False, default=False)
+    _in_flight: int = attrs.field(init=False, default=0)
+    _making_client: trio.Lock | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        if self._client is not None and self._limits is not None:
+            msg = "limits= is for the client the provider makes; a client= keeps its own pool"
+            raise ValueError(msg)
         self._owns_client = self._client is None
         if self._base_url is None:
             self._base_url = env_base_url(type(self))
@@ -293,6 +260,15 @@ class HttpProvider:
         return self.base_url == self.DEFAULT_BASE_URL.rstrip("/")
 
     # -- configuration -------------------------------------------------------------
+
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets this provider holds — its own ``api_key``, if it was given one —
+        for a session to keep out of its logs and spans (see ``Provider``).
+
+        Returns:
+            The provider's own key, or nothing.
+        """
+        return (self._api_key,) if self._api_key else ()
 
     @property
     def name(self) -> str:
@@ -344,15 +320,35 @@ class HttpProvider:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _get_client(self) -> httpx.AsyncClient:
+    async def _get_client(self) -> httpx.AsyncClient:
+        """The client; made at first use in a worker thread (see ``_pool``), once."""
         if self._client is None:
-            self._client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(retries=0),
-                mounts=proxy_mounts(),  # HTTP(S)_PROXY, NO_PROXY: see _proxy
-                timeout=self.timeout,
-                follow_redirects=False,
-            )
+            if self._making_client is None:
+                self._making_client = trio.Lock()
+            async with self._making_client:
+                if self._client is None:
+                    self._client = await make_client_off_loop(self._timeout, self._limits)
         return self._client
+
+    def pool_stats(self) -> dict[str, int]:
+        """What the provider's connection pool holds now, for tests and health checks.
+
+        Returns:
+            ``requests_in_flight`` (``stream`` calls under way), ``requests_waiting``
+            (for a free connection: the pool is full), ``connections`` (open or
+            opening), ``connections_in_use`` and ``connections_idle`` (kept alive
+            for the next request). All 0 before the first request; the connection
+            counts are those of the client passed in, if one was.
+        """
+        return pool_stats(self._client, self._in_flight)
+
+    def _request_timeout(self, request: ProviderRequest) -> httpx.Timeout:
+        """This request's httpx timeouts: the provider's, with the request's
+        ``idle_timeout`` as read, write and pool timeout if it has one."""
+        timeout, idle = self.timeout, request.idle_timeout
+        if idle is None:
+            return timeout
+        return httpx.Timeout(connect=timeout.connect, read=idle, write=idle, pool=idle)
 
     # -- what a subclass provides ---------------------------------------------------
 
@@ -404,19 +400,26 @@ class HttpProvider:
         """
         key = request.api_key or self._api_key
         secrets = (*(s for s in (request.api_key, self._api_key) if s), *proxy_secrets())
-        attempt = _Attempt()
-        limit = self._attempt_timeout
-        with trio.move_on_after(math.inf if limit is None else limit) as deadline:
-            try:
-                end = await self._exchange(
-                    request, sink, key.strip() if key else None, secrets, attempt
-                )
-            except Exception as exc:  # a bug must not become a crash, or leak the body
-                end = StreamEnd.error(unexpected_failure_message(exc))
+        limit = request.attempt_timeout
+        limit = self._attempt_timeout if limit is None else limit
+        attempt = _Attempt(limit=limit)
+        if self._client is None and not self._closed:
+            await self._get_client()  # outside the attempt's deadline
+        self._in_flight += 1
+        try:
+            with trio.move_on_after(math.inf if limit is None else limit) as deadline:
+                try:
+                    end = await self._exchange(
+                        request, sink, key.strip() if key else None, secrets, attempt
+                    )
+                except Exception as exc:  # a bug must not become a crash, or leak the body
+                    end = StreamEnd.error(unexpected_failure_message(exc))
+        finally:
+            self._in_flight -= 1
         if deadline.cancelled_caught:
             end = StreamEnd.error(self._deadline_message(attempt, secrets))
         if end.error_message is not None:
-            end = StreamEnd.error(redact(end.error_message, *secrets))
+            end = StreamEnd.error(redact(end.error_message, *secrets), end.failure)
         return end
 
     async def _exchange(
@@ -445,28 +448,29 @@ class HttpProvider:
             **self._headers(api_key),
             **self._extra_headers,
         }
+        client = await self._get_client()  # before httpx is used: it imports httpx
+        timeout = attempt.timeout = self._request_timeout(request)
         url = attempt.url = httpx.URL(self._url(request.model))
         try:
-            client = self._get_client()
             async with client.stream(
                 "POST",
                 url,
                 content=content,
                 headers=headers,
-                timeout=self.timeout,
+                timeout=timeout,
                 follow_redirects=False,  # also on a client passed in (R-28a)
             ) as response:
                 attempt.response = response
                 if not response.is_success:
-                    return StreamEnd.error(
-                        await _error_response_message(response, secrets, self._http_error_message)
-                    )
+                    return await error_response_end(response, secrets, self._http_error_message)
                 return await self._read_events(response, self._parser(sink, secrets), secrets)
         except httpx.InvalidURL as exc:
             return StreamEnd.error(f"Invalid request: {exc}")
         except httpx.HTTPError as exc:
             responded = attempt.response is not None
-            return StreamEnd.error(self._failure_message(exc, url, responded=responded))
+            return StreamEnd.error(
+                self._failure_message(exc, url, responded=responded, timeout=timeout)
+            )
 
     async def _read_events(
         self, response: httpx.Response, parser: StreamParser, secrets: tuple[str, ...]
@@ -474,11 +478,11 @@ class HttpProvider:
         content_type = response.headers.get("content-type", "")
         if content_type and "event-stream" not in content_type.lower():
             return StreamEnd.error(
-                await _not_a_stream_message(
+                await not_a_stream_message(
                     response, content_type, secrets, self._http_error_message
                 )
             )
-        reader = _EventReader(_content_decoder(response), parser)
+        reader = EventReader(content_decoder(response), parser)
         end: StreamEnd | None = None
         failure: Exception | None = None
         with trio.CancelScope() as reading:
@@ -495,7 +499,14 @@ class HttpProvider:
             raise failure
         return end if end is not None else reader.finish()
 
-    def _failure_message(self, exc: httpx.HTTPError, url: httpx.URL, *, responded: bool) -> str:
+    def _failure_message(
+        self,
+        exc: httpx.HTTPError,
+        url: httpx.URL,
+        *,
+        responded: bool,
+        timeout: httpx.Timeout | None = None,
+    ) -> str:
         """The ``errorMessage`` for a request that failed below HTTP (R-52).
 
         Everything the network did wrong says ``Connection error`` so that R-5 retries
@@ -505,27 +516,34 @@ class HttpProvider:
         """
         where = _where(url)
         if isinstance(exc, httpx.TimeoutException):
-            return self._timeout_message(exc, where, responded=responded)
+            return self._timeout_message(exc, where, responded=responded, timeout=timeout)
         if isinstance(exc, httpx.ConnectError):
-            return f"Connection error: could not connect to {where} ({_os_detail(exc)})"
+            return f"Connection error: could not connect to {where} ({os_detail(exc)})"
         if isinstance(exc, httpx.ProxyError):
             return f"Connection error: proxy failed for {where} ({exc})"
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError)):
             return f"Invalid request: {exc}"
         if isinstance(exc, httpx.DecodingError):
-            return _UNDECODABLE
+            return UNDECODABLE
         if isinstance(exc, httpx.TransportError):  # read/write/close errors, remote protocol
             if responded:
                 return STREAM_CUT_MESSAGE
             return (
                 f"Connection error: {where} closed the connection before responding"
-                f" ({_os_detail(exc)})"
+                f" ({os_detail(exc)})"
             )
         return f"Request failed: {type(exc).__name__}"
 
-    def _timeout_message(self, exc: httpx.TimeoutException, where: str, *, responded: bool) -> str:
+    def _timeout_message(
+        self,
+        exc: httpx.TimeoutException,
+        where: str,
+        *,
+        responded: bool,
+        timeout: httpx.Timeout | None = None,
+    ) -> str:
         """``"Connection error: timed out after Ns <doing what>"``: which phase, which limit."""
-        timeout = self.timeout
+        timeout = self.timeout if timeout is None else timeout
         if isinstance(exc, httpx.ConnectTimeout):
             limit, doing = timeout.connect, f"connecting to {where}"
         elif isinstance(exc, httpx.WriteTimeout):
@@ -544,7 +562,7 @@ class HttpProvider:
         ``"Connection error: timed out after 600s (the limit for one attempt) <doing
         what>"``; cut in an error body, the status and its retry hints are kept in front.
         """
-        timed_out = f"Connection error: timed out after {_seconds(self._attempt_timeout)}s"
+        timed_out = f"Connection error: timed out after {_seconds(attempt.limit)}s"
         timed_out += " (the limit for one attempt)"
         where = _where(attempt.url) if attempt.url is not None else "the server"
         response = attempt.response
@@ -567,142 +585,3 @@ def env_base_url(cls: type[HttpProvider], environ: Mapping[str, str] = os.enviro
     variable = cls.BASE_URL_VARIABLE
     value = environ.get(variable, "").strip() if variable else ""
     return value or None
-
-
-class _ContentDecoder(Protocol):
-    def decode(self, data: bytes) -> bytes: ...
-    def flush(self) -> bytes: ...
-
-
-def _content_decoder(response: httpx.Response) -> _ContentDecoder:
-    """The ``content-encoding`` decoder httpx would use for ``response``.
-
-    The body is read with ``aiter_raw()`` and decoded here, in the reader's own frame:
-    inside httpx's ``aiter_bytes()`` a ``DecodingError`` would leave the raw iterator
-    under it suspended and abandoned to the garbage collector (trio warns), while here
-    it is caught and the read loop is left by cancellation like any early stop.
-    ``_get_content_decoder`` is httpx's own: private, but in every httpx this package
-    supports, and what ``aiter_bytes()`` itself calls.
-    """
-    decoder: _ContentDecoder = response._get_content_decoder()
-    return decoder
-
-
-@attrs.define(eq=False)
-class _EventReader:
-    """Raw body pieces → content decoding → SSE lines and events → the parser."""
-
-    _content: _ContentDecoder
-    _parser: StreamParser
-    _events: SSEDecoder = attrs.field(factory=SSEDecoder)
-
-    def take(self, raw: bytes) -> StreamEnd | None:
-        """Feed one raw piece of the body; the end, if it came (or a failure)."""
-        try:
-            data = self._content.decode(raw)
-        except httpx.DecodingError:
-            return StreamEnd.error(_UNDECODABLE)
-        return self._feed(data)
-
-    def finish(self) -> StreamEnd:
-        """The body ended: what the content decoder still held, then the parser's verdict."""
-        try:
-            end = self._feed(self._content.flush())
-        except httpx.DecodingError:
-            end = StreamEnd.error(_UNDECODABLE)
-        return end if end is not None else self._parser.finish()
-
-    def _feed(self, data: bytes) -> StreamEnd | None:
-        try:
-            for event in self._events.feed(data):
-                if (end := self._parser.feed(event)) is not None:
-                    return end
-        except EventStreamTooLarge as exc:
-            return StreamEnd.error(invalid_response_message(str(exc)))
-        return None
-
-
-async def _read_capped(
-    response: httpx.Response, secrets: tuple[str, ...]
-) -> tuple[str, str | None]:
-    """Up to ``MAX_ERROR_BODY_BYTES`` of a body as text, secrets redacted, and what
-    went wrong reading it (``None`` if nothing did).
-
-    A body cut at the limit or by a lost connection may end in the start of a key; that
-    start is redacted too (``redact`` with ``cut=True``).
-    """
-    content = _content_decoder(response)
-    chunks: list[bytes] = []
-    size = 0
-    problem: str | None = None
-    try:
-        with trio.CancelScope() as reading:  # stop early as _read_events does
-            async for raw in response.aiter_raw():
-                if size >= MAX_ERROR_BODY_BYTES or problem is not None:
-                    continue  # the cancellation lands at the next checkpoint
-                try:
-                    chunk = content.decode(raw)
-                except httpx.DecodingError:  # content-encoding: gzip, and something else
-                    problem = "the error body could not be decoded"
-                    reading.cancel(reason="error body undecodable")
-                    continue
-                chunks.append(chunk)
-                size += len(chunk)
-                if size >= MAX_ERROR_BODY_BYTES:
-                    reading.cancel(reason="error body long enough")
-    except httpx.TransportError:
-        problem = "the connection was lost while reading the error body"
-    if problem is None and size < MAX_ERROR_BODY_BYTES:
-        try:
-            chunks.append(content.flush())
-        except httpx.DecodingError:
-            problem = "the error body could not be decoded"
-    data = b"".join(chunks)[:MAX_ERROR_BODY_BYTES]
-    try:
-        text = data.decode(response.encoding or "utf-8", errors="replace")
-    except LookupError:
-        text = data.decode("utf-8", errors="replace")
-    cut = problem is not None or size >= MAX_ERROR_BODY_BYTES
-    return redact(text, *secrets, cut=cut), problem
-
-
-async def _error_response_message(
-    response: httpx.Response,
-    secrets: tuple[str, ...],
-    wording: ErrorWording = http_error_message,
-) -> str:
-    body, problem = await _read_capped(response, secrets)
-    content_type = response.headers.get("content-type", "")
-    if problem is not None and not body.strip():
-        body, content_type = f"({problem})", "text/plain"
-    return wording(
-        response.status_code,
-        response.reason_phrase,
-        body,
-        response.headers,
-        content_type=content_type,
-        secrets=secrets,
-    )
-
-
-async def _not_a_stream_message(
-    response: httpx.Response,
-    content_type: str,
-    secrets: tuple[str, ...],
-    wording: ErrorWording = http_error_message,
-) -> str:
-    """A 2xx that is not an event stream: a JSON error in disguise, or the wrong server."""
-    body, _ = await _read_capped(response, secrets)
-    try:
-        data = loads(body) if "json" in content_type.lower() else None
-    except ValueError:  # not JSON, or too deep for the parser
-        data = None
-    if isinstance(data, list) and len(data) == 1:  # Gemini wraps its error in a list
-        data = data[0]
-    if isinstance(data, Mapping) and data.get("error"):
-        return wording(
-            response.status_code, response.reason_phrase, body, response.headers, secrets=secrets
-        )
-    kind = content_type.split(";")[0].strip()
-    logger.debug("expected an event stream, got %s: %r", kind, excerpt(body, 200, secrets=secrets))
-    return invalid_response_message(f"expected an event stream, got {kind!r}")

@@ -47,18 +47,10 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from ._base import (
-    STREAM_CUT_MESSAGE,
-    Model,
-    ProviderRequest,
-    StreamEnd,
-    StreamSink,
-    ToolSpec,
-    event_error_message,
-    excerpt,
-    invalid_response_message,
-)
-from ._http import HttpProvider, StreamParser
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
+from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
+from ._http import HttpProvider
+from ._http_body import StreamParser
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")

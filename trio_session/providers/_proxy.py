@@ -95,20 +95,25 @@ def proxy_routes(environ: Mapping[str, str] = os.environ) -> dict[str, str | Non
 
 
 def proxy_mounts(
-    environ: Mapping[str, str] = os.environ,
+    environ: Mapping[str, str] = os.environ, *, limits: httpx.Limits | None = None
 ) -> dict[str, httpx.AsyncBaseTransport | None]:
     """httpx ``mounts`` for the environment's proxies, each transport with ``retries=0``.
 
     Args:
         environ: the environment to read.
+        limits: each proxy transport's pool limits; httpx's defaults if ``None``.
 
     Returns:
         What ``httpx.AsyncClient(mounts=…)`` takes; ``None`` routes go direct.
     """
     import httpx
 
+    if limits is None:  # httpx's defaults
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
     return {
-        pattern: None if proxy is None else httpx.AsyncHTTPTransport(proxy=proxy, retries=0)
+        pattern: None
+        if proxy is None
+        else httpx.AsyncHTTPTransport(proxy=proxy, retries=0, limits=limits)
         for pattern, proxy in proxy_routes(environ).items()
     }
 

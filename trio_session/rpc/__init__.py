@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._errors import RpcCommandError as RpcCommandError
     from ._errors import RpcConnectionError as RpcConnectionError
     from ._errors import RpcError as RpcError
-    from ._protocol import MAX_LINE_BYTES as MAX_LINE_BYTES
     from ._protocol import Abort as Abort
     from ._protocol import AbortRetry as AbortRetry
     from ._protocol import Clone as Clone
@@ -31,25 +30,26 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._protocol import GetForkMessages as GetForkMessages
     from ._protocol import GetMessages as GetMessages
     from ._protocol import GetState as GetState
-    from ._protocol import LineSplitter as LineSplitter
     from ._protocol import NewSession as NewSession
-    from ._protocol import Overlong as Overlong
     from ._protocol import Prompt as Prompt
-    from ._protocol import Rejected as Rejected
-    from ._protocol import Response as Response
     from ._protocol import RetryNow as RetryNow
     from ._protocol import SetAutoCompaction as SetAutoCompaction
     from ._protocol import SetAutoRetry as SetAutoRetry
     from ._protocol import SetSessionName as SetSessionName
     from ._protocol import SwitchSession as SwitchSession
-    from ._protocol import encode_line as encode_line
     from ._protocol import parse_command as parse_command
-    from ._protocol import response_to_json as response_to_json
     from ._server import RpcServer as RpcServer
     from ._server import SessionFactory as SessionFactory
     from ._server import SessionRequest as SessionRequest
     from ._server import serve_rpc as serve_rpc
     from ._stdio import serve_stdio as serve_stdio
+    from ._wire import MAX_LINE_BYTES as MAX_LINE_BYTES
+    from ._wire import LineSplitter as LineSplitter
+    from ._wire import Overlong as Overlong
+    from ._wire import Rejected as Rejected
+    from ._wire import Response as Response
+    from ._wire import encode_line as encode_line
+    from ._wire import response_to_json as response_to_json
 
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
@@ -60,7 +60,7 @@ _EXPORTS: dict[str, str] = {
     "RpcCommandError": "._errors",
     "RpcConnectionError": "._errors",
     "RpcError": "._errors",
-    "MAX_LINE_BYTES": "._protocol",
+    "MAX_LINE_BYTES": "._wire",
     "Abort": "._protocol",
     "AbortRetry": "._protocol",
     "Clone": "._protocol",
@@ -69,20 +69,20 @@ _EXPORTS: dict[str, str] = {
     "GetForkMessages": "._protocol",
     "GetMessages": "._protocol",
     "GetState": "._protocol",
-    "LineSplitter": "._protocol",
+    "LineSplitter": "._wire",
     "NewSession": "._protocol",
-    "Overlong": "._protocol",
+    "Overlong": "._wire",
     "Prompt": "._protocol",
-    "Rejected": "._protocol",
-    "Response": "._protocol",
+    "Rejected": "._wire",
+    "Response": "._wire",
     "RetryNow": "._protocol",
     "SetAutoCompaction": "._protocol",
     "SetAutoRetry": "._protocol",
     "SetSessionName": "._protocol",
     "SwitchSession": "._protocol",
-    "encode_line": "._protocol",
+    "encode_line": "._wire",
     "parse_command": "._protocol",
-    "response_to_json": "._protocol",
+    "response_to_json": "._wire",
     "RpcServer": "._server",
     "SessionFactory": "._server",
     "SessionRequest": "._server",

@@ -217,9 +217,9 @@ class RpcClient:
         *,
         images: Sequence[Mapping[str, str]] = (),
         streaming_behavior: str | None = None,
-    ) -> None:
-        """Start a prompt; returns once the server accepted it. Events follow;
-        ``wait_for_idle`` waits for the end.
+    ) -> str | None:
+        """Start a prompt; returns once the server accepted it. Events follow, up to the
+        run's ``agent_settled``; ``wait_for_idle`` waits for the end.
 
         ``images`` are ``{"type": "image", "data": base64, "mimeType": …}`` objects.
         ``streaming_behavior`` (``"steer"`` or ``"followUp"``) queues the message if
@@ -230,13 +230,18 @@ class RpcClient:
             images: image objects sent after the text.
             streaming_behavior: ``"steer"`` or ``"followUp"``: what to do with the
                 message if a prompt is running.
+
+        Returns:
+            The server's ``disposition``: ``"started"`` (a run started), ``"queued"``
+                (queued into the running one, or joined to its re-attempt); ``None``
+                from a server that does not say (pi before 1.6).
         """
         fields: dict[str, Any] = {"message": message}
         if images:
             fields["images"] = [dict(image) for image in images]
         if streaming_behavior is not None:
             fields["streamingBehavior"] = streaming_behavior
-        await self.request("prompt", **fields)
+        return _disposition(await self.request("prompt", **fields))
 
     async def abort(self) -> None:
         """Cancel any retry, then the run; returns when the server is idle (R-32)."""
@@ -373,29 +378,37 @@ class RpcClient:
 
     # -- queues and compaction --
 
-    async def steer(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
+    async def steer(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> str | None:
         """Queue a steering message (delivered after the current turn).
 
         Args:
             message: the message's text.
             images: image objects sent after the text.
+
+        Returns:
+            The server's ``disposition`` (``"queued"``), or ``None`` if it sends none.
         """
         fields: dict[str, Any] = {"message": message}
         if images:
             fields["images"] = [dict(image) for image in images]
-        await self.request("steer", **fields)
+        return _disposition(await self.request("steer", **fields))
 
-    async def follow_up(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> None:
+    async def follow_up(
+        self, message: str, *, images: Sequence[Mapping[str, str]] = ()
+    ) -> str | None:
         """Queue a follow-up message (delivered when the run would stop).
 
         Args:
             message: the message's text.
             images: image objects sent after the text.
+
+        Returns:
+            The server's ``disposition`` (``"queued"``), or ``None`` if it sends none.
         """
         fields: dict[str, Any] = {"message": message}
         if images:
             fields["images"] = [dict(image) for image in images]
-        await self.request("follow_up", **fields)
+        return _disposition(await self.request("follow_up", **fields))
 
     async def set_steering_mode(self, mode: str) -> None:
         """``"all"`` or ``"one-at-a-time"``.
@@ -500,8 +513,7 @@ class RpcClient:
         The server's ``get_state`` decides (``isStreaming`` is false, which it is
         only after the whole logical prompt — retries, backoff sleeps, compaction —
         is over). Between questions the client waits for the run's end to show
-        in the events: an ``agent_end`` with ``willRetry: false``, a failed
-        ``auto_retry_end``, or a ``compaction_end`` with ``willRetry: false``.
+        in the events: its ``agent_settled``.
 
         Raises:
             RpcConnectionError: the server went away first.
@@ -563,9 +575,7 @@ class RpcClient:
             self._run_over = False
             return
         over = (
-            (kind == "agent_end" and not data.get("willRetry"))
-            or (kind == "auto_retry_end" and not data.get("success"))
-            or (kind == "compaction_end" and not data.get("willRetry"))
+            kind == "agent_settled"  # R-54: the run is over, nothing follows by itself
             or (kind == "response" and data.get("command") == "prompt")  # a failed run
         )
         if over:
@@ -667,6 +677,13 @@ class RpcClient:
                 await process.stderr.aclose()
         await self._send_stream.aclose()
         await self._receive_stream.aclose()
+
+
+def _disposition(response: JSONObject) -> str | None:
+    """A prompt's, steer's or follow-up's ``data.disposition`` (R-54), if the server sent one."""
+    data = response.get("data")
+    value = data.get("disposition") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
 @asynccontextmanager

@@ -5,7 +5,7 @@ a response to every command line, and every session event as it happens:
 
 ```text
 → {"id": "req_1", "type": "prompt", "message": "Hello"}
-← {"id":"req_1","type":"response","command":"prompt","success":true}
+← {"id":"req_1","type":"response","command":"prompt","success":true,"data":{…}}
 ← {"type":"agent_start"}
 …
 ← {"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 …"}
@@ -14,32 +14,34 @@ a response to every command line, and every session event as it happens:
 Field names are the reference's (``isStreaming``, ``autoCompactionEnabled``,
 ``parentSession``); events are encoded by the one codec, ``trio_session.event_to_json``.
 
-This module is pure: ``parse_command`` turns a line into a frozen command
-object or a ``Rejected`` (never an exception), ``response_to_json`` shapes
-answers, ``encode_line`` writes a JSON line, and ``LineSplitter`` cuts a
-byte stream into lines with a length cap that never buffers more than the cap.
+This module holds the commands: one frozen class each and the table ``COMMANDS`` of
+the fields each reads; ``parse_command`` turns a line into a command object or a
+``Rejected`` (never an exception). Below them, in ``_wire``: answers, JSON lines and
+the line splitter. Pure: no I/O, no session.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
-from .._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth, loads
 from .._messages import ImageContent
 
-MAX_LINE_BYTES: Final = 1024 * 1024
-"""Longest command line the server reads (bytes, without the newline). A longer line gets one
-error response and is skipped up to its newline, never buffered (R-42)."""
-
-#: The prefix of every ``command: "parse"`` error, as in the reference.
-PARSE_ERROR_PREFIX: Final = "Failed to parse command: "
-
-CommandId: TypeAlias = str | int
-"""A command's ``id``: a string (the reference's ``req_1``) or an integer; echoed back."""
+# The wire's names, importable from here as they always were.
+from ._wire import MAX_LINE_BYTES as MAX_LINE_BYTES
+from ._wire import PARSE_ERROR_PREFIX as PARSE_ERROR_PREFIX
+from ._wire import CommandId as CommandId
+from ._wire import LineSplitter as LineSplitter
+from ._wire import Overlong as Overlong
+from ._wire import Rejected as Rejected
+from ._wire import Response as Response
+from ._wire import decode_json_line as decode_json_line
+from ._wire import describe as describe
+from ._wire import encode_line as encode_line
+from ._wire import json_kind, parse_failure
+from ._wire import response_to_json as response_to_json
 
 
 @attrs.frozen
@@ -326,7 +328,50 @@ class Compact:
     type: Literal["compact"] = "compact"
 
 
+@attrs.frozen
+class ClearQueue:
+    """``{"type": "clear_queue"}`` — ``{"steering": [text, …], "followUp": [text, …]}``.
+
+    Takes every queued steering and follow-up message back (pi 1.6.0, R-54).
+    """
+
+    id: CommandId | None = None
+    type: Literal["clear_queue"] = "clear_queue"
+
+
+@attrs.frozen
+class GetAvailableThinkingLevels:
+    """``{"type": "get_available_thinking_levels"}`` — ``{"levels": […]}`` (pi 1.6.0)."""
+
+    id: CommandId | None = None
+    type: Literal["get_available_thinking_levels"] = "get_available_thinking_levels"
+
+
 # -- session tree --
+
+
+@attrs.frozen
+class GetEntries:
+    """``{"type": "get_entries", "since"?: entryId}`` — ``{"entries": […], "leafId"}``.
+
+    The session file's entries in append order (no header), only those after ``since``
+    when given (pi 1.6.0).
+    """
+
+    since: str | None = None
+    id: CommandId | None = None
+    type: Literal["get_entries"] = "get_entries"
+
+
+@attrs.frozen
+class GetTree:
+    """``{"type": "get_tree"}`` — ``{"tree": [node, …], "leafId"}`` (pi 1.6.0).
+
+    A node is ``{"entry", "children", "label"?, "labelTimestamp"?}``.
+    """
+
+    id: CommandId | None = None
+    type: Literal["get_tree"] = "get_tree"
 
 
 @attrs.frozen
@@ -429,7 +474,11 @@ Command: TypeAlias = (
     | SetSteeringMode
     | SetFollowUpMode
     | Compact
+    | ClearQueue
+    | GetAvailableThinkingLevels
     # -- session tree --
+    | GetEntries
+    | GetTree
     | SwitchSession
     | Fork
     | Clone
@@ -440,22 +489,6 @@ Command: TypeAlias = (
 ``type`` it is written with on the wire and an optional ``id`` echoed in its response."""
 
 
-@attrs.frozen
-class Rejected:
-    """A line that is not a command this server runs; it gets exactly one error response.
-
-    Attributes:
-        command: the command's ``type`` when it had a usable one, else ``"parse"``.
-        error: what is wrong, naming the field and the value.
-        id: the line's ``id`` if it was a valid one, so the client can correlate.
-    """
-
-    command: str
-    error: str
-    id: CommandId | None = None
-
-
-#: What ``parse_command`` returns for every line.
 Parsed: TypeAlias = Command | Rejected
 
 
@@ -560,7 +593,11 @@ COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
     "set_steering_mode": (SetSteeringMode, (_MODE,)),
     "set_follow_up_mode": (SetFollowUpMode, (_MODE,)),
     "compact": (Compact, (_INSTRUCTIONS,)),
+    "clear_queue": (ClearQueue, ()),
+    "get_available_thinking_levels": (GetAvailableThinkingLevels, ()),
     # -- session tree --
+    "get_entries": (GetEntries, (_Field("since", "since", _is_str, "a string", required=False),)),
+    "get_tree": (GetTree, ()),
     "switch_session": (
         SwitchSession,
         (_Field("sessionPath", "session_path", _is_str, "a string"),),
@@ -589,8 +626,6 @@ UNSUPPORTED_COMMANDS: Final = frozenset(
         "export_html",
         "branch",
         "get_branch_messages",
-        "get_entries",
-        "get_tree",
         "get_last_assistant_text",
         "get_commands",
         "get_context",
@@ -598,66 +633,6 @@ UNSUPPORTED_COMMANDS: Final = frozenset(
         "hook_ui_response",
     }
 )
-
-
-def describe(value: Any, limit: int = 60) -> str:
-    """A value as JSON text, cut to ``limit`` characters, for error messages."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):  # pragma: no cover - values here come from json.loads
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def _reject_constant(name: str) -> Any:
-    msg = f"{name} is not valid JSON"
-    raise ValueError(msg)
-
-
-def _parse_failure(detail: str) -> Rejected:
-    return Rejected(command="parse", error=PARSE_ERROR_PREFIX + detail)
-
-
-def decode_json_line(line: bytes) -> Any | Rejected:
-    """Decode one line (without its newline) as JSON, or say why it is not.
-
-    A trailing ``\\r`` is dropped. Invalid UTF-8, an empty line, invalid JSON,
-    ``NaN``/``Infinity`` and nesting deeper than ``MAX_JSON_DEPTH`` are all
-    ``Rejected`` with ``command: "parse"``.
-    """
-    if line.endswith(b"\r"):
-        line = line[:-1]
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return _parse_failure(
-            f"the line is not valid UTF-8 (byte 0x{line[exc.start]:02x} at offset {exc.start})"
-        )
-    if not text.strip():
-        return _parse_failure("the line is empty; expected a JSON object")
-    try:
-        data = loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        return _parse_failure(f"{exc.msg} at column {exc.colno}")
-    except ValueError as exc:  # NaN, Infinity, too deep for the parser; a number too long
-        return _parse_failure(str(exc))
-    if json_depth(data) > MAX_JSON_DEPTH:
-        return _parse_failure(f"the JSON is {TOO_DEEP}")
-    return data
 
 
 def parse_command(line: bytes) -> Parsed:
@@ -679,7 +654,7 @@ def parse_command(line: bytes) -> Parsed:
 def command_from_json(data: Any) -> Parsed:
     """Validate decoded JSON as a command (see ``parse_command``)."""
     if not isinstance(data, dict):
-        return _parse_failure(f"expected a JSON object, not {_json_kind(data)}")
+        return parse_failure(f"expected a JSON object, not {json_kind(data)}")
     kind = data.get("type")
     command = kind if isinstance(kind, str) else "parse"
     raw_id = data.get("id")
@@ -718,173 +693,3 @@ def command_from_json(data: Any) -> Parsed:
 
 def _images(value: list[dict[str, str]]) -> tuple[ImageContent, ...]:
     return tuple(ImageContent(data=item["data"], mime_type=item["mimeType"]) for item in value)
-
-
-@attrs.frozen
-class Response:
-    """The answer to one command line.
-
-    Attributes:
-        command: the command's ``type`` (``"parse"`` for a line that was not one).
-        success: whether the command did what it was asked.
-        id: the command's ``id``, echoed when it had one.
-        data: the result, for commands that return one (``get_state`` …).
-        error: why it failed, when ``success`` is false.
-        null_data: send ``"data": null`` (the reference's answer to ``cycle_model``
-            and ``cycle_thinking_level`` when nothing changed).
-    """
-
-    command: str
-    success: bool = True
-    id: CommandId | None = None
-    data: Mapping[str, Any] | None = None
-    error: str | None = None
-    null_data: bool = False
-
-    @classmethod
-    def ok(cls, command: Command, data: Mapping[str, Any] | None = None) -> Response:
-        """A success answer to ``command``.
-
-        Args:
-            command: the command answered.
-            data: the answer's ``data``, if any.
-        """
-        return cls(command=command.type, success=True, id=command.id, data=data)
-
-    @classmethod
-    def failed(cls, command: Command | Rejected, error: str) -> Response:
-        """A failure answer to ``command`` (or to a rejected line) saying ``error``.
-
-        Args:
-            command: the command answered, or the line that was rejected.
-            error: the error message.
-        """
-        name = command.command if isinstance(command, Rejected) else command.type
-        return cls(command=name, success=False, id=command.id, error=error)
-
-    @classmethod
-    def rejected(cls, rejected: Rejected) -> Response:
-        """The one error answer a rejected line gets (R-42).
-
-        Args:
-            rejected: why the line was not a command.
-        """
-        return cls.failed(rejected, rejected.error)
-
-
-def response_to_json(response: Response) -> dict[str, Any]:
-    """The reference's response object: ``{"id"?, "type": "response", "command",
-    "success", "data"?, "error"?}``, keys in that order, absent ones left out.
-
-    Args:
-        response: the response to write.
-    """
-    out: dict[str, Any] = {}
-    if response.id is not None:
-        out["id"] = response.id
-    out["type"] = "response"
-    out["command"] = response.command
-    out["success"] = response.success
-    if response.data is not None:
-        out["data"] = response.data
-    elif response.null_data:
-        out["data"] = None
-    if response.error is not None:
-        out["error"] = response.error
-    return out
-
-
-_LINE_SEPARATORS = (("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
-
-
-def encode_line(obj: Mapping[str, Any]) -> bytes:
-    """One JSON line: compact, UTF-8, ending in ``\\n``.
-
-    U+2028 and U+2029 are escaped, as the reference does, so that readers that
-    split on every Unicode line break still see one object per line. A string
-    that cannot be UTF-8 (a lone surrogate from a ``\\ud800`` escape) makes the
-    whole line ASCII-escaped instead of failing.
-
-    Args:
-        obj: the JSON object to write.
-    """
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-    for raw, escaped in _LINE_SEPARATORS:
-        if raw in text:
-            text = text.replace(raw, escaped)
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    return data + b"\n"
-
-
-@attrs.frozen
-class Overlong:
-    """Stands for a line longer than the splitter's cap; its bytes were dropped.
-
-    Attributes:
-        limit: the cap the line went past, in bytes.
-    """
-
-    limit: int
-
-    @property
-    def rejected(self) -> Rejected:
-        """The parse error the overlong line gets."""
-        return _parse_failure(f"the line is longer than {self.limit} bytes")
-
-
-@attrs.define(eq=False)
-class LineSplitter:
-    """Cuts a byte stream into lines at ``\\n``, holding at most ``max_line_bytes``.
-
-    ``feed`` returns the complete lines (without ``\\n``) in a chunk; a line
-    that grows past the cap comes out once, as ``Overlong``, as soon as it
-    does — and its remaining bytes are dropped up to the next newline. ``None``
-    means no cap (the client reading a server it trusts).
-
-    Attributes:
-        max_line_bytes: the longest line kept, in bytes; ``None`` for no cap.
-    """
-
-    max_line_bytes: int | None = MAX_LINE_BYTES
-    _buffer: bytearray = attrs.field(factory=bytearray, init=False)
-    _skipping: bool = attrs.field(default=False, init=False)
-
-    def feed(self, data: bytes | bytearray) -> list[bytes | Overlong]:
-        """Take the next chunk; return the lines it completes, in order.
-
-        Args:
-            data: the next chunk of the stream.
-        """
-        out: list[bytes | Overlong] = []
-        limit = self.max_line_bytes
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            if self._skipping:
-                self._skipping = False
-            elif limit is not None and len(self._buffer) + end - start > limit:
-                out.append(Overlong(limit))
-            elif self._buffer:
-                self._buffer += data[start:end]
-                out.append(bytes(self._buffer))
-            else:
-                out.append(bytes(data[start:end]))
-            self._buffer.clear()
-            start = end + 1
-        if not self._skipping and start < len(data):
-            if limit is not None and len(self._buffer) + len(data) - start > limit:
-                out.append(Overlong(limit))
-                self._buffer.clear()
-                self._skipping = True
-            else:
-                self._buffer += data[start:]
-        return out
-
-    def close(self) -> list[bytes | Overlong]:
-        """End of stream: the last line, if it had no newline and is not empty."""
-        rest = bytes(self._buffer)
-        self._buffer.clear()
-        skipping, self._skipping = self._skipping, False
-        return [rest] if rest and not skipping else []

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, suppress
 from pathlib import Path
@@ -54,12 +53,15 @@ from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
 from ..store._history import HistoryError, LoadedSession, MessageEntry, load_session
 from ..store._session_file import fork_session
+from ._entries import entries_json, tree_json
+from ._outbox import Outbox
 from ._protocol import (
     MAX_LINE_BYTES,
     Abort,
     AbortBash,
     AbortRetry,
     Bash,
+    ClearQueue,
     Clone,
     Command,
     Compact,
@@ -69,12 +71,15 @@ from ._protocol import (
     FollowUp,
     Fork,
     GetAvailableModels,
+    GetAvailableThinkingLevels,
     GetCommands,
+    GetEntries,
     GetForkMessages,
     GetLastAssistantText,
     GetMessages,
     GetSessionStats,
     GetState,
+    GetTree,
     LineSplitter,
     NewSession,
     Overlong,
@@ -179,8 +184,11 @@ RECEIVE_SIZE: Final = 64 * 1024
 OUTPUT_HIGH_WATER: Final = 16 * 1024 * 1024
 #: Queued output (bytes) past which a ``message_update`` merges into the one before it.
 MERGE_UPDATES_AFTER: Final = 1024 * 1024
-#: Largest write the writer task makes at once (it joins queued lines up to this).
-WRITE_BATCH: Final = 256 * 1024
+
+#: ``data`` of a prompt that started a run, and of a message queued into one (pi 1.6.0's
+#: ``disposition``, R-54); ``"handled"`` is never ours: no input handler consumes a prompt.
+STARTED: Final[Mapping[str, Any]] = {"disposition": "started"}
+QUEUED: Final[Mapping[str, Any]] = {"disposition": "queued"}
 
 BUSY: Final = (
     "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') "
@@ -193,223 +201,6 @@ NO_FILE_FACTORY: Final = (
     "{command} needs a session factory that takes a SessionRequest; this server cannot "
     "open session files"
 )
-
-
-def merge_updates(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One ``message_update`` that says what ``earlier`` then ``later`` say; None if none can.
-
-    Two updates merge when both are ``message_update`` objects whose
-    ``assistantMessageEvent`` is a ``text_delta`` of the same ``contentIndex``, with the
-    same fields. The result is ``later`` with both deltas concatenated (``delta`` and
-    ``assistantMessageEvent.delta``), so its ``message`` and ``partial`` are the latest:
-    a reader that appends deltas, or that shows the partial message, ends up where it
-    would have after reading both. Every other update (``text_start``, ``text_end``,
-    thinking and tool-call events) stays a line of its own.
-    """
-    if not _mergeable(earlier, later):
-        return None
-    return _joined(
-        later,
-        [earlier.get("delta", ""), later.get("delta", "")],
-        [
-            earlier["assistantMessageEvent"]["delta"],
-            later["assistantMessageEvent"]["delta"],
-        ],
-    )
-
-
-def _mergeable(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> bool:
-    first, second = earlier.get("assistantMessageEvent"), later.get("assistantMessageEvent")
-    return (
-        _is_delta_update(earlier, first)
-        and _is_delta_update(later, second)
-        and isinstance(first, Mapping)
-        and isinstance(second, Mapping)
-        and earlier.keys() == later.keys()
-        and first.keys() == second.keys()
-        and first["type"] == second["type"]
-        and first.get("contentIndex") == second.get("contentIndex")
-    )
-
-
-def _is_delta_update(data: Mapping[str, Any], event: object) -> bool:
-    return (
-        data.get("type") == "message_update"
-        and isinstance(data.get("delta", ""), str)
-        and isinstance(event, Mapping)
-        and event.get("type") == "text_delta"
-        and isinstance(event.get("delta"), str)
-    )
-
-
-def _joined(
-    latest: Mapping[str, Any], deltas: list[str], event_deltas: list[str]
-) -> dict[str, Any]:
-    merged = dict(latest)
-    merged["assistantMessageEvent"] = {
-        **latest["assistantMessageEvent"],
-        "delta": "".join(event_deltas),
-    }
-    if "delta" in latest:
-        merged["delta"] = "".join(deltas)
-    return merged
-
-
-@attrs.define(eq=False)
-class _Update:
-    """A queued ``message_update``, and the later ones merged into it.
-
-    Only the latest update is kept whole, with the deltas of all of them; the line is
-    encoded when it is written. ``size`` is what the queue counts for it: exact until
-    a merge, then grown by an estimate (each merged delta lengthens the line about
-    four times over: ``delta``, ``assistantMessageEvent.delta``, and the text of both
-    ``message`` and ``assistantMessageEvent.partial``).
-    """
-
-    data: Mapping[str, Any]
-    line: bytes | None
-    size: int
-    deltas: list[str]
-    event_deltas: list[str]
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> _Update:
-        line = encode_line(data)
-        event = data.get("assistantMessageEvent")
-        event_delta = event.get("delta") if isinstance(event, Mapping) else None
-        delta = data.get("delta")
-        return cls(
-            data,
-            line,
-            len(line),
-            [delta] if isinstance(delta, str) else [],
-            [event_delta] if isinstance(event_delta, str) else [],
-        )
-
-    def absorb(self, later: Mapping[str, Any]) -> int | None:
-        """Merge ``later`` in if it can be; the bytes it adds to the queue, or None."""
-        if not _mergeable(self.data, later):
-            return None
-        delta: str = later.get("delta", "")
-        event_delta: str = later["assistantMessageEvent"]["delta"]
-        self.data, self.line = later, None
-        self.deltas.append(delta)
-        self.event_deltas.append(event_delta)
-        # with the partial message, the delta is in the line four times; lean, once
-        copies = 3 if "partial" in later["assistantMessageEvent"] else 1
-        grown = _utf8_size(delta) + copies * _utf8_size(event_delta)
-        self.size += grown
-        return grown
-
-    def encode(self) -> bytes:
-        """The line to write."""
-        if self.line is None:
-            self.line = encode_line(_joined(self.data, self.deltas, self.event_deltas))
-        return self.line
-
-
-@attrs.define(eq=False)
-class _Outbox:
-    """Lines waiting for the writer task; the only way anything reaches the output.
-
-    Once more than ``merge_after`` bytes wait, a ``message_update`` is merged into the
-    line before it when that is a ``message_update`` it can merge with
-    (``merge_updates``): every update carries the whole partial message, so
-    without this a client that stops reading would cost memory quadratic in the length
-    of the answer. Nothing is ever dropped, and nothing ever waits to be queued.
-    """
-
-    high_water: int
-    merge_after: int
-    _lines: deque[bytes | _Update] = attrs.field(factory=deque, init=False)
-    _queued: int = attrs.field(default=0, init=False)
-    _closed: bool = attrs.field(default=False, init=False)
-    broken: bool = attrs.field(default=False, init=False)
-    _wake_writer: trio.lowlevel.ParkingLot = attrs.field(
-        factory=trio.lowlevel.ParkingLot, init=False
-    )
-    _room: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot, init=False)
-
-    @property
-    def queued(self) -> int:
-        """Bytes waiting to be written, the batch being written included."""
-        return self._queued
-
-    def put(self, line: bytes) -> None:
-        """Queue one whole line; never blocks."""
-        self._append(line, len(line))
-
-    def put_update(self, data: Mapping[str, Any]) -> None:
-        """Queue a ``message_update``, merged into the last queued line if the output lags."""
-        if self._closed or self.broken:
-            return
-        last = self._lines[-1] if self._lines else None
-        if isinstance(last, _Update) and self._queued > self.merge_after:
-            grown = last.absorb(data)
-            if grown is not None:
-                self._queued += grown
-                return
-        update = _Update.of(data)
-        self._append(update, update.size)
-
-    def _append(self, entry: bytes | _Update, size: int) -> None:
-        if self._closed or self.broken:
-            return
-        self._lines.append(entry)
-        self._queued += size
-        self._wake_writer.unpark_all()
-
-    async def wait_for_room(self) -> None:
-        """Wait while the output is backed up past the high-water mark."""
-        while self._queued > self.high_water and not self.broken:
-            await self._room.park()
-
-    def close(self) -> None:
-        """No more lines; the writer finishes what is queued and returns."""
-        self._closed = True
-        self._wake_writer.unpark_all()
-
-    def _pop(self) -> bytes:
-        """The next line, taken out of the queue: nothing merges into it any more."""
-        entry = self._lines.popleft()
-        if isinstance(entry, bytes):
-            return entry
-        line = entry.encode()
-        self._queued += len(line) - entry.size  # the estimate becomes the exact size
-        return line
-
-    async def pump(self, stream: trio.abc.SendStream, on_broken: Callable[[], None]) -> None:
-        """The writer task: send queued lines, joined into batches, until closed."""
-        try:
-            while True:
-                while not self._lines:
-                    if self._closed:
-                        return
-                    await self._wake_writer.park()
-                batch = [self._pop()]
-                size = len(batch[0])
-                while self._lines and size + _size(self._lines[0]) <= WRITE_BATCH:
-                    line = self._pop()
-                    batch.append(line)
-                    size += len(line)
-                await stream.send_all(b"".join(batch))
-                self._queued -= size
-                self._room.unpark_all()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            # The reader went away: nothing more can be said, so stop serving.
-            self.broken = True
-            self._lines.clear()
-            self._queued = 0
-            self._room.unpark_all()
-            on_broken()
-
-
-def _utf8_size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _size(entry: bytes | _Update) -> int:
-    return len(entry) if isinstance(entry, bytes) else entry.size
 
 
 @attrs.frozen
@@ -464,17 +255,18 @@ class RpcServer:
     first_session: SessionRequest = attrs.field(factory=SessionRequest)
     lean_updates: bool = False
     prompt_input: PromptInput = attrs.field(factory=PromptInput)
-    _outbox: _Outbox = attrs.field(init=False)
+    _outbox: Outbox = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
     _run: _Run | None = attrs.field(default=None, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
+    _done_reading: bool = attrs.field(default=False, init=False)
     _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     _bash_done: trio.Event | None = attrs.field(default=None, init=False)  # -- bash --
 
     def __attrs_post_init__(self) -> None:
-        self._outbox = _Outbox(self.output_high_water, self.merge_updates_after)
+        self._outbox = Outbox(self.output_high_water, self.merge_updates_after)
 
     @property
     def session(self) -> AgentSession:
@@ -483,6 +275,12 @@ class RpcServer:
             msg = "the server has not started"
             raise RuntimeError(msg)
         return self._host.session
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether the server has stopped reading commands (``shutdown``, end of input, or
+        a client that went away) and is on its way out."""
+        return self._stopping or self._done_reading
 
     def shutdown(self) -> None:
         """Stop reading commands; ``serve`` then aborts any run and returns.
@@ -525,6 +323,7 @@ class RpcServer:
             try:
                 await self._read_commands()
             finally:
+                self._done_reading = True
                 await self._abort_bash()  # -- bash --: answered before the output closes
                 await self._abort_run()
                 await self._host.close()
@@ -638,8 +437,11 @@ class RpcServer:
             await self._abort_run()
             return Response.ok(command)
         if isinstance(command, AbortRetry):
+            run, retrying = self._run, session.is_retrying
             session.abort_retry()
             await session.wait_for_retry_end()  # auto_retry_end goes out before the answer
+            if retrying and run is not None:  # the chain was the run's: it is over now,
+                await run.done.wait()  # and its agent_settled goes out first too
             return Response.ok(command)
         if isinstance(command, RetryNow):
             return Response.ok(command, {"skipped": session.retry_now()})
@@ -669,6 +471,8 @@ class RpcServer:
         if isinstance(command, GetForkMessages):
             messages = [{"entryId": i, "text": t} for i, t in session.fork_messages()]
             return Response.ok(command, {"messages": messages})
+        if isinstance(command, GetEntries | GetTree):
+            return await self._entries(command)
         if isinstance(command, SetSessionName):
             name = command.name.strip()
             if not name:
@@ -682,14 +486,20 @@ class RpcServer:
     async def _handle_queues(
         self,
         session: AgentSession,
-        command: Steer | FollowUp | SetSteeringMode | SetFollowUpMode | Compact,
+        command: Steer
+        | FollowUp
+        | SetSteeringMode
+        | SetFollowUpMode
+        | Compact
+        | ClearQueue
+        | GetAvailableThinkingLevels,
     ) -> Response:
         if isinstance(command, Steer):
             session.steer(self.prompt_input.expand(command.message), command.images)
-            return Response.ok(command)
+            return Response.ok(command, QUEUED)
         if isinstance(command, FollowUp):
             session.follow_up(self.prompt_input.expand(command.message), command.images)
-            return Response.ok(command)
+            return Response.ok(command, QUEUED)
         if isinstance(command, SetSteeringMode):
             session.set_steering_mode(command.mode)
             return Response.ok(command)
@@ -703,6 +513,11 @@ class RpcServer:
             except CompactionError as exc:
                 return Response.failed(command, str(exc))
             return Response.ok(command, to_json(result))
+        if isinstance(command, ClearQueue):
+            steering, follow_up = session.clear_queue()
+            return Response.ok(command, {"steering": list(steering), "followUp": list(follow_up)})
+        if isinstance(command, GetAvailableThinkingLevels):
+            return Response.ok(command, {"levels": list(session.available_thinking_levels)})
         assert_never(command)
 
     def state(self) -> dict[str, Any]:
@@ -751,9 +566,10 @@ class RpcServer:
         command = attrs.evolve(command, message=text)
         if not starting:
             if self.session.join_retry(command.message, command.images):
-                # In a backoff sleep nothing streams: the reference starts the prompt at
-                # once (streamingBehavior or not); here the wait is cut short and the
-                # re-attempt sends it — one run, the same messages.
+                # In a backoff sleep nothing streams: the seed reference starts the prompt
+                # at once (streamingBehavior or not); here the wait is cut short and the
+                # re-attempt sends it — one run, the same messages (R-36, R-55): queued
+                # into the run, whose agent_settled covers it.
                 pass
             elif command.streaming_behavior == "followUp":
                 self.session.follow_up(command.message, command.images)
@@ -761,11 +577,11 @@ class RpcServer:
                 self.session.steer(command.message, command.images)
             else:
                 return Response.failed(command, BUSY)
-            return Response.ok(command)
+            return Response.ok(command, QUEUED)
         run = self._run = _Run(self.session)
         assert self._nursery is not None
         self._nursery.start_soon(self._prompt_task, command, run)
-        return Response.ok(command)  # queued before the task's first event
+        return Response.ok(command, STARTED)  # queued before the task's first event
 
     async def _prompt_task(self, command: Prompt, run: _Run) -> None:
         try:
@@ -932,8 +748,16 @@ class RpcServer:
         self, session: AgentSession, command: Bash, *, task_status: trio.TaskStatus[None]
     ) -> None:
         """Run one ``bash`` command while other commands (``abort_bash``) are read."""
+
+        def stream(delta: str) -> None:  # pi 1.6.0's bash_execution_update, with the id
+            update: dict[str, Any] = {"type": "bash_execution_update"}
+            if command.id is not None:
+                update["id"] = command.id
+            update["delta"] = delta
+            self._outbox.put(encode_line(update))
+
         try:
-            running = session.bash(command.command)
+            running = session.bash(command.command, on_output=stream)
             # The parent resumes only once this task blocks, and session.bash registers
             # its run before its first checkpoint.
             task_status.started()
@@ -975,6 +799,24 @@ class RpcServer:
         # Reading only: a cancel may leave the thread to finish on its own.
         loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
         return file.path, loaded
+
+    async def _entries(self, command: GetEntries | GetTree) -> Response:
+        """The session file's entries (``get_entries``) or tree (``get_tree``), read as
+        written; the run, if any, goes on (what it has staged is written first)."""
+        file = self.session.history_file
+        if file is None:
+            return Response.failed(
+                command, f"Cannot {command.type}: this session keeps no session file"
+            )
+        await file.flush()
+        # Reading only: a cancel may leave the thread to finish on its own.
+        loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
+        if isinstance(command, GetTree):
+            return Response.ok(command, tree_json(loaded, file.leaf_id))
+        data = entries_json(loaded, file.leaf_id, command.since)
+        return (
+            Response.failed(command, data) if isinstance(data, str) else Response.ok(command, data)
+        )
 
     async def _fork(self, command: Fork) -> Response:
         current = await self._current_file(command)

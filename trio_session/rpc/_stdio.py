@@ -7,14 +7,18 @@ duplicates), and the blocking mode of 0 and 1 is put back on the way out, howeve
 the server ends. While the server runs, ``sys.stdout`` points at stderr: a stray
 ``print`` must not tear the protocol's lines.
 
-SIGINT, SIGTERM and SIGHUP all end the server the way end of input does: the run is
-aborted, the session closed, and every line owed is written (an ``auto_retry_start``
-always gets its ``auto_retry_end``). None of them interrupts that: a signal while
-shutting down, or several at once, changes nothing but the status the command exits
-with, which the first signal decides. Once a stop signal has come, the stop signals stay
-ignored after ``serve_stdio`` returns: the program is on its way out, and one more
-signal (a supervisor sending SIGTERM after SIGHUP) must not turn a clean exit into a
-death by signal. If the input simply ended, their previous handlers are put back.
+The shutdown protocol is pi 1.6.0's (its docs/rpc.md "Shutdown"; R-54). End of input,
+or one of SIGTERM, SIGHUP and SIGINT, starts an orderly shutdown: the run is aborted,
+the session closed, and every line owed is written (an ``auto_retry_start`` always gets
+its ``auto_retry_end``, a run its ``agent_settled``). Once it has started, end of input
+or a single signal does not interrupt it (a supervisor closes stdin and sends SIGTERM
+together); a second signal ends the process at once, with ``os._exit`` and that
+signal's status (128 + its number), writing nothing more. ``serve_stdio`` returns the
+signal that started the shutdown, if one did: ``trio-session rpc`` exits with 128 + its
+number (SIGTERM 143, SIGHUP 129, SIGINT 130), or 0 when the input ended first. Once a stop
+signal has come, the stop signals stay ignored after ``serve_stdio`` returns: the program
+is on its way out, and a late signal must not turn a clean exit into a death by signal.
+If no signal came at all, their previous handlers are put back.
 """
 
 from __future__ import annotations
@@ -39,16 +43,21 @@ STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @attrs.define(eq=False)
 class _Stopper:
-    """Turns the first of the stop signals into a shutdown, and remembers which it was."""
+    """pi's shutdown protocol: a stop signal while serving starts the shutdown (and is
+    remembered); the second signal, whatever started the shutdown, exits at once."""
 
     server: RpcServer
     first: signal.Signals | None = None
+    count: int = 0
 
     async def watch(self, signals: AsyncIterator[int]) -> None:
         async for number in signals:
-            if self.first is None:
+            self.count += 1
+            if not self.server.shutting_down:
                 self.first = signal.Signals(number)
-            self.server.shutdown()
+                self.server.shutdown()
+            elif self.count > 1:
+                os._exit(128 + number)  # the second signal: at once, as pi's process.exit
 
 
 async def serve_stdio(
@@ -62,10 +71,12 @@ async def serve_stdio(
     """Serve the RPC protocol on this process's stdin and stdout.
 
     Returns at end of input, or on SIGINT, SIGTERM or SIGHUP, after aborting any run
-    and writing everything queued (R-39, R-42). Returns the first of those signals
-    that came while it served, or None if none did (the input ended, or the output
-    was closed). ``first_session`` is what ``sessions`` is asked for first;
-    ``lean_updates`` is ``RpcServer``'s (``trio-session rpc --lean-updates``).
+    and writing everything queued (R-39, R-42). Returns the signal that started the
+    shutdown, or None if none did (the input ended, or the output was closed, first).
+    A second stop signal during the shutdown ends the process at once (``os._exit``
+    with 128 + the signal's number), as pi's does. ``first_session`` is what
+    ``sessions`` is asked for first; ``lean_updates`` is ``RpcServer``'s
+    (``trio-session rpc --lean-updates``).
 
     Args:
         sessions: a session factory.
@@ -104,7 +115,7 @@ async def serve_stdio(
                     await server.serve()
                     nursery.cancel_scope.cancel(reason="rpc server done")
         finally:
-            if stopper.first is None:
+            if stopper.count == 0:
                 for number, handler in previous.items():
                     signal.signal(number, handler)
         return stopper.first

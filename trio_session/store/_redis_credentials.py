@@ -58,7 +58,7 @@ import trio
 
 from .._errors import TrioSessionError
 from ._credentials import DEFAULT_BLOCK_MS, with_jitter
-from ._sqlite_credentials import DEFAULT_ENV_VARS, fingerprint
+from ._credentials_file import DEFAULT_ENV_VARS, fingerprint
 
 if TYPE_CHECKING:
     import coredis

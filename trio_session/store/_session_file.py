@@ -1,7 +1,8 @@
-"""Writing a session file: ``SessionFile`` and ``open_history`` (R-51).
+"""Writing a session file: ``SessionFile`` (R-51).
 
-The format, the reader and the runtime context live in ``._history``; this
-module appends to a file in that format, durably.
+The format and the reader live in ``._history``, the records in ``._entries``, the file's
+opening and locking in ``._file_io``; ``open_history`` (``._open_history``) opens a
+``SessionFile`` for a block. This module appends to a file in that format, durably.
 
 Durability: every entry is one ``os.write`` of the whole line, newline included,
 followed by ``os.fsync`` — per entry for the async ``append_*`` methods, which
@@ -21,25 +22,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from .._dirs import fsync_directory, make_private_dirs
+from .._dirs import fsync_directory
 from .._events import CompactionResult
-from .._files import open_regular
 from .._messages import Message, UserContent, UserMessage
-from ._history import (
-    MAX_SESSION_FILE_BYTES,
+from ._entries import (
     BranchSummaryEntry,
     CompactionEntry,
     ContextEditEntry,
@@ -48,49 +44,23 @@ from ._history import (
     HistoryEntry,
     HistoryError,
     LabelEntry,
-    LoadedSession,
     MessageEntry,
     ModelChangeEntry,
     SessionHeader,
     SessionInfoEntry,
     SettingsChangeEntry,
     ThinkingLevelChangeEntry,
-    _dump,
-    _encode,
-    _fresh_id,
-    _iso,
-    _load_fd,
-    default_sessions_dir,
-    load_session,
-    session_file_name,
+    dump_line,
+    encode_record,
+    iso_time,
 )
+from ._file_io import create_new, lock_writer, open_repaired
+from ._fork import fork_session
+from ._loaded import LoadedSession
+from ._session_list import default_sessions_dir, session_file_name
 
-if sys.platform != "win32":
-    import fcntl
-
-#: Mode of a new session file, and of a sessions directory this module creates.
-FILE_MODE = 0o600
-DIR_MODE = 0o700
-
-_O_EXTRA = getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _open_for_append(path: Path) -> int:
-    """Open an existing session file to read it and append to it; never waits (see ``_files``)."""
-    return open_regular(path, os.O_RDWR | os.O_APPEND | _O_EXTRA, max_bytes=MAX_SESSION_FILE_BYTES)
-
-
-def _lock(fd: int, path: Path) -> None:
-    """Take the file's exclusive writer lock, or fail at once."""
-    if sys.platform == "win32":  # pragma: no cover - no flock; one writer is the caller's job
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        msg = f"session file {path} is already open for writing (by another process or object)"
-        raise HistoryError(msg, path=path) from exc
-    except OSError:  # pragma: no cover - a file system without locks: write unguarded
-        pass
+#: ``fork_session`` (``._fork``) is re-exported: the RPC server imports it from here.
+__all__ = ["SessionFile", "fork_session"]
 
 
 @attrs.frozen
@@ -188,7 +158,7 @@ class SessionFile:
         where = str(Path(cwd).absolute()) if cwd is not None else os.getcwd()
         header = SessionHeader(
             id=session_id if session_id is not None else str(uuid.uuid4()),
-            timestamp=_iso(clock()),
+            timestamp=iso_time(clock()),
             cwd=where,
             parent_session=parent_session,
         )
@@ -196,20 +166,11 @@ class SessionFile:
             base = Path(directory) if directory is not None else default_sessions_dir(where)
             path = base / session_file_name(header)
         path = Path(path)
-        try:
-            make_private_dirs(path.parent)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _O_EXTRA
-            fd = os.open(path, flags, FILE_MODE)
-        except FileExistsError as exc:
-            msg = f"session file {path} already exists; resume it instead"
-            raise HistoryError(msg, path=path) from exc
-        except OSError as exc:
-            msg = f"cannot create session file {path}: {exc.strerror or exc}"
-            raise HistoryError(msg, path=path) from exc
+        fd = create_new(path)
         file = cls(path, header, fd=fd, clock=clock)
         try:
-            _lock(fd, path)
-            file._write(_dump(_encode(header)))
+            lock_writer(fd, path)
+            file._write(dump_line(encode_record(header)))
             fsync_directory(path.parent)
         except BaseException:
             os.close(fd)
@@ -238,35 +199,8 @@ class SessionFile:
                 open for writing.
         """
         path = Path(path)
+        fd, loaded = open_repaired(path)
         try:
-            fd = _open_for_append(path)
-        except FileNotFoundError as exc:
-            msg = f"session file {path} does not exist"
-            raise HistoryError(msg, path=path) from exc
-        except OSError as exc:
-            msg = f"cannot open session file {path}: {exc.strerror or exc}"
-            raise HistoryError(msg, path=path) from exc
-        try:
-            _lock(fd, path)
-            loaded = _load_fd(path, fd)
-            if loaded.migrated_from is not None:
-                fd = _rewrite_migrated(fd, loaded)
-                note = (
-                    f"{path}: migrated from format version {loaded.migrated_from} to "
-                    f"{loaded.header.version} (the file was rewritten)"
-                )
-                loaded = attrs.evolve(
-                    loaded,
-                    warnings=(*loaded.warnings, note),
-                    torn_bytes=0,
-                    unterminated=False,
-                    migrated_from=None,
-                )
-            if loaded.torn_bytes:
-                os.ftruncate(fd, loaded.size - loaded.torn_bytes)
-                os.fsync(fd)
-                note = f"{path}: cut off the incomplete last line before appending"
-                loaded = attrs.evolve(loaded, warnings=(*loaded.warnings, note))
             file = cls(path, loaded.header, fd=fd, clock=clock, loaded=loaded)
             if loaded.unterminated:
                 file._write(b"\n")
@@ -303,9 +237,11 @@ class SessionFile:
     ) -> str:
         self._check_open()
         entry_id = self._new_id()
-        when = _iso(self._clock() if at is None else at)
+        when = iso_time(self._clock() if at is None else at)
         entry = make(id=entry_id, parent_id=self._last_id, timestamp=when, **fields)
-        line = _dump(_encode(entry))  # may raise for a value JSON cannot hold: nothing staged
+        line = dump_line(
+            encode_record(entry)
+        )  # may raise for a value JSON cannot hold: nothing staged
         self._pending.append(_Staged(entry_id, self._last_id, line))
         self._ids.add(entry_id)
         self._tree[entry_id] = (self._last_id, entry.type)
@@ -685,189 +621,3 @@ class SessionFile:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _write_new(path: Path, lines: bytes) -> None:
-    """Write a whole new session file atomically: a temporary file, fsync, rename (blocking)."""
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        make_private_dirs(path.parent)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_EXTRA
-        fd = os.open(temporary, flags, FILE_MODE)
-        try:
-            view = memoryview(lines)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-        fsync_directory(path.parent)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        msg = f"cannot write session file {path}: {exc.strerror or exc}"
-        raise HistoryError(msg, path=path) from exc
-
-
-def _records(header: SessionHeader, entries: list[dict[str, Any]]) -> bytes:
-    return _dump(_encode(header)) + b"".join(_dump(e) for e in entries)
-
-
-def _rewrite_migrated(fd: int, loaded: LoadedSession) -> int:
-    """Rewrite an older file in the current format, as the reference does on open.
-
-    Returns a descriptor of the new file, locked; ``fd`` is closed.
-    """
-    path = loaded.path
-    entries = [loaded.raw[e.id] for e in loaded.entries]
-    _write_new(path, _records(loaded.header, entries))
-    new = _open_for_append(path)
-    try:
-        _lock(new, path)
-    except BaseException:
-        os.close(new)
-        raise
-    os.close(fd)
-    return new
-
-
-def fork_session(
-    source: str | os.PathLike[str],
-    leaf_id: str | None,
-    *,
-    directory: str | os.PathLike[str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    clock: Callable[[], float] = time.time,
-) -> Path:
-    """Copy one branch of a session file into a new file; return its path (blocking).
-
-    The reference's ``createBranchedSession``: the new file holds the entries from
-    the root to ``leaf_id`` exactly as they were read (fields this version does not
-    model included, unknown entry types too) except the labels, then the labels
-    that point into that path, written anew; its header names ``source`` as
-    ``parentSession``. An entry whose parent was a label is linked to that label's
-    parent. With ``leaf_id``
-    ``None`` the new file has no entries (a fork before the first message).
-
-    Args:
-        source: the session file to copy from.
-        leaf_id: the last entry to copy.
-        directory: where the new file goes; the source's directory if omitted.
-        cwd: the working directory of the new header; the source's if omitted.
-        clock: epoch seconds, for the header timestamp.
-
-    Raises:
-        HistoryError: the source cannot be read, ``leaf_id`` is not one of its
-            entries, or the new file cannot be written.
-    """
-    source = Path(source)
-    loaded = load_session(source)
-    path_entries = loaded.branch(leaf_id) if leaf_id is not None else ()
-    if leaf_id is not None and not path_entries:
-        msg = f"session file {source} has no entry {leaf_id!r}"
-        raise HistoryError(msg, path=source)
-    kept = [e for e in path_entries if not isinstance(e, LabelEntry)]
-    # Labels leave the path (they are written anew below); an entry whose parent was one is
-    # linked to the label's own parent, so the chain holds (pi's createBranchedSession leaves
-    # that parentId dangling, and pi then loses everything before it).
-    dropped = {e.id: e.parent_id for e in path_entries if isinstance(e, LabelEntry)}
-    records = []
-    for entry in kept:
-        record = loaded.raw[entry.id]
-        parent = entry.parent_id
-        while parent is not None and parent in dropped:
-            parent = dropped[parent]
-        records.append(record if parent == entry.parent_id else {**record, "parentId": parent})
-    on_path = {e.id for e in kept}
-    labels: dict[str, tuple[str, str]] = {}
-    for item in loaded.entries:
-        if isinstance(item, LabelEntry):
-            if item.label:
-                labels[item.target_id] = (item.label, item.timestamp)
-            else:
-                labels.pop(item.target_id, None)
-    parent = kept[-1].id if kept else None
-    taken = set(on_path)
-    for target, (label, stamp) in labels.items():
-        if target not in on_path:
-            continue
-        label_id = _fresh_id(taken)
-        taken.add(label_id)
-        records.append(
-            _encode(
-                LabelEntry(
-                    id=label_id, parent_id=parent, timestamp=stamp, target_id=target, label=label
-                )
-            )
-        )
-        parent = label_id
-    header = SessionHeader(
-        id=str(uuid.uuid4()),
-        timestamp=_iso(clock()),
-        cwd=str(Path(cwd).absolute()) if cwd is not None else loaded.header.cwd,
-        parent_session=str(source),
-    )
-    base = Path(directory) if directory is not None else source.parent
-    new_path = base / session_file_name(header)
-    _write_new(new_path, _records(header, records))
-    return new_path
-
-
-@asynccontextmanager
-async def open_history(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    directory: str | os.PathLike[str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    session_id: str | None = None,
-    parent_session: str | None = None,
-    clock: Callable[[], float] = time.time,
-) -> AsyncIterator[SessionFile]:
-    """Open a session file for the length of a block: resume ``path`` if it exists, else create.
-
-    ``open_history()`` starts a new file in ``default_sessions_dir``;
-    ``open_history(path)`` resumes ``path`` (see ``SessionFile.loaded``) or
-    creates it. ``directory``, ``cwd``, ``session_id`` and ``parent_session`` (the
-    header's ``parentSession``) apply only to a new file;
-    a resumed one keeps its header (use ``history.header.id`` as the session id).
-    Opening and closing run in worker threads; on exit, staged entries are flushed
-    and the file is closed, even if the block was cancelled.
-
-    Args:
-        path: the file to resume or create; a new file in ``directory`` if omitted.
-        directory: where a new file goes; ``default_sessions_dir`` of ``cwd`` if omitted.
-        cwd: the working directory a new file's header records; the current one if omitted.
-        session_id: a new file's header id; a random UUID if omitted.
-        parent_session: a new file's ``parentSession``.
-        clock: epoch seconds, for timestamps.
-
-    Raises:
-        HistoryError: as ``SessionFile.create`` and ``SessionFile.resume``.
-
-    Example:
-        ```python
-        async with open_history(path) as history:
-            context = runtime_context(history.loaded) if history.loaded else []
-            await history.append_message(UserMessage("Hello"))
-        ```
-    """
-    # Anything at ``path`` (a link to nowhere, a pipe) is resumed, which says what is wrong
-    # with it; creating it would only say "already exists".
-    if path is not None and await trio.to_thread.run_sync(os.path.lexists, path):
-        file = await trio.to_thread.run_sync(partial(SessionFile.resume, path, clock=clock))
-    else:
-        create = partial(
-            SessionFile.create,
-            path,
-            directory=directory,
-            cwd=cwd,
-            session_id=session_id,
-            parent_session=parent_session,
-            clock=clock,
-        )
-        file = await trio.to_thread.run_sync(create)
-    try:
-        yield file
-    finally:
-        await file.aclose()

@@ -8,10 +8,8 @@ fit), and the terminal (``KeyReader``, ``Screen``). One Trio nursery holds it al
 the key reader, the event reader, a frame task that redraws at most
 ``FRAMES_PER_SECOND`` times a second, a SIGWINCH watcher, and the prompt tasks.
 
-Keys: Enter sends (while the agent works, the message is queued as a steer);
-Shift+Enter, Alt+Enter or Ctrl+J insert a newline; Esc aborts the running prompt, or
-— while the retry loader shows — cancels the retry; Ctrl+C aborts, else clears the
-editor, and a second Ctrl+C (or Ctrl+D on an empty editor) exits. See ``HELP``.
+Keys (all in ``_help.KEYS``): Enter sends (a steer while the agent works); Esc aborts,
+or cancels a waiting retry; Ctrl+C aborts, else clears the editor; twice, it exits.
 """
 
 from __future__ import annotations
@@ -19,93 +17,44 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
-import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, AsyncExitStack
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import attrs
 import trio
 
 from .._errors import SessionBusyError, TrioSessionError
-from .._events import (
-    AutoRetryEnd,
-    AutoRetryStart,
-    CompactionEnd,
-    CompactionStart,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    SessionEvent,
-    SummarizationRetryScheduled,
-)
-from .._messages import AssistantMessage, UserMessage
+from .._events import MessageEnd, MessageStart, MessageUpdate, SessionEvent
+from .._messages import AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession, EventStream
 from ..providers._base import Model
-from ..store._history import HistoryError, SessionSummary, list_sessions
-from ._controller import EventController, js_round
+from ..store._entries import HistoryError
+from ._complete import command_matches, complete, menu_lines, the_command
+from ._controller import EventController
 from ._editor import Editor
+from ._external import EditorError, edit_text, editor_command
+from ._footer import footer_of, live_footer, tilde
+from ._help import COMMANDS, HINT
 from ._input_history import InputHistory
 from ._keys import Key
 from ._layout import FooterInfo, Frame, compose, editor_rows, fixed_rows, footer_lines
+from ._notes import event_note
 from ._picker import Picker
 from ._render import Style
-from ._terminal import KeyReader, Screen, raw_terminal
-from ._transcript import ReplyView, Transcript
+from ._resume import resume_picker
+from ._terminal import KeyReader, Screen
+from ._transcript import ReplyView, Transcript, custom_note
 
-HINT = "enter: send · alt+enter: newline · esc: abort · /help: keys, commands"
 FRAMES_PER_SECOND = 60
 TICK = 0.1
 
 #: Opens a session: ``None`` for a new one, else the session file to resume.
 SessionOpener = Callable[[Path | None], AbstractAsyncContextManager[AgentSession]]
-
-COMMANDS = {
-    "/new": "start a new session",
-    "/resume": "pick an earlier session of this directory to continue",
-    "/model": "choose the model (/model NAME picks directly)",
-    "/compact": "summarize the conversation so far (/compact INSTRUCTIONS)",
-    "/name": "name this session (/name TEXT)",
-    "/help": "this help",
-    "/quit": "leave the chat",
-}
-
-KEYS = (
-    ("Enter", "send (while the agent works: queue it as a steer)"),
-    ("Shift+Enter, Alt+Enter, Ctrl+J", "insert a newline"),
-    ("Esc", "abort the running prompt; while a retry waits: cancel the retry"),
-    ("Ctrl+C", "abort, else clear the editor; twice: exit"),
-    ("Ctrl+D", "exit (on an empty editor)"),
-    ("←/→, Ctrl/Alt+←/→", "move by character / by word"),
-    ("Home/End, Ctrl+A/E", "start / end of the line"),
-    ("↑/↓", "move between lines; on the first/last line: input history"),
-    ("Ctrl+U / Ctrl+K / Ctrl+W", "delete to line start / to line end / the word before"),
-    ("Ctrl+L", "redraw the screen"),
-)
-
-
-def help_text() -> str:
-    """The ``/help`` text: the keys, then the commands."""
-    key_width = max(len(key) for key, _ in KEYS)
-    name_width = max(len(name) for name in COMMANDS)
-    lines = ["keys:"]
-    lines += [f"  {key:<{key_width}}  {what}" for key, what in KEYS]
-    lines.append("commands:")
-    lines += [f"  {name:<{name_width}}  {what}" for name, what in COMMANDS.items()]
-    return "\n".join(lines)
-
-
-def _tilde(path: Path) -> str:
-    """``path`` with the home directory written ``~``."""
-    text, home = str(path), str(Path.home())
-    return "~" + text[len(home) :] if text == home or text.startswith(home + os.sep) else text
-
-
-def _place() -> str:
-    return _tilde(Path.cwd())
+#: The banner: a text, or made from the session shown (so it names its model).
+Banner = str | Callable[[AgentSession], str]
 
 
 @attrs.frozen
@@ -129,6 +78,8 @@ class ChatApp:
         style: colours or not.
         prompt_input: what a sent line goes through first: pi's templates and skills
             expanded, a prompt without a key refused (``trio_session._prompt_input``).
+        clock: the time, for the loader's countdown.
+        suspend: gives the terminal back (cooked mode) while an external editor runs.
     """
 
     screen: Screen
@@ -139,6 +90,7 @@ class ChatApp:
     style: Style = attrs.field(factory=Style)
     prompt_input: PromptInput = attrs.field(factory=PromptInput)
     clock: Callable[[], float] = trio.current_time
+    suspend: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     editor: Editor = attrs.field(init=False)
     transcript: Transcript = attrs.field(init=False)
     _session: AgentSession | None = attrs.field(default=None, init=False)
@@ -159,7 +111,7 @@ class ChatApp:
     _size: tuple[int, int] | None = attrs.field(default=None, init=False)
     _dirty: trio.Event = attrs.field(factory=trio.Event, init=False)
     _switch: _Switch | None = attrs.field(default=None, init=False)
-    _leave: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _banner: Banner | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.editor = Editor(history=self.history)
@@ -183,17 +135,19 @@ class ChatApp:
         *,
         resume: Path | None = None,
         first_prompt: str | None = None,
-        banner: str | None = None,
+        banner: Banner | None = None,
     ) -> None:
         """Run until the user leaves (``/quit``, Ctrl+C twice, Ctrl+D on an empty editor).
 
         Chat with ``session``; or, without one, with what ``opener`` opens for
         ``resume`` (a new session when ``None``). The conversation so far is shown
         first. The live region is erased on the way out; the transcript stays.
+        A ``banner`` made from the session is made again for each session shown.
         """
         if self.history.warning:
             self.transcript.note(f"  ! {self.history.warning}")
-        if banner:
+        self._banner = banner
+        if isinstance(banner, str) and banner:
             self.transcript.add("banner", banner)
         try:
             async with trio.open_nursery() as nursery:
@@ -247,9 +201,12 @@ class ChatApp:
         self._note = None
         banner = [b for b in self.transcript.blocks if b.kind == "banner"][:1]
         self.transcript.clear()
-        self.transcript.blocks += banner
+        if callable(self._banner):
+            self.transcript.add("banner", self._banner(session))
+        else:
+            self.transcript.blocks += banner
         if session.session_file is not None:
-            self.transcript.note(f"  session file: {_tilde(session.session_file)}")
+            self.transcript.note(f"  session file: {tilde(session.session_file)}")
         file = session.history_file
         for warning in file.loaded.warnings if file is not None and file.loaded else ():
             self.transcript.note(f"  ! warning: {warning}")
@@ -329,7 +286,10 @@ class ChatApp:
 
     def _frame(self, width: int, height: int, reply: list[str]) -> Frame:
         queue = [f"  ⋯ steer: {' '.join(t.split())}" for t in self._queued()]
-        fixed = fixed_rows(height, len(queue))
+        matches = command_matches(self.editor.text, COMMANDS) if self._picker is None else []
+        menu = menu_lines(matches, width, self.style)
+        menu = menu if height >= len(menu) + 10 else []  # else the editor needs the rows
+        fixed = fixed_rows(height, len(queue)) + len(menu)
         rows = editor_rows(height, fixed)
         if self._picker is not None:
             editor, cursor = self._picker.render(width, rows, self.style)
@@ -347,13 +307,12 @@ class ChatApp:
             editor_cursor=cursor,
             footer=footer,
             style=self.style,
+            menu=menu,
         )
 
     def _queued(self) -> tuple[str, ...]:
         session = self._session
-        if session is None:
-            return ()
-        return session.steering_messages + session.follow_up_messages
+        return () if session is None else session.steering_messages + session.follow_up_messages
 
     def _status_line(self) -> str:
         now = self.clock()
@@ -370,40 +329,13 @@ class ChatApp:
         return HINT
 
     def _footer_info(self) -> FooterInfo:
-        info = self._footer
-        if info is None:
-            info = self._update_footer()
-        session = self._session
-        retry = None
-        if session is not None and session.is_retrying:
-            retry = f"retry {session.retry_attempt}"
-        queued = len(self._queued())
-        if retry != info.retry or queued != info.queued:
-            info = attrs.evolve(info, retry=retry, queued=queued)
-        return info
+        info = self._footer or self._update_footer()
+        return live_footer(info, self._session, len(self._queued()))
 
     def _update_footer(self) -> FooterInfo:
         """Read tokens, cost and context use from the session (not on every delta)."""
-        session = self._session
-        if session is None:
-            self._footer = FooterInfo(place=_place(), model="")
-            return self._footer
-        stats = session.stats()
-        usage = stats.context_usage
-        model = session.model
-        self._footer = FooterInfo(
-            place=_place(),
-            model=model.id,
-            session_name=session.session_name,
-            thinking=session.thinking_level if model.reasoning else None,
-            input_tokens=stats.tokens.input,
-            output_tokens=stats.tokens.output,
-            cost=stats.cost,
-            context_percent=usage.percent if usage is not None else None,
-            context_window=model.context_window,
-            auto_compaction=session.auto_compaction_enabled,
-        )
-        return self._footer
+        self._footer = info = footer_of(self._session)
+        return info
 
     def _say(self, text: str) -> None:
         """Add a note to the transcript and redraw."""
@@ -436,26 +368,12 @@ class ChatApp:
                 self.transcript.add("user", message.text)
             elif isinstance(message, AssistantMessage):
                 self._finish_reply(message)
-        elif isinstance(event, AutoRetryStart):
-            seconds = max(1, js_round(event.delay_ms / 1000))
-            self.transcript.note(f"  ↻ retry {event.attempt}/{event.max_attempts} in {seconds}s")
-        elif isinstance(event, AutoRetryEnd):
-            if event.success:
-                self.transcript.note(f"  ✓ retry {event.attempt} succeeded")
-        elif isinstance(event, SummarizationRetryScheduled):  # R-56f: as a retry is shown
-            seconds = max(1, js_round(event.delay_ms / 1000))
-            self.transcript.note(
-                f"  ↻ summary retry {event.attempt}/{event.max_attempts} in {seconds}s: "
-                f"{event.error_message}"
-            )
-        elif isinstance(event, CompactionStart):
-            self.transcript.note("  ⇣ compacting the conversation")
-        elif isinstance(event, CompactionEnd):
-            if event.result is not None:
-                first = event.result.summary.strip().splitlines()[:1]
-                self.transcript.note(f"  ⇣ compacted: {first[0][:200] if first else ''}")
-            elif event.error_message:
-                self.transcript.note(f"  ✗ compaction failed: {event.error_message}")
+            elif isinstance(message, ToolResultMessage):
+                self.transcript.add("tool", result=message)
+            elif isinstance(message, CustomMessage) and message.display:
+                self.transcript.note(custom_note(message))
+        elif (note := event_note(event)) is not None:
+            self.transcript.note(note)
         status = self._controller.status
         if status != self._shown_status:
             self._shown_status = status
@@ -482,9 +400,24 @@ class ChatApp:
                 key = await self.keys.read()
             except EOFError:
                 return
-            if self._on_key(key) or self._switch is not None:
+            if key.name == "ctrl_g" and self._picker is None:
+                await self._edit_externally()
+            elif self._on_key(key) or self._switch is not None:
                 return
             self.render()
+
+    async def _edit_externally(self) -> None:
+        """Ctrl+G: the editor's text through ``$VISUAL``/``$EDITOR``; the screen redrawn."""
+        try:
+            command = editor_command(os.environ)
+            self.screen.close()
+            with self.suspend():
+                text = await edit_text(self.editor.text, command)
+        except EditorError as exc:
+            self._say(f"  ✗ {exc}")
+        else:
+            self.editor.set_text(text)
+        self._size = None  # the editor drew over the screen: draw it all again
 
     def _on_key(self, key: Key) -> bool:
         """Handle one key; True means leave."""
@@ -513,6 +446,13 @@ class ChatApp:
             return self._on_enter()
         elif key.name == "ctrl_l":
             self._size = None
+        elif key.name == "tab":
+            completed = complete(self.editor.text, COMMANDS)
+            if completed is not None:
+                self.editor.set_text(completed)
+        elif key.name == "ctrl_o":  # tool results in full, or collapsed again
+            self.transcript.expanded = not self.transcript.expanded
+            self._size = None
         else:
             self.editor.handle(key, self.screen.width)
         return False
@@ -522,6 +462,8 @@ class ChatApp:
         if not text.strip():
             return False
         word = text.split(maxsplit=1)[0]
+        if word not in COMMANDS and (only := the_command(text.strip(), COMMANDS)):
+            word = text = only  # "/mo" + Enter: the one command it names
         if word in COMMANDS or word == "/exit":
             self.editor.take()
             return self._command(word, text[len(word) :].strip())
@@ -581,7 +523,7 @@ class ChatApp:
         if name in ("/quit", "/exit"):
             return True
         if name == "/help":
-            self._say(help_text())
+            self.transcript.add("help")
         elif name == "/name":
             if argument:
                 self.session.set_session_name(argument)
@@ -637,18 +579,10 @@ class ChatApp:
             self._say("  /resume: this chat keeps no session files (--no-save)")
             return
         try:
-            # Reading only: a cancel may leave the thread to finish on its own.
-            found = await trio.to_thread.run_sync(list_sessions, directory, abandon_on_cancel=True)
+            self._picker = await resume_picker(directory, self.session.session_file)
         except HistoryError as exc:
             self._say(f"  ✗ {exc}")
             return
-        current = self.session.session_file
-        items = [(_summary_label(s), s.path) for s in found if s.path != current]
-        self._picker = Picker(
-            "resume a session (enter: open · esc: close)",
-            items,
-            empty=f"(no other session in {_tilde(directory)})",
-        )
         self.render()
 
     def _on_picker_key(self, key: Key) -> None:
@@ -663,46 +597,3 @@ class ChatApp:
             self._switch = _Switch(chosen)
         elif isinstance(chosen, Model):
             self._start(self._set_model, chosen)
-
-
-def _summary_label(summary: SessionSummary) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.modified))
-    name = f"[{summary.name}] " if summary.name else ""
-    return f"{when}  {name}{summary.first_message}"
-
-
-def color_wanted() -> bool:
-    """Colour unless ``NO_COLOR`` is set (https://no-color.org) or ``TERM=dumb``."""
-    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-async def run_terminal_chat(
-    session: AgentSession | None = None,
-    *,
-    opener: SessionOpener | None = None,
-    resume: Path | None = None,
-    sessions_dir: Path | None = None,
-    history: InputHistory | None = None,
-    first_prompt: str | None = None,
-    banner: str | None = None,
-    prompt_input: PromptInput | None = None,
-    fd: int = 0,
-    out: TextIO | None = None,
-) -> None:
-    """Run the chat on the terminal at ``fd`` (keys) and ``out`` (screen, stdout).
-
-    Give it a ``session`` to chat with, or an ``opener`` (with ``resume``) that
-    opens sessions, so ``/new`` and ``/resume`` work.
-    """
-    out = out or sys.stdout
-    with raw_terminal(fd, out):
-        app = ChatApp(
-            Screen(out),
-            KeyReader(fd),
-            history=history if history is not None else InputHistory(),
-            opener=opener,
-            sessions_dir=sessions_dir,
-            style=Style(color=color_wanted()),
-            prompt_input=prompt_input if prompt_input is not None else PromptInput(),
-        )
-        await app.run(session, resume=resume, first_prompt=first_prompt, banner=banner)

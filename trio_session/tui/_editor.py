@@ -171,6 +171,13 @@ class _Screen:
         return self.first_cells if row == 0 else self.rest_cells
 
 
+#: Keys that cut into the kill ring, and keys that paste from it.
+KILLS = frozenset({"ctrl_u", "ctrl_k", "ctrl_w"})
+YANKS = frozenset({"ctrl_y", "alt_y"})
+#: Cuts the kill ring keeps.
+KILL_RING = 30
+
+
 @attrs.define(eq=False)
 class Editor:
     """A multi-line input: text and a cursor, edited by ``Key`` values.
@@ -190,6 +197,12 @@ class Editor:
     _browse: int | None = attrs.field(default=None, init=False)
     _draft: str = attrs.field(default="", init=False)
     _top: int = attrs.field(default=0, init=False)
+    # Cut text, the latest last (Ctrl+Y pastes it, Alt+Y an earlier one instead).
+    _kills: list[str] = attrs.field(factory=list, init=False)
+    _yanked: tuple[int, int] | None = attrs.field(default=None, init=False)
+    # (text, cursor) before each edit, for undo; a run of typing is one edit.
+    _undo: list[tuple[str, int]] = attrs.field(factory=list, init=False)
+    _last_key: str = attrs.field(default="", init=False)
     _wrap_cache: WrapCache = attrs.field(factory=dict, init=False)
     _last_wrap: tuple[tuple[str, int, int], list[Row]] | None = attrs.field(
         default=None, init=False
@@ -211,9 +224,15 @@ class Editor:
         return self._browse is not None
 
     def set_text(self, text: str, cursor: int | None = None) -> None:
-        """Replace the text (cleaned as ``clean_text`` does); cursor at the end by default."""
+        """Replace the text (cleaned as ``clean_text`` does); cursor at the end by default.
+
+        A change can be undone.
+        """
         cleaned = clean_text(text)
         before = text if cursor is None else text[: max(0, cursor)]
+        if cleaned != self._text:
+            self._undo.append((self._text, self._cursor))
+            self._last_key = ""
         self._replace(cleaned, len(clean_text(before)))
 
     def insert(self, text: str) -> None:
@@ -233,6 +252,7 @@ class Editor:
             self.history.add(text)
         self._replace("", 0)
         self._top = 0
+        self._undo.clear()
         return text
 
     # -- keys -------------------------------------------------------------------
@@ -240,9 +260,28 @@ class Editor:
     def handle(self, key: Key, width: int) -> bool:
         """Apply an editing key; False for a key the editor leaves to the app.
 
-        Those are enter, esc, tab, ctrl_c, ctrl_d, ctrl_l, page_up, page_down and
-        other. ``width`` is the terminal's, for up/down over wrapped rows.
+        Those are enter, esc, tab, ctrl_c, ctrl_d, ctrl_l, ctrl_o, ctrl_g, page_up,
+        page_down and other. ``width`` is the terminal's, for up/down over wrapped rows.
+        Ctrl+U, Ctrl+K and Ctrl+W cut into a kill ring (cuts in a row join into one),
+        Ctrl+Y pastes the latest cut, Alt+Y right after it swaps in an earlier one;
+        undo takes back the last edit (a run of typed text is one edit).
         """
+        name = key.name
+        if name == "undo":
+            if self._undo:
+                self._replace(*self._undo.pop())
+            self._last_key = name
+            return True
+        before = (self._text, self._cursor)
+        handled = self._edit(key, width)
+        typing = name == "char" == self._last_key and not key.text.isspace()
+        if handled and self._text != before[0] and not typing:
+            self._undo.append(before)
+        if handled:
+            self._last_key = name
+        return handled
+
+    def _edit(self, key: Key, width: int) -> bool:
         name = key.name
         if name in ("up", "down"):
             self._vertical(name == "up", width)
@@ -271,15 +310,39 @@ class Editor:
             self._cursor = self._word_right()
         elif name == "ctrl_u":
             start = self._line_start()
-            self._delete(start if start < cursor else previous_boundary(text, cursor), cursor)
+            self._kill(start if start < cursor else previous_boundary(text, cursor), cursor)
         elif name == "ctrl_k":
             end = self._line_end()
-            self._delete(cursor, end if end > cursor else next_boundary(text, cursor))
+            self._kill(cursor, end if end > cursor else next_boundary(text, cursor), backward=False)
         elif name == "ctrl_w":
-            self._delete(self._unix_word_start(), cursor)
-        else:
+            self._kill(self._unix_word_start(), cursor)
+        elif name == "ctrl_y" and self._kills:
+            self._yank(self._kills[-1], cursor, cursor)
+        elif name == "alt_y" and self._yanked is not None and self._last_key in YANKS:
+            self._kills.insert(0, self._kills.pop())
+            self._yank(self._kills[-1], *self._yanked)
+        elif name not in YANKS:
             return False
         return True
+
+    def _kill(self, start: int, end: int, *, backward: bool = True) -> None:
+        """Cut ``start``…``end`` into the kill ring; right after another cut, join it
+        (before it when cutting ``backward`` from the cursor, else after it)."""
+        if start >= end:
+            return
+        cut = self._text[start:end]
+        if self._last_key in KILLS and self._kills:
+            joined = cut + self._kills[-1] if backward else self._kills[-1] + cut
+            self._kills[-1] = joined
+        else:
+            self._kills.append(cut)
+            del self._kills[:-KILL_RING]
+        self._delete(start, end)
+
+    def _yank(self, text: str, start: int, end: int) -> None:
+        """Put ``text`` in place of ``start``…``end``; remember where, for Alt+Y."""
+        self._replace(self._text[:start] + text + self._text[end:], start + len(text))
+        self._yanked = (start, start + len(text))
 
     def _replace(self, text: str, cursor: int) -> None:
         """Every edit goes through here: it ends history browsing."""

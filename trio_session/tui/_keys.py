@@ -21,6 +21,8 @@ CSI H, SS3 H, CSI 1~, 7~, ^A home             CSI F, SS3 F, 4~, 8~, ^E  end
 CSI 5 ~, CSI 6 ~            page_up, page_down
 ^C ^D ^U ^K ^W ^L           ctrl_c ctrl_d ctrl_u ctrl_k ctrl_w ctrl_l
 ESC \\x7f (Alt+Backspace)    ctrl_w
+^O ^G ^Y, ESC y             ctrl_o ctrl_g ctrl_y alt_y
+^_ (Ctrl+_, Ctrl+-)         undo             (and CSI 45;5 u, CSI 95;5 u)
 CSI 200 ~ … CSI 201 ~       one "paste" key with the whole block
 ```
 
@@ -64,6 +66,11 @@ KEY_NAMES: frozenset[str] = frozenset(
         "ctrl_k",
         "ctrl_w",
         "ctrl_l",
+        "ctrl_o",
+        "ctrl_g",
+        "ctrl_y",
+        "alt_y",
+        "undo",
         "other",
     }
 )
@@ -129,6 +136,10 @@ _C0_KEYS: dict[int, str] = {
     0x0B: "ctrl_k",
     0x17: "ctrl_w",
     0x0C: "ctrl_l",
+    0x0F: "ctrl_o",
+    0x07: "ctrl_g",
+    0x19: "ctrl_y",
+    0x1F: "undo",  # Ctrl+_ and, on most terminals, Ctrl+-
 }
 
 # ESC + one byte (Alt+key).
@@ -139,6 +150,7 @@ _ALT_KEYS: dict[int, str] = {
     0x08: "ctrl_w",
     ord("b"): "word_left",
     ord("f"): "word_right",
+    ord("y"): "alt_y",
 }
 
 _SS3_KEYS: dict[int, str] = {
@@ -172,6 +184,11 @@ _CTRL_LETTERS: dict[str, str] = {
     "w": "ctrl_w",
     "l": "ctrl_l",
     "j": "newline",
+    "o": "ctrl_o",
+    "g": "ctrl_g",
+    "y": "ctrl_y",
+    "-": "undo",
+    "_": "undo",
 }
 
 _SHIFT, _ALT, _CTRL = 1, 2, 4

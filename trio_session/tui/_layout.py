@@ -109,14 +109,16 @@ def compose(
     editor_cursor: tuple[int, int],
     footer: Sequence[str],
     style: Style,
+    menu: Sequence[str] = (),
 ) -> Frame:
-    """Fit the parts into ``height`` rows; see the module docstring."""
+    """Fit the parts into ``height`` rows; see the module docstring. ``menu`` (the ``/``
+    completions) goes between the status line and the editor."""
     small = height < SMALL_HEIGHT
     rule = styled("─" * width, "2", style)
     queue_lines = [fit(line, width) for line in queue[:QUEUE_ROWS]]
     if len(queue) > QUEUE_ROWS:
         queue_lines[-1] = fit(f"  ⋯ and {len(queue) - QUEUE_ROWS + 1} more queued", width)
-    bottom: list[str] = [status]
+    bottom: list[str] = [status, *menu]
     if not small:
         bottom.append(rule)
     editor_top = len(bottom)

@@ -11,9 +11,10 @@ none. Every function here returns lines no wider than the width it was given.
   chunks (``split_chunks``: at blank lines, around code blocks, between list items,
   long code blocks in pieces), and only the last (growing) chunk is rendered again.
   Rendered apart, chunks differ from a whole-text render in small ways: a reference
-  link defined in another chunk stays literal text; a numbered list's number column
-  is sized per item; a string spanning two pieces of a long code block is highlighted
-  per piece.
+  link defined in another chunk stays literal text; a string spanning two pieces of a
+  long code block is highlighted per piece. A numbered list's items are numbered and
+  their number column sized as in the whole list (``number_items``), so a list that
+  reaches 10 does not draw its first items a column narrower.
 
 Text from the outside world (the user, the model, a provider's error) never reaches
 the terminal with its control characters: ESC, CR, BEL and the like are shown as
@@ -55,6 +56,7 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SEQUENCE = re.compile(r"(\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\))")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _LIST_ITEM = re.compile(r"(?:([-*+])|[0-9]{1,9}([.)]))(?: |$)")
+_NUMBERED = re.compile(r"([0-9]{1,9})([.)])(?= |\n|$)")
 
 
 def display_width(text: str) -> int:
@@ -283,13 +285,15 @@ class Chunk:
     ``tight``: joined to the previous chunk with no empty line between (the next item
     of a list, the next piece of a long code block); otherwise with one. ``trim_top``
     and ``trim_bottom``: a piece of a long code block without the padding row that the
-    code block has above (or below) it.
+    code block has above (or below) it. ``pad``: columns to indent the chunk by, so an
+    item of a numbered list lines up with the list's widest number.
     """
 
     text: str
     tight: bool = False
     trim_top: bool = False
     trim_bottom: bool = False
+    pad: int = 0
 
 
 def _cut_code(lines: list[str], fence: str, closed: bool, tight: bool) -> list[Chunk]:
@@ -377,7 +381,44 @@ def split_chunks(text: str) -> list[Chunk]:
             code_chunk = not current and top
         current.append(line)
     flush(closed=fence is None)
-    return chunks
+    return number_items(chunks)
+
+
+def number_items(chunks: list[Chunk]) -> list[Chunk]:
+    """The chunks with each numbered list's items numbered and padded as in one render.
+
+    rich numbers a list from its first item's number and sizes the number column by
+    the list's end; an item rendered alone would get its own number and a column sized
+    for it. So each item after the first gets the number it has in its list, and a
+    ``pad`` that makes up for the narrower column. Items of one list are chunks in a
+    row that start with a number and the same delimiter (``.`` or ``)``).
+    """
+    out = list(chunks)
+    run: list[int] = []
+    delimiter = ""
+    for index, chunk in enumerate([*chunks, None]):
+        match = _NUMBERED.match(chunk.text) if chunk is not None else None
+        if match is not None and run and match.group(2) == delimiter:
+            run.append(index)
+            continue
+        if run:
+            _number_run(out, run)
+        run = [index] if match is not None else []
+        delimiter = match.group(2) if match is not None else ""
+    return out
+
+
+def _number_run(chunks: list[Chunk], run: list[int]) -> None:
+    first = _NUMBERED.match(chunks[run[0]].text)
+    assert first is not None
+    start = int(first.group(1))
+    widest = len(str(start + len(run)))  # rich sizes the column for start + items
+    for offset, index in enumerate(run):
+        chunk = chunks[index]
+        number = start + offset
+        text = _NUMBERED.sub(f"{number}\\2", chunk.text, count=1)
+        pad = widest - len(str(number + 1))  # alone, it is sized for number + 1
+        chunks[index] = attrs.evolve(chunk, text=text, pad=pad)
 
 
 def _fence_of(line: str) -> str:
@@ -495,6 +536,10 @@ class MarkdownRenderer:
 
     def _render_chunk(self, chunk: Chunk, width: int) -> list[str]:
         """One chunk through rich; blank rows at its ends dropped; every row fitted."""
+        if chunk.pad and width - chunk.pad >= 2:
+            indent = " " * chunk.pad
+            inner = self._render_chunk(attrs.evolve(chunk, pad=0), width - chunk.pad)
+            return [indent + line if line else line for line in inner]
         console = self._console(width)
         try:
             segment_lines = console.render_lines(

@@ -22,7 +22,7 @@ import contextlib
 import os
 import termios
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 import attrs
 import trio
@@ -68,6 +68,31 @@ def raw_terminal(fd: int, out: TextIO) -> Iterator[list[int | list[bytes | int]]
             out.flush()
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+@contextlib.contextmanager
+def cooked_terminal(fd: int, saved: list[Any], out: TextIO) -> Iterator[None]:
+    """The terminal as it was before ``raw_terminal`` (``saved``), raw again after.
+
+    For a program that needs the terminal for a while (an editor on Ctrl+G).
+
+    Args:
+        fd: the terminal's descriptor.
+        saved: the modes ``raw_terminal`` saved (what it yields).
+        out: where the screen writes.
+    """
+    raw = termios.tcgetattr(fd)
+    out.write(RESET_STYLE + PASTE_OFF + SHOW_CURSOR)
+    out.flush()
+    termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSADRAIN, raw)
+        with contextlib.suppress(OSError, ValueError):
+            out.write(PASTE_ON)
+            out.flush()
 
 
 @attrs.define(eq=False)

@@ -6,6 +6,12 @@ again only when the width changes (a resize redraws everything at the new width)
 A reply being streamed is a ``ReplyView``: it renders the partial message as it
 stands — a ``assistant:`` label, thinking dimmed, text as Markdown, tool calls —
 so a reply has one label however its text arrives.
+
+A tool's result shows under its call, collapsed to ``TOOL_PREVIEW`` lines with a
+line saying how many more there are; Ctrl+O (``Transcript.expanded``) shows them
+all, in every result, as the reference does. A failed tool's output shows in red.
+A message an extension added (``custom_message``) shows with its type, unless it
+asked not to be shown.
 """
 
 from __future__ import annotations
@@ -20,16 +26,23 @@ from .._messages import (
     BashExecutionMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
     Message,
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolResultMessage,
     UserMessage,
 )
+from ._help import render_help
 from ._render import MarkdownRenderer, Style, fit, render_note, render_user, wrap
 
 LABEL = "assistant:"
 INDENT = "  "
+#: Lines of a tool's result shown while results are collapsed.
+TOOL_PREVIEW = 5
+EXPAND_HINT = "ctrl+o to expand"
 
 
 def styled(text: str, sgr: str, style: Style) -> str:
@@ -79,28 +92,63 @@ def _arguments(call: ToolCall) -> str:
     return text[1:-1] if len(text) <= 200 else text[1:197] + "…"
 
 
+def render_tool_result(
+    result: ToolResultMessage, width: int, *, expanded: bool, style: Style
+) -> list[str]:
+    """A tool's result: ``← name`` (``✗ name failed``) and its output, indented.
+
+    Collapsed, the output shows its first ``TOOL_PREVIEW`` lines and how many more
+    there are; an output with no text says so.
+    """
+    inner = max(width - 2 * len(INDENT), 8)
+    head = f"✗ {result.tool_name} failed" if result.is_error else f"← {result.tool_name}"
+    text = result.text.rstrip("\n")
+    images = sum(1 for part in result.content if isinstance(part, ImageContent))
+    rows = wrap(text, inner) if text.strip() else []
+    if images:
+        rows.append(f"[{images} image{'s' if images != 1 else ''}]")
+    if not rows:
+        rows = ["(no output)"]
+    hidden = 0 if expanded else max(len(rows) - TOOL_PREVIEW, 0)
+    if hidden:
+        rows = rows[:TOOL_PREVIEW]
+    sgr = "31" if result.is_error else "2"
+    lines = [INDENT + styled(head, "31" if result.is_error else "33", style)]
+    lines += [INDENT * 2 + styled(row, sgr, style) if row else "" for row in rows]
+    if hidden:
+        more = f"… ({hidden} more line{'s' if hidden != 1 else ''}, {EXPAND_HINT})"
+        lines.append(INDENT * 2 + styled(more, "2", style))
+    return [fit(line, width) for line in lines]
+
+
 @attrs.define(eq=False)
 class Block:
     """A finished piece of the transcript; its lines are kept per width."""
 
-    kind: str  # "banner", "user", "reply", "note"
+    kind: str  # "banner", "user", "reply", "note", "tool"
     text: str = ""
     reply: ReplyView | None = None
     style: Style = attrs.field(factory=Style)
     skip: int = 0  # lines already in the scrollback when it was added (a long reply)
-    _cache: tuple[int, list[str]] | None = attrs.field(default=None, init=False)
+    result: ToolResultMessage | None = None
+    _cache: tuple[int, bool, list[str]] | None = attrs.field(default=None, init=False)
 
-    def render(self, width: int) -> list[str]:
-        """The block's lines at ``width`` (each at most ``width`` cells)."""
-        if self._cache is None or self._cache[0] != width:
-            self._cache = (width, self._render(width))
-        return self._cache[1]
+    def render(self, width: int, *, expanded: bool = False) -> list[str]:
+        """The block's lines at ``width`` (each at most ``width`` cells); ``expanded``:
+        a tool result in full."""
+        if self._cache is None or self._cache[:2] != (width, expanded):
+            self._cache = (width, expanded, self._render(width, expanded))
+        return self._cache[2]
 
-    def _render(self, width: int) -> list[str]:
+    def _render(self, width: int, expanded: bool) -> list[str]:
+        if self.result is not None:
+            return render_tool_result(self.result, width, expanded=expanded, style=self.style)
         if self.reply is not None:
             return self.reply.render(width)
         if self.kind == "user":
             return render_user(self.text, width, style=self.style)
+        if self.kind == "help":
+            return render_help(width, style=self.style)
         if self.kind == "banner":
             return [styled(line, "2", self.style) for line in wrap(self.text, width)]
         return render_note(self.text, width, style=self.style)
@@ -113,10 +161,18 @@ class Transcript:
     style: Style = attrs.field(factory=Style)
     blocks: list[Block] = attrs.field(factory=list)
     printed: int = 0
+    expanded: bool = False  # tool results in full (Ctrl+O), else collapsed
 
-    def add(self, kind: str, text: str = "", *, reply: ReplyView | None = None) -> None:
+    def add(
+        self,
+        kind: str,
+        text: str = "",
+        *,
+        reply: ReplyView | None = None,
+        result: ToolResultMessage | None = None,
+    ) -> None:
         """Append a finished block (not yet printed)."""
-        self.blocks.append(Block(kind, text, reply, style=self.style))
+        self.blocks.append(Block(kind, text, reply, style=self.style, result=result))
 
     def note(self, text: str) -> None:
         """Append a note line (``"  ✗ …"``, ``"  ↻ …"``)."""
@@ -126,7 +182,7 @@ class Transcript:
         """Lines of the blocks not printed yet; they count as printed from now on."""
         lines: list[str] = []
         for block in self.blocks[self.printed :]:
-            lines += block.render(width)[block.skip :]
+            lines += block.render(width, expanded=self.expanded)[block.skip :]
             block.skip = 0
         self.printed = len(self.blocks)
         return lines
@@ -136,7 +192,9 @@ class Transcript:
         self.printed = len(self.blocks)
         for block in self.blocks:
             block.skip = 0
-        return [line for block in self.blocks for line in block.render(width)]
+        return [
+            line for block in self.blocks for line in block.render(width, expanded=self.expanded)
+        ]
 
     def clear(self) -> None:
         """Forget every block (another session was opened)."""
@@ -146,8 +204,15 @@ class Transcript:
     def add_messages(self, messages: Iterable[Message]) -> None:
         """The blocks of a conversation so far (``--resume``, ``/resume``)."""
         for message in messages:
+            if isinstance(message, ToolResultMessage):
+                self.add("tool", result=message)
             for kind, text, reply in _blocks_of(message, self.style):
                 self.add(kind, text, reply=reply)
+
+
+def custom_note(message: CustomMessage) -> str:
+    """What a ``custom_message`` shows: its type, then its text."""
+    return f"  [{message.custom_type}] {message.text}"
 
 
 def _blocks_of(message: Message, style: Style) -> Sequence[tuple[str, str, ReplyView | None]]:
@@ -166,4 +231,6 @@ def _blocks_of(message: Message, style: Style) -> Sequence[tuple[str, str, Reply
         return [("note", f"  ⇣ earlier turns were compacted: {first[:200]}", None)]
     if isinstance(message, BranchSummaryMessage):
         return [("note", "  ⎇ a branch was summarized", None)]
+    if isinstance(message, CustomMessage) and message.display:
+        return [("note", custom_note(message), None)]
     return []
