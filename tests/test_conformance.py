@@ -43,17 +43,11 @@ def conformance(*args: str, timeout: float = 600) -> subprocess.CompletedProcess
     )
 
 
-#: The rows our agent does not pass yet, by profile: they need features of the rpc branch
-#: (agent_settled, prompt data.disposition, R-54) that main has not merged. The lead empties
-#: this list after the merge. Strict: a pending row that passes fails the test.
-PENDING: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("seed", "agent-settled"),
-        ("seed", "prompt-disposition"),
-        ("pi-1.6", "agent-settled"),
-        ("pi-1.6", "prompt-disposition"),
-    }
-)
+#: The rows our agent does not pass yet, as (profile, row): rows written for features our
+#: RPC mode does not have on main yet. The list is emptied when they merge; strict: a
+#: pending row that passes fails the test. (agent_settled and prompt data.disposition,
+#: R-54, were pending until the rpc16 branch merged.)
+PENDING: frozenset[tuple[str, str]] = frozenset()
 
 
 @pytest.mark.parametrize("profile", ["seed", "pi-1.6"])
