@@ -171,10 +171,11 @@ SLOW_MODULES = frozenset(
 SLOW_TESTS = {
     "test_conformance.py": frozenset(
         {
-            "test_an_agent_that_drops_auto_retry_end_fails_naming_the_rules",
+            "test_a_broken_agent_fails_on_its_rule",
+            "test_a_drop_end_agent_in_the_table_names_the_rules",
             "test_an_agent_that_will_not_exit_is_killed_and_noted",
             "test_a_silent_agent_is_reported_after_one_response_timeout",
-            "test_our_rpc_passes_every_scenario",
+            "test_our_rpc_passes_every_row",
         }
     ),
     "test_credential_contract.py": frozenset({"test_rotation_is_atomic_across_processes"}),

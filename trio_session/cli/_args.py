@@ -313,6 +313,15 @@ def parser() -> argparse.ArgumentParser:
         "--only", metavar="NAME,…", help="run only these scenarios (comma-separated)"
     )
     conformance.add_argument(
+        "--profile",
+        default="seed",
+        metavar="PROFILE",
+        help="whose rules to check: seed (pi 0.73.1's, the default) or pi-1.6 (pi 1.6.0's)",
+    )
+    conformance.add_argument(
+        "--verbose", action="store_true", help="list every request under every row"
+    )
+    conformance.add_argument(
         "agent_command", nargs="*", metavar="-- COMMAND", help="the agent, in RPC mode"
     )
 

@@ -69,7 +69,9 @@ def _conformance(args: argparse.Namespace) -> int:
         command = command[1:]
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
     try:
-        return run_command(command, only, args.json, sys.stdout, sys.stderr)
+        return run_command(
+            command, only, args.json, sys.stdout, sys.stderr, args.profile, args.verbose
+        )
     except ValueError as exc:
         raise CommandError(str(exc)) from None
 

@@ -41,6 +41,13 @@ EXIT_GRACE = 3.0
 
 _MIB = 1024 * 1024
 
+#: Event names the kit accepts for pi's (read as pi's, with a note on the result): the
+#: names a known agent writes, and whose agent it is.
+ALIASES: Mapping[str, tuple[str, str]] = {
+    "auto_compaction_start": ("compaction_start", "the seed's fork oh-my-pi's name"),
+    "auto_compaction_end": ("compaction_end", "the seed's fork oh-my-pi's name"),
+}
+
 
 class AgentError(Exception):
     """The agent did not behave as an RPC agent at all (exited, no response, bad output)."""
@@ -112,13 +119,16 @@ def models_json(base_url: str, api_key: str = API_KEY) -> dict[str, Any]:
     return {"providers": {PROVIDER: provider}}
 
 
-def settings_json(retry: Mapping[str, Any]) -> dict[str, Any]:
-    """pi's ``settings.json``: the model, the scenario's ``retry`` group, no SDK retries."""
+def settings_json(
+    retry: Mapping[str, Any], compaction: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """pi's ``settings.json``: the model, the scenario's ``retry`` and ``compaction``
+    groups (compaction on, keeping 1 recent token, if not given), no SDK retries."""
     return {
         "defaultProvider": PROVIDER,
         "defaultModel": MODEL,
         "retry": {**retry, "provider": {"maxRetries": 0}},
-        "compaction": {"enabled": True, "keepRecentTokens": 1},
+        "compaction": dict(compaction or {"enabled": True, "keepRecentTokens": 1}),
     }
 
 
@@ -236,6 +246,13 @@ class Agent:
         if data.get("type") == "response":
             self.responses.append(data)
         else:
+            alias = ALIASES.get(str(data.get("type")))
+            if alias is not None:
+                name, origin = alias
+                note = f"the agent writes {data['type']} for {name} ({origin}): accepted"
+                if note not in self.notes:
+                    self.notes.append(note)
+                data = {**data, "type": name}
             self.events.append(Observed(trio.current_time(), data))
         self._notify()
 
@@ -310,11 +327,14 @@ class Agent:
             f"{self.stderr_tail()}"
         )
 
-    async def wait_for(self, test: Callable[[Observed], bool], within: float) -> Observed | None:
-        """The first event (so far or to come) passing ``test``; ``None`` after ``within`` s."""
+    async def wait_for(
+        self, test: Callable[[Observed], bool], within: float, start: int = 0
+    ) -> Observed | None:
+        """The first event from index ``start`` on (so far or to come) passing ``test``;
+        ``None`` after ``within`` s."""
         with trio.move_on_after(within):
             while True:
-                for observed in self.events:
+                for observed in self.events[start:]:
                     if test(observed):
                         return observed
                 if self.closed:
@@ -326,8 +346,8 @@ class Agent:
         """Wait until the run begun at event ``start`` is over; whether it ended in time.
 
         Over means: an ``agent_end`` arrived after the last ``agent_start``, no retry is
-        announced after it (or its announced delay has passed), and then nothing new came
-        for ``quiet`` seconds.
+        announced after it (or three times its announced delay has passed), and then
+        nothing new came for ``quiet`` seconds.
         """
         with trio.move_on_after(within):
             while True:
@@ -341,9 +361,12 @@ class Agent:
                     if starts and not any(
                         e.type in ("agent_start", "auto_retry_end") for e in after[starts[-1] :]
                     ):
+                        # An agent that sleeps longer than it said is still running:
+                        # give it three times the delay before the run counts as over.
                         announced = after[starts[-1]]
                         delay = float(announced.event.get("delayMs") or 0) / 1000
-                        wait = max(quiet, announced.time + delay + quiet - trio.current_time())
+                        late = announced.time + 3 * delay + quiet - trio.current_time()
+                        wait = max(quiet, late)
                     count = len(self.events)
                     with trio.move_on_after(wait):
                         while len(self.events) == count and not self.closed:
@@ -419,6 +442,7 @@ async def start_agent(
     base_url: str,
     retry: Mapping[str, Any],
     keys: Sequence[str] = (),
+    compaction: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Agent]:
     """Start ``command`` pointed at ``base_url``; stop it when the block ends.
 
@@ -432,7 +456,7 @@ async def start_agent(
     env = agent_environment(agent_dir, home)
     models = models_json(base_url, keys[0] if keys else API_KEY)
     (agent_dir / "models.json").write_text(json.dumps(models, indent=2))
-    (agent_dir / "settings.json").write_text(json.dumps(settings_json(retry), indent=2))
+    (agent_dir / "settings.json").write_text(json.dumps(settings_json(retry, compaction), indent=2))
     if keys:
         store_keys(home, env, keys)
     try:

@@ -2,9 +2,13 @@
 
 A check names the rules of docs/spec.md it tests; a check of a rule marked **[beyond]**
 there is reported as "beyond the reference" when it does not hold, never as a failure.
-Tolerances: a re-attempt may not arrive before ``EARLY`` × the announced delay after the
-failed request (timers and process scheduling make it later, never earlier); it must
-arrive within the delay plus ``SLACK`` seconds.
+
+Timing is checked both ways. The announced ``delayMs`` must equal the profile's formula
+(R-16: ``baseDelayMs * 2 ** (attempt - 1)``; under pi-1.6 capped at
+``retry.maxAgentDelayMs``, R-53a): a delay that differs, jittered or not, fails R-16.
+And the agent must sleep what it announced (R-21): the gap between the end of the failed
+request's answer and the re-attempt's arrival must be within ``tolerance_ms(delay)`` =
+``TOLERANCE_RATIO`` × the delay + ``TOLERANCE_MS`` of it, earlier or later.
 """
 
 from __future__ import annotations
@@ -19,16 +23,23 @@ import attrs
 from ._agent import Agent, Observed
 from ._server import LoopbackLLM
 
-#: The lower tolerance on spacing: a re-attempt may come no earlier than this × the delay.
-EARLY = 0.9
-#: The upper tolerance on spacing, seconds: a re-attempt must come within delay + SLACK.
+#: The tolerance on a sleep (R-21): this share of the announced delay, plus TOLERANCE_MS.
+TOLERANCE_RATIO = 0.10
+TOLERANCE_MS = 250
+#: How long the kit waits for something that should come at once (a hang-up), seconds.
 SLACK = 5.0
 #: How long nothing new must happen before a run counts as over, seconds.
 QUIET = 0.5
 #: How long one run may take at most, seconds.
 RUN_TIMEOUT = 30.0
 
-Verdict = Literal["pass", "FAIL", "beyond-differs", "error"]
+Verdict = Literal["pass", "FAIL", "beyond-differs", "not tested", "error"]
+PROFILES = ("seed", "pi-1.6")
+
+
+def tolerance_ms(delay_ms: float) -> float:
+    """How far a sleep may be from its announced ``delay_ms`` (R-21), milliseconds."""
+    return TOLERANCE_RATIO * delay_ms + TOLERANCE_MS
 
 
 @attrs.frozen
@@ -40,13 +51,18 @@ class Check:
     observed: str
     ok: bool
     beyond: bool = False
+    #: The row it belongs to, in a scenario of several rows.
+    row: str | None = None
 
 
 @attrs.frozen
 class Result:
     """A scenario's outcome.
 
-    ``error`` says why the scenario could not run to its end; ``broken`` that it showed
+    ``error`` says why the scenario could not run to its end; ``not_tested`` why its
+    rules could not be tested on this agent (it gives the kit no way to set the scenario
+    up); ``requests`` each request the server saw: its prompt, attempt and answer;
+    ``broken`` that it showed
     the agent is no RPC agent at all (its output is not JSON lines, or it died, stayed
     silent or flooded before answering a command), so the kit runs no further scenario
     against it; ``ran`` is false for those (their ``error`` says so). ``notes``: what
@@ -63,13 +79,20 @@ class Result:
     notes: tuple[str, ...] = ()
     broken: bool = False
     ran: bool = True
+    not_tested: str | None = None
+    requests: tuple[str, ...] = ()
+    #: How long the scenario took, seconds.
+    seconds: float = 0.0
 
     @property
     def verdict(self) -> Verdict:
         """``pass``; ``FAIL`` if a non-[beyond] check failed; ``beyond-differs`` if only
-        [beyond] ones did; ``error`` if the scenario could not run."""
+        [beyond] ones did; ``not tested`` if the agent gave no way to set the scenario up;
+        ``error`` if the scenario could not run."""
         if self.error is not None:
             return "error"
+        if self.not_tested is not None:
+            return "not tested"
         if any(not c.ok and not c.beyond for c in self.checks):
             return "FAIL"
         if any(not c.ok for c in self.checks):
@@ -89,6 +112,8 @@ class Result:
             "notes": list(self.notes),
             "broken": self.broken,
             "ran": self.ran,
+            "notTested": self.not_tested,
+            "requests": list(self.requests),
             "checks": [
                 {
                     "rules": c.rules,
@@ -109,18 +134,44 @@ class Run:
     agent: Agent
     server: LoopbackLLM
     base_delay_ms: int
+    profile: str = "seed"
+    max_agent_delay_ms: int = 60_000
     checks: list[Check] = attrs.field(factory=list)
+    #: Set by a driver whose scenario the agent gives no way to set up: why.
+    not_tested: str | None = None
+    #: The prompts sent, in order, and the agent's answers to them.
+    prompts: list[str] = attrs.field(factory=list)
+    answers: list[Mapping[str, Any]] = attrs.field(factory=list)
+
+    def formula(self, attempt: int) -> int:
+        """The delay the profile announces for ``attempt`` (R-16; R-53a under pi-1.6)."""
+        delay = int(self.base_delay_ms * 2 ** (attempt - 1))
+        return min(delay, self.max_agent_delay_ms) if self.profile == "pi-1.6" else delay
+
+    @property
+    def delay_rule(self) -> str:
+        """The rule the announced delay follows: R-16, and R-53a under pi-1.6."""
+        return "R-16, R-53a" if self.profile == "pi-1.6" else "R-16"
 
     def check(
-        self, rules: str, expected: str, observed: str, ok: bool, *, beyond: bool = False
+        self,
+        rules: str,
+        expected: str,
+        observed: str,
+        ok: bool,
+        *,
+        beyond: bool = False,
+        row: str | None = None,
     ) -> None:
-        """Record one comparison."""
-        self.checks.append(Check(rules, expected, observed, ok, beyond))
+        """Record one comparison (of the row ``row``, in a scenario of several)."""
+        self.checks.append(Check(rules, expected, observed, ok, beyond, row))
 
     async def prompt(self, message: str) -> int:
         """Send a prompt; the index of the first event that belongs to its run."""
         start = len(self.agent.events)
+        self.prompts.append(message)
         response = await self.agent.send({"type": "prompt", "message": message})
+        self.answers.append(response)
         self.check(
             "R-39",
             "prompt accepted",
@@ -143,27 +194,64 @@ class Run:
         """The events since ``start``, of the given types (all if none)."""
         return [e for e in self.agent.events[start:] if not types or e.type in types]
 
-    def expect_retries(self, start: int, rules: str, expected: Sequence[str]) -> None:
-        """Compare the run's ``auto_retry_*`` events, normalised, with ``expected``."""
-        observed = retry_summary(self.events(start, "auto_retry_start", "auto_retry_end"))
-        self.check(
-            rules, " ".join(expected) or "no retry events", observed, matches(observed, expected)
-        )
+    def expect_retries(
+        self,
+        start: int,
+        rules: str,
+        expected: Sequence[str],
+        delay_rule: str | None = None,
+        *,
+        beyond: bool = False,
+    ) -> None:
+        """Compare the run's ``auto_retry_*`` events, normalised, with ``expected``.
 
-    def expect_requests(self, count: int, rules: str = "R-15") -> None:
+        Two checks: the events without their delays, under ``rules``; the announced
+        delays (``start(1/3,100ms)``'s 100), under ``delay_rule`` (the profile's formula
+        rule if not given), as far as both have starts.
+        """
+        events = self.events(start, "auto_retry_start", "auto_retry_end")
+        observed = retry_summary(events)
+        shape = [_DELAY.sub("", item) for item in expected]
+        self.check(
+            rules,
+            " ".join(shape) or "no retry events",
+            _DELAY.sub("", observed),
+            matches(_DELAY.sub("", observed), shape),
+            beyond=beyond,
+        )
+        want = [int(m.group(1)) for item in expected if (m := _DELAY.search(item))]
+        seen = [e.event.get("delayMs") for e in events if e.type == "auto_retry_start"]
+        if want and seen:
+            pairs = list(zip(want, seen, strict=False))
+            self.check(
+                delay_rule or self.delay_rule,
+                "delayMs " + ", ".join(str(w) for w, _ in pairs),
+                "delayMs " + ", ".join(str(s) for _, s in pairs),
+                all(w == s for w, s in pairs),
+                beyond=beyond,
+            )
+
+    def expect_requests(self, count: int, rules: str = "R-15", *, beyond: bool = False) -> None:
         """The server saw exactly ``count`` chat requests."""
         seen = len(self.server.requests)
-        self.check(rules, requests(count), requests(seen), seen == count)
+        self.check(rules, requests(count), requests(seen), seen == count, beyond=beyond)
 
-    def expect_spacing(self, delays_ms: Sequence[int], rules: str = "R-16, R-21") -> None:
-        """Request ``i + 1`` came ``delays_ms[i]`` after request ``i`` (tolerances above)."""
-        times = [r.time for r in self.server.requests]
-        gaps = [round((b - a) * 1000) for a, b in itertools.pairwise(times)]
-        ok = len(gaps) >= len(delays_ms) and all(
-            EARLY * d <= g <= d + SLACK * 1000 for d, g in zip(delays_ms, gaps, strict=False)
-        )
-        expected = "gaps ≥ " + ", ".join(f"{EARLY:g}×{d} ms" for d in delays_ms)
-        self.check(rules, expected, "gaps " + ", ".join(f"{g} ms" for g in gaps), ok)
+    def expect_spacing(self, start: int, first: int = 0, rules: str = "R-21") -> None:
+        """Each re-attempt came its announced delay after the answer to the request before
+        it, within ``tolerance_ms``: the run's ``auto_retry_start`` events, in order, and
+        the server's requests from index ``first``."""
+        delays = [
+            float(e.event.get("delayMs") or 0) for e in self.events(start, "auto_retry_start")
+        ]
+        chain = self.server.requests[first:]
+        gaps = [
+            round((b.time - (a.answered or a.time)) * 1000) for a, b in itertools.pairwise(chain)
+        ]
+        pairs = list(zip(delays, gaps, strict=False))
+        ok = all(abs(g - d) <= tolerance_ms(d) for d, g in pairs)
+        expected = "gaps " + ", ".join(f"{d:g} ± {tolerance_ms(d):g} ms" for d, _ in pairs)
+        observed = "gaps " + ", ".join(f"{g} ms" for _, g in pairs)
+        self.check(rules, expected or "no re-attempt", observed or "no re-attempt", ok)
 
     async def messages(self) -> list[Mapping[str, Any]]:
         """The agent's runtime context, from ``get_messages``."""
@@ -177,6 +265,9 @@ class Run:
         response = await self.agent.send({"type": "get_state"})
         data = response.get("data")
         return data if isinstance(data, dict) else {}
+
+
+_DELAY = re.compile(r",(-?\d+)ms")
 
 
 def requests(count: int) -> str:

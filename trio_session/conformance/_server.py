@@ -16,7 +16,8 @@ Steps are plain data, so a scenario can print what it scripted:
 
 Every request is recorded with its arrival time on Trio's clock (``requests``) and
 the key of its ``Authorization: Bearer`` header. A request carrying a key of ``keyed``
-is answered with that key's step instead, every time, without using up the script.
+is answered with that key's step instead, every time, without using up the script; one
+carrying a prompt of ``by_prompt`` takes that prompt's next step while there is one.
 """
 
 from __future__ import annotations
@@ -94,15 +95,27 @@ def error_body(message: str, kind: str = "server_error", code: str | None = None
     return json.dumps({"error": {"message": message, "type": kind, "code": code}})
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class Request:
-    """A request as the server saw it: its path, body, arrival time (Trio clock) and the
-    key of its ``Authorization: Bearer`` header (never shown: ``repr=False``)."""
+    """A request as the server saw it: its path, body, arrival time (Trio clock), the key
+    of its ``Authorization: Bearer`` header (never shown: ``repr=False``), what it was
+    answered with (``step``) and when that answer was sent, or the stream ended
+    (``answered``, Trio clock; ``None`` while it is being answered)."""
 
     path: str
     body: Any
     time: float
     key: str | None = attrs.field(default=None, repr=False)
+    step: str = ""
+    answered: float | None = None
+
+    def prompt(self) -> str:
+        """The text of the request's last user message: the prompt it carries."""
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        if not isinstance(messages, list):
+            return ""
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        return _text(users[-1]) if users else ""
 
 
 @attrs.define(eq=False)
@@ -112,6 +125,9 @@ class LoopbackLLM:
     script: list[Step] = attrs.field(factory=list)
     fallback: Step = HttpError(418, error_body("conformance script exhausted", "invalid"))
     keyed: dict[str, Step] = attrs.field(factory=dict, repr=False)
+    #: Steps by prompt: a request carrying one of these prompts (``Request.prompt``) takes
+    #: the next of that prompt's steps, while it has any, before the script's.
+    by_prompt: dict[str, list[Step]] = attrs.field(factory=dict)
     requests: list[Request] = attrs.field(factory=list, init=False)
     port: int = attrs.field(default=0, init=False)
     arrived: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -158,20 +174,32 @@ class LoopbackLLM:
                 if not path.endswith("/chat/completions"):
                     keep = await _respond(stream, 404, error_body("not found", "invalid"))
                 else:
-                    self.requests.append(Request(path, body, trio.current_time(), key))
+                    request = Request(path, body, trio.current_time(), key)
+                    self.requests.append(request)
                     self.arrived.set()
                     self.arrived = trio.Event()
-                    if key is not None and key in self.keyed:
-                        step = self.keyed[key]
-                    else:
-                        step = self.script.pop(0) if self.script else self.fallback
-                    keep = await self._answer(stream, step)
+                    step = self.choose(request)
+                    request.step = step.describe()
+                    try:
+                        keep = await self._answer(stream, step)
+                    finally:
+                        request.answered = trio.current_time()
                 if not keep:
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             await stream.aclose()
+
+    def choose(self, request: Request) -> Step:
+        """The step that answers ``request``: its key's (``keyed``), else its prompt's next
+        (``by_prompt``), else the script's next, else the fallback."""
+        if request.key is not None and request.key in self.keyed:
+            return self.keyed[request.key]
+        steps = self.by_prompt.get(request.prompt())
+        if steps:
+            return steps.pop(0)
+        return self.script.pop(0) if self.script else self.fallback
 
     async def _answer(self, stream: trio.SocketStream, step: Step) -> bool:
         """Answer one request; whether the connection can carry another."""
@@ -209,6 +237,19 @@ class LoopbackLLM:
         await _send(stream, _chunked("data: [DONE]\n\n"))
         await _send(stream, b"0\r\n\r\n")
         return True
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
 
 
 def _sse(data: Any) -> str:
