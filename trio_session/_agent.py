@@ -159,8 +159,6 @@ class Agent:
         follow_ups: messages to deliver when a run would otherwise stop.
         timeouts: ``() -> (attempt_timeout, idle_timeout)`` asked for every request,
             put on its ``ProviderRequest`` (``None``: the provider's own).
-        retried: while a retry's re-attempt runs, the error it retries: every failed
-            reply then carries it as ``last_error`` (R-63); the controller sets it.
     """
 
     provider: Provider
@@ -178,6 +176,8 @@ class Agent:
     timeouts: Callable[[], tuple[float | None, float | None]] | None = None
     #: Whether a request to the provider is in flight (``AgentSession.assert_idle``).
     streaming: bool = attrs.field(default=False, init=False)
+    #: While a retry's re-attempt runs, the error it retries: every failed reply then
+    #: carries it as ``last_error`` (R-63); the controller sets it.
     retried: AssistantMessage | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
     _unsaved: bool = attrs.field(default=False, init=False)
