@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._errors import RpcCommandError as RpcCommandError
     from ._errors import RpcConnectionError as RpcConnectionError
     from ._errors import RpcError as RpcError
+    from ._host import SessionFactory as SessionFactory
+    from ._host import SessionRequest as SessionRequest
     from ._protocol import Abort as Abort
     from ._protocol import AbortRetry as AbortRetry
     from ._protocol import Clone as Clone
@@ -39,8 +41,6 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._protocol import SwitchSession as SwitchSession
     from ._protocol import parse_command as parse_command
     from ._server import RpcServer as RpcServer
-    from ._server import SessionFactory as SessionFactory
-    from ._server import SessionRequest as SessionRequest
     from ._server import serve_rpc as serve_rpc
     from ._stdio import serve_stdio as serve_stdio
     from ._wire import MAX_LINE_BYTES as MAX_LINE_BYTES
@@ -84,8 +84,8 @@ _EXPORTS: dict[str, str] = {
     "parse_command": "._protocol",
     "response_to_json": "._wire",
     "RpcServer": "._server",
-    "SessionFactory": "._server",
-    "SessionRequest": "._server",
+    "SessionFactory": "._host",
+    "SessionRequest": "._host",
     "serve_rpc": "._server",
     "serve_stdio": "._stdio",
 }
