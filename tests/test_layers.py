@@ -31,7 +31,6 @@ MAX_LINES = 600
 
 #: Modules other work is splitting now: over the size limit until it lands.
 SPLIT_PENDING = {
-    "trio_session.rpc._protocol": "split pending (issue 26)",
     "trio_session.rpc._client": "split pending (issue 26)",
 }
 
