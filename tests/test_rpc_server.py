@@ -878,3 +878,10 @@ async def test_a_failing_session_factory_is_raised_as_itself() -> None:
     _, server_end = trio.testing.memory_stream_pair()
     with pytest.raises(RuntimeError, match=r"^no provider configured$"):
         await serve_rpc(sessions, server_end)
+
+
+def test_every_command_has_exactly_one_handler() -> None:
+    """The dispatch table covers every command the parser accepts, and nothing else."""
+    from trio_session.rpc._server import HANDLERS
+
+    assert set(HANDLERS) == {cls for cls, _ in COMMANDS.values()}

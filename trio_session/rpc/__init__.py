@@ -19,15 +19,19 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._client import RpcEventStream as RpcEventStream
     from ._client import connect_rpc as connect_rpc
     from ._client import open_rpc_client as open_rpc_client
+    from ._commands_tree import Clone as Clone
+    from ._commands_tree import Fork as Fork
+    from ._commands_tree import GetForkMessages as GetForkMessages
+    from ._commands_tree import SetSessionName as SetSessionName
+    from ._commands_tree import SwitchSession as SwitchSession
     from ._errors import RpcCommandError as RpcCommandError
     from ._errors import RpcConnectionError as RpcConnectionError
     from ._errors import RpcError as RpcError
+    from ._host import SessionFactory as SessionFactory
+    from ._host import SessionRequest as SessionRequest
     from ._protocol import Abort as Abort
     from ._protocol import AbortRetry as AbortRetry
-    from ._protocol import Clone as Clone
     from ._protocol import Command as Command
-    from ._protocol import Fork as Fork
-    from ._protocol import GetForkMessages as GetForkMessages
     from ._protocol import GetMessages as GetMessages
     from ._protocol import GetState as GetState
     from ._protocol import NewSession as NewSession
@@ -35,12 +39,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._protocol import RetryNow as RetryNow
     from ._protocol import SetAutoCompaction as SetAutoCompaction
     from ._protocol import SetAutoRetry as SetAutoRetry
-    from ._protocol import SetSessionName as SetSessionName
-    from ._protocol import SwitchSession as SwitchSession
     from ._protocol import parse_command as parse_command
     from ._server import RpcServer as RpcServer
-    from ._server import SessionFactory as SessionFactory
-    from ._server import SessionRequest as SessionRequest
     from ._server import serve_rpc as serve_rpc
     from ._stdio import serve_stdio as serve_stdio
     from ._wire import MAX_LINE_BYTES as MAX_LINE_BYTES
@@ -63,10 +63,10 @@ _EXPORTS: dict[str, str] = {
     "MAX_LINE_BYTES": "._wire",
     "Abort": "._protocol",
     "AbortRetry": "._protocol",
-    "Clone": "._protocol",
+    "Clone": "._commands_tree",
     "Command": "._protocol",
-    "Fork": "._protocol",
-    "GetForkMessages": "._protocol",
+    "Fork": "._commands_tree",
+    "GetForkMessages": "._commands_tree",
     "GetMessages": "._protocol",
     "GetState": "._protocol",
     "LineSplitter": "._wire",
@@ -78,14 +78,14 @@ _EXPORTS: dict[str, str] = {
     "RetryNow": "._protocol",
     "SetAutoCompaction": "._protocol",
     "SetAutoRetry": "._protocol",
-    "SetSessionName": "._protocol",
-    "SwitchSession": "._protocol",
+    "SetSessionName": "._commands_tree",
+    "SwitchSession": "._commands_tree",
     "encode_line": "._wire",
     "parse_command": "._protocol",
     "response_to_json": "._wire",
     "RpcServer": "._server",
-    "SessionFactory": "._server",
-    "SessionRequest": "._server",
+    "SessionFactory": "._host",
+    "SessionRequest": "._host",
     "serve_rpc": "._server",
     "serve_stdio": "._stdio",
 }

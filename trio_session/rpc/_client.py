@@ -38,6 +38,7 @@ import trio
 
 from .._groups import unwrapped as _unwrapped
 from .._json import loads
+from ._client_commands import JSONObject, SessionCommands, disposition
 from ._errors import RpcCommandError, RpcConnectionError
 from ._protocol import LineSplitter, encode_line
 
@@ -50,8 +51,6 @@ CLOSE_TIMEOUT: Final = 5.0
 STDERR_KEEP: Final = 64 * 1024
 #: Seconds to wait for a process's exit status once its stdout has closed.
 EXIT_GRACE: Final = 5.0
-
-JSONObject = dict[str, Any]
 
 
 def default_command(*args: str) -> list[str]:
@@ -119,7 +118,7 @@ class RpcEventStream:
 
 
 @attrs.define(eq=False)
-class RpcClient:
+class RpcClient(SessionCommands):
     """A connection to an RPC server; make one with ``open_rpc_client`` or
     ``connect_rpc``.
 
@@ -241,7 +240,7 @@ class RpcClient:
             fields["images"] = [dict(image) for image in images]
         if streaming_behavior is not None:
             fields["streamingBehavior"] = streaming_behavior
-        return _disposition(await self.request("prompt", **fields))
+        return disposition(await self.request("prompt", **fields))
 
     async def abort(self) -> None:
         """Cancel any retry, then the run; returns when the server is idle (R-32)."""
@@ -296,187 +295,6 @@ class RpcClient:
             fields["parentSession"] = parent_session
         data: JSONObject = (await self.request("new_session", **fields))["data"]
         return data
-
-    # -- models, thinking, stats, bash and info ---------------------------------
-
-    async def get_available_models(self) -> list[JSONObject]:
-        """The models the session can switch to, as the reference's Model objects."""
-        models: list[JSONObject] = (await self.request("get_available_models"))["data"]["models"]
-        return models
-
-    async def set_model(self, provider: str, model_id: str) -> JSONObject:
-        """Switch to ``provider``/``model_id``; returns its Model object.
-
-        Args:
-            provider: the model's provider name.
-            model_id: the model's id.
-
-        Raises:
-            RpcCommandError: ``"Model not found: provider/id"``.
-        """
-        data: JSONObject = (await self.request("set_model", provider=provider, modelId=model_id))[
-            "data"
-        ]
-        return data
-
-    async def cycle_model(self) -> JSONObject | None:
-        """Switch to the next model: ``{model, thinkingLevel, isScoped}``; ``None`` if only one."""
-        data: JSONObject | None = (await self.request("cycle_model")).get("data")
-        return data
-
-    async def set_thinking_level(self, level: str) -> None:
-        """Set the thinking level (``"off"`` … ``"xhigh"``; clamped to the model).
-
-        Args:
-            level: one of ``THINKING_LEVELS``.
-        """
-        await self.request("set_thinking_level", level=level)
-
-    async def cycle_thinking_level(self) -> JSONObject | None:
-        """Move to the next thinking level: ``{"level": …}``; ``None`` without reasoning."""
-        data: JSONObject | None = (await self.request("cycle_thinking_level")).get("data")
-        return data
-
-    async def get_session_stats(self) -> JSONObject:
-        """Message counts, token totals, cost and ``contextUsage``."""
-        data: JSONObject = (await self.request("get_session_stats"))["data"]
-        return data
-
-    async def get_last_assistant_text(self) -> str | None:
-        """The last assistant message's text, trimmed; ``None`` if there is none."""
-        text: str | None = (await self.request("get_last_assistant_text"))["data"].get("text")
-        return text
-
-    async def bash(self, command: str) -> JSONObject:
-        """Run a shell command on the server; ``{output, exitCode?, cancelled, truncated,
-        fullOutputPath?}`` once it is over (``abort_bash`` from another task stops it).
-
-        Args:
-            command: the command line, run by the server's shell.
-        """
-        data: JSONObject = (await self.request("bash", command=command))["data"]
-        return data
-
-    async def abort_bash(self) -> None:
-        """Stop the running bash command, if any."""
-        await self.request("abort_bash")
-
-    async def export_html(self, output_path: str | None = None) -> str:
-        """Export the session as an HTML file; returns its path.
-
-        Args:
-            output_path: where to write the file; the server picks a name if omitted.
-        """
-        fields = {} if output_path is None else {"outputPath": output_path}
-        path: str = (await self.request("export_html", **fields))["data"]["path"]
-        return path
-
-    async def get_commands(self) -> list[JSONObject]:
-        """Commands that can be invoked with ``/name`` in a prompt."""
-        commands: list[JSONObject] = (await self.request("get_commands"))["data"]["commands"]
-        return commands
-
-    # -- queues and compaction --
-
-    async def steer(self, message: str, *, images: Sequence[Mapping[str, str]] = ()) -> str | None:
-        """Queue a steering message (delivered after the current turn).
-
-        Args:
-            message: the message's text.
-            images: image objects sent after the text.
-
-        Returns:
-            The server's ``disposition`` (``"queued"``), or ``None`` if it sends none.
-        """
-        fields: dict[str, Any] = {"message": message}
-        if images:
-            fields["images"] = [dict(image) for image in images]
-        return _disposition(await self.request("steer", **fields))
-
-    async def follow_up(
-        self, message: str, *, images: Sequence[Mapping[str, str]] = ()
-    ) -> str | None:
-        """Queue a follow-up message (delivered when the run would stop).
-
-        Args:
-            message: the message's text.
-            images: image objects sent after the text.
-
-        Returns:
-            The server's ``disposition`` (``"queued"``), or ``None`` if it sends none.
-        """
-        fields: dict[str, Any] = {"message": message}
-        if images:
-            fields["images"] = [dict(image) for image in images]
-        return _disposition(await self.request("follow_up", **fields))
-
-    async def set_steering_mode(self, mode: str) -> None:
-        """``"all"`` or ``"one-at-a-time"``.
-
-        Args:
-            mode: ``"all"`` or ``"one-at-a-time"``.
-        """
-        await self.request("set_steering_mode", mode=mode)
-
-    async def set_follow_up_mode(self, mode: str) -> None:
-        """``"all"`` or ``"one-at-a-time"``.
-
-        Args:
-            mode: ``"all"`` or ``"one-at-a-time"``.
-        """
-        await self.request("set_follow_up_mode", mode=mode)
-
-    async def compact(self, custom_instructions: str | None = None) -> JSONObject:
-        """Compact now; returns ``{summary, firstKeptEntryId?, tokensBefore, …}``.
-
-        Args:
-            custom_instructions: what the summary should focus on.
-        """
-        fields: dict[str, Any] = {}
-        if custom_instructions is not None:
-            fields["customInstructions"] = custom_instructions
-        data: JSONObject = (await self.request("compact", **fields))["data"]
-        return data
-
-    # -- session tree ------------------------------------------------------------
-
-    async def switch_session(self, session_path: str) -> JSONObject:
-        """Abort any run and resume that session file; returns ``{"cancelled": false}``.
-
-        Args:
-            session_path: the session file to resume.
-        """
-        data: JSONObject = (await self.request("switch_session", sessionPath=session_path))["data"]
-        return data
-
-    async def fork(self, entry_id: str) -> JSONObject:
-        """A new session holding the branch before that user message; the server switches to it.
-
-        Returns ``{"text": <the message's text>, "cancelled": false}``.
-
-        Args:
-            entry_id: the user message's entry id (from ``get_fork_messages``).
-        """
-        data: JSONObject = (await self.request("fork", entryId=entry_id))["data"]
-        return data
-
-    async def clone(self) -> JSONObject:
-        """A new session holding the whole current branch; returns ``{"cancelled": false}``."""
-        data: JSONObject = (await self.request("clone"))["data"]
-        return data
-
-    async def get_fork_messages(self) -> list[JSONObject]:
-        """The user messages a fork can start before: ``[{"entryId", "text"}, …]``."""
-        messages: list[JSONObject] = (await self.request("get_fork_messages"))["data"]["messages"]
-        return messages
-
-    async def set_session_name(self, name: str) -> None:
-        """Set the session's display name (``get_state``'s ``sessionName``).
-
-        Args:
-            name: the new name (not empty).
-        """
-        await self.request("set_session_name", name=name)
 
     # -- events ----------------------------------------------------------------
 
@@ -677,13 +495,6 @@ class RpcClient:
                 await process.stderr.aclose()
         await self._send_stream.aclose()
         await self._receive_stream.aclose()
-
-
-def _disposition(response: JSONObject) -> str | None:
-    """A prompt's, steer's or follow-up's ``data.disposition`` (R-54), if the server sent one."""
-    data = response.get("data")
-    value = data.get("disposition") if isinstance(data, dict) else None
-    return value if isinstance(value, str) else None
 
 
 @asynccontextmanager

@@ -22,12 +22,41 @@ the line splitter. Pure: no I/O, no session.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
 from .._messages import ImageContent
+from . import _commands_session, _commands_tree
+from ._commands_session import AbortBash as AbortBash
+from ._commands_session import Bash as Bash
+from ._commands_session import ClearQueue as ClearQueue
+from ._commands_session import Compact as Compact
+from ._commands_session import CycleModel as CycleModel
+from ._commands_session import CycleThinkingLevel as CycleThinkingLevel
+from ._commands_session import ExportHtml as ExportHtml
+from ._commands_session import FollowUp as FollowUp
+
+# The commands declared by concern, importable from here as they always were.
+from ._commands_session import GetAvailableModels as GetAvailableModels
+from ._commands_session import GetAvailableThinkingLevels as GetAvailableThinkingLevels
+from ._commands_session import GetCommands as GetCommands
+from ._commands_session import GetLastAssistantText as GetLastAssistantText
+from ._commands_session import GetSessionStats as GetSessionStats
+from ._commands_session import SetFollowUpMode as SetFollowUpMode
+from ._commands_session import SetModel as SetModel
+from ._commands_session import SetSteeringMode as SetSteeringMode
+from ._commands_session import SetThinkingLevel as SetThinkingLevel
+from ._commands_session import Steer as Steer
+from ._commands_tree import Clone as Clone
+from ._commands_tree import Fork as Fork
+from ._commands_tree import GetEntries as GetEntries
+from ._commands_tree import GetForkMessages as GetForkMessages
+from ._commands_tree import GetTree as GetTree
+from ._commands_tree import SetSessionName as SetSessionName
+from ._commands_tree import SwitchSession as SwitchSession
+from ._fields import BEHAVIOR, ENABLED, IMAGES, MESSAGE, PARENT, Field, images
 
 # The wire's names, importable from here as they always were.
 from ._wire import MAX_LINE_BYTES as MAX_LINE_BYTES
@@ -180,273 +209,6 @@ class NewSession:
     type: Literal["new_session"] = "new_session"
 
 
-# -- models, thinking, stats, bash and info ------------------------------------------------
-
-
-@attrs.frozen
-class GetAvailableModels:
-    """``{"type": "get_available_models"}`` — ``{"models": [Model, …]}``."""
-
-    id: CommandId | None = None
-    type: Literal["get_available_models"] = "get_available_models"
-
-
-@attrs.frozen
-class SetModel:
-    """``{"type": "set_model", "provider": …, "modelId": …}`` — the Model object it chose."""
-
-    provider: str
-    model_id: str
-    id: CommandId | None = None
-    type: Literal["set_model"] = "set_model"
-
-
-@attrs.frozen
-class CycleModel:
-    """``{"type": "cycle_model"}`` — ``{model, thinkingLevel, isScoped}``, or ``null``."""
-
-    id: CommandId | None = None
-    type: Literal["cycle_model"] = "cycle_model"
-
-
-@attrs.frozen
-class SetThinkingLevel:
-    """``{"type": "set_thinking_level", "level": …}`` — clamped to the model."""
-
-    level: str
-    id: CommandId | None = None
-    type: Literal["set_thinking_level"] = "set_thinking_level"
-
-
-@attrs.frozen
-class CycleThinkingLevel:
-    """``{"type": "cycle_thinking_level"}`` — ``{"level": …}``, or ``null`` without reasoning."""
-
-    id: CommandId | None = None
-    type: Literal["cycle_thinking_level"] = "cycle_thinking_level"
-
-
-@attrs.frozen
-class GetSessionStats:
-    """``{"type": "get_session_stats"}`` — counts, tokens, cost, context use."""
-
-    id: CommandId | None = None
-    type: Literal["get_session_stats"] = "get_session_stats"
-
-
-@attrs.frozen
-class GetLastAssistantText:
-    """``{"type": "get_last_assistant_text"}`` — ``{"text": …}`` (``null`` if none)."""
-
-    id: CommandId | None = None
-    type: Literal["get_last_assistant_text"] = "get_last_assistant_text"
-
-
-@attrs.frozen
-class Bash:
-    """``{"type": "bash", "command": …}`` — answered when the command is over."""
-
-    command: str
-    id: CommandId | None = None
-    type: Literal["bash"] = "bash"
-
-
-@attrs.frozen
-class AbortBash:
-    """``{"type": "abort_bash"}`` — stop the running bash command."""
-
-    id: CommandId | None = None
-    type: Literal["abort_bash"] = "abort_bash"
-
-
-@attrs.frozen
-class ExportHtml:
-    """``{"type": "export_html", "outputPath"?: …}`` — ``{"path": …}``."""
-
-    output_path: str | None = None
-    id: CommandId | None = None
-    type: Literal["export_html"] = "export_html"
-
-
-@attrs.frozen
-class GetCommands:
-    """``{"type": "get_commands"}`` — ``{"commands": […]}`` (none are registered yet)."""
-
-    id: CommandId | None = None
-    type: Literal["get_commands"] = "get_commands"
-
-
-#: The thinking levels ``set_thinking_level`` accepts (the reference's).
-THINKING_LEVEL_NAMES: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
-# -- queues and compaction -------------------------------------------------------
-
-
-@attrs.frozen
-class Steer:
-    """``{"type": "steer", "message": …, "images"?: […]}`` — queue a steering message."""
-
-    message: str
-    images: tuple[ImageContent, ...] = ()
-    id: CommandId | None = None
-    type: Literal["steer"] = "steer"
-
-
-@attrs.frozen
-class FollowUp:
-    """``{"type": "follow_up", "message": …, "images"?: […]}`` — queue a follow-up."""
-
-    message: str
-    images: tuple[ImageContent, ...] = ()
-    id: CommandId | None = None
-    type: Literal["follow_up"] = "follow_up"
-
-
-@attrs.frozen
-class SetSteeringMode:
-    """``{"type": "set_steering_mode", "mode": "all" | "one-at-a-time"}``."""
-
-    mode: str
-    id: CommandId | None = None
-    type: Literal["set_steering_mode"] = "set_steering_mode"
-
-
-@attrs.frozen
-class SetFollowUpMode:
-    """``{"type": "set_follow_up_mode", "mode": "all" | "one-at-a-time"}``."""
-
-    mode: str
-    id: CommandId | None = None
-    type: Literal["set_follow_up_mode"] = "set_follow_up_mode"
-
-
-@attrs.frozen
-class Compact:
-    """``{"type": "compact", "customInstructions"?: str}`` — compact now (aborts a run first)."""
-
-    custom_instructions: str | None = None
-    id: CommandId | None = None
-    type: Literal["compact"] = "compact"
-
-
-@attrs.frozen
-class ClearQueue:
-    """``{"type": "clear_queue"}`` — ``{"steering": [text, …], "followUp": [text, …]}``.
-
-    Takes every queued steering and follow-up message back (pi 1.6.0, R-54).
-    """
-
-    id: CommandId | None = None
-    type: Literal["clear_queue"] = "clear_queue"
-
-
-@attrs.frozen
-class GetAvailableThinkingLevels:
-    """``{"type": "get_available_thinking_levels"}`` — ``{"levels": […]}`` (pi 1.6.0)."""
-
-    id: CommandId | None = None
-    type: Literal["get_available_thinking_levels"] = "get_available_thinking_levels"
-
-
-# -- session tree --
-
-
-@attrs.frozen
-class GetEntries:
-    """``{"type": "get_entries", "since"?: entryId}`` — ``{"entries": […], "leafId"}``.
-
-    The session file's entries in append order (no header), only those after ``since``
-    when given (pi 1.6.0).
-    """
-
-    since: str | None = None
-    id: CommandId | None = None
-    type: Literal["get_entries"] = "get_entries"
-
-
-@attrs.frozen
-class GetTree:
-    """``{"type": "get_tree"}`` — ``{"tree": [node, …], "leafId"}`` (pi 1.6.0).
-
-    A node is ``{"entry", "children", "label"?, "labelTimestamp"?}``.
-    """
-
-    id: CommandId | None = None
-    type: Literal["get_tree"] = "get_tree"
-
-
-@attrs.frozen
-class SwitchSession:
-    """``{"type": "switch_session", "sessionPath": str}`` — abort, then resume that file.
-
-    Attributes:
-        session_path: the session file to resume.
-        id: the request id, echoed in the response; ``None`` for none.
-        type: always ``"switch_session"``; the command's name on the wire.
-    """
-
-    session_path: str
-    id: CommandId | None = None
-    type: Literal["switch_session"] = "switch_session"
-
-
-@attrs.frozen
-class Fork:
-    """``{"type": "fork", "entryId": str}`` — a new session: the branch before that user message.
-
-    Answered ``{"text": <the message's text>, "cancelled": false}``.
-
-    Attributes:
-        entry_id: the id of the user message entry to fork before (see ``get_fork_messages``).
-        id: the request id, echoed in the response; ``None`` for none.
-        type: always ``"fork"``; the command's name on the wire.
-    """
-
-    entry_id: str
-    id: CommandId | None = None
-    type: Literal["fork"] = "fork"
-
-
-@attrs.frozen
-class Clone:
-    """``{"type": "clone"}`` — a new session holding the whole current branch.
-
-    Attributes:
-        id: the request id, echoed in the response; ``None`` for none.
-        type: always ``"clone"``; the command's name on the wire.
-    """
-
-    id: CommandId | None = None
-    type: Literal["clone"] = "clone"
-
-
-@attrs.frozen
-class GetForkMessages:
-    """``{"type": "get_fork_messages"}`` — ``{"messages": [{"entryId", "text"}, …]}``.
-
-    Attributes:
-        id: the request id, echoed in the response; ``None`` for none.
-        type: always ``"get_fork_messages"``; the command's name on the wire.
-    """
-
-    id: CommandId | None = None
-    type: Literal["get_fork_messages"] = "get_fork_messages"
-
-
-@attrs.frozen
-class SetSessionName:
-    """``{"type": "set_session_name", "name": str}`` — the display name (not empty).
-
-    Attributes:
-        name: the new display name.
-        id: the request id, echoed in the response; ``None`` for none.
-        type: always ``"set_session_name"``; the command's name on the wire.
-    """
-
-    name: str
-    id: CommandId | None = None
-    type: Literal["set_session_name"] = "set_session_name"
-
-
 Command: TypeAlias = (
     Prompt
     | Abort
@@ -492,120 +254,32 @@ Command: TypeAlias = (
 Parsed: TypeAlias = Command | Rejected
 
 
-@attrs.frozen
-class _Field:
-    """One field of a command on the wire: its JSON key, attrs name and type check."""
-
-    key: str
-    name: str
-    check: Callable[[Any], bool]
-    expected: str
-    required: bool = True
-
-
-def _is_str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-_MESSAGE = _Field("message", "message", _is_str, "a string")
-_ENABLED = _Field("enabled", "enabled", _is_bool, "true or false")
-_PARENT = _Field("parentSession", "parent_session", _is_str, "a string", required=False)
-# -- models, thinking, stats, bash and info --
-_PROVIDER = _Field("provider", "provider", _is_str, "a string")
-_MODEL_ID = _Field("modelId", "model_id", _is_str, "a string")
-_LEVEL = _Field(
-    "level",
-    "level",
-    lambda value: value in THINKING_LEVEL_NAMES,
-    "one of " + ", ".join(f'"{name}"' for name in THINKING_LEVEL_NAMES),
+#: The commands of this module, with the fields each reads; then those of the others.
+_DECLARED: Final[tuple[tuple[type, tuple[Field, ...]], ...]] = (
+    (Prompt, (MESSAGE, IMAGES, BEHAVIOR)),
+    (Abort, ()),
+    (AbortRetry, ()),
+    (RetryNow, ()),
+    (SetAutoRetry, (ENABLED,)),
+    (SetAutoCompaction, (ENABLED,)),
+    (GetState, ()),
+    (GetMessages, ()),
+    (NewSession, (PARENT,)),
+    *_commands_session.DECLARED,
+    *_commands_tree.DECLARED,
 )
-_COMMAND = _Field("command", "command", _is_str, "a string")
-_OUTPUT_PATH = _Field("outputPath", "output_path", _is_str, "a string", required=False)
 
 
-def _is_images(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(item, dict)
-        and item.get("type") == "image"
-        and isinstance(item.get("data"), str)
-        and isinstance(item.get("mimeType"), str)
-        for item in value
-    )
+def _wire_name(cls: type) -> str:
+    """A command class's ``type`` on the wire: its ``type`` field's default."""
+    name = attrs.fields_dict(cls)["type"].default
+    assert isinstance(name, str)
+    return name
 
-
-def _is_behavior(value: Any) -> bool:
-    return value in ("steer", "followUp")
-
-
-def _is_mode(value: Any) -> bool:
-    return value in ("all", "one-at-a-time")
-
-
-_IMAGES = _Field(
-    "images",
-    "images",
-    _is_images,
-    'a list of {"type": "image", "data": base64, "mimeType": str}',
-    required=False,
-)
-_BEHAVIOR = _Field(
-    "streamingBehavior",
-    "streaming_behavior",
-    _is_behavior,
-    '"steer" or "followUp"',
-    required=False,
-)
-_MODE = _Field("mode", "mode", _is_mode, '"all" or "one-at-a-time"')
-_INSTRUCTIONS = _Field(
-    "customInstructions", "custom_instructions", _is_str, "a string", required=False
-)
 
 #: Every command this server runs, by ``type``, with the fields it reads.
-COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[_Field, ...]]]] = {
-    "prompt": (Prompt, (_MESSAGE, _IMAGES, _BEHAVIOR)),
-    "abort": (Abort, ()),
-    "abort_retry": (AbortRetry, ()),
-    "retry_now": (RetryNow, ()),
-    "set_auto_retry": (SetAutoRetry, (_ENABLED,)),
-    "set_auto_compaction": (SetAutoCompaction, (_ENABLED,)),
-    "get_state": (GetState, ()),
-    "get_messages": (GetMessages, ()),
-    "new_session": (NewSession, (_PARENT,)),
-    # -- models, thinking, stats, bash and info --
-    "get_available_models": (GetAvailableModels, ()),
-    "set_model": (SetModel, (_PROVIDER, _MODEL_ID)),
-    "cycle_model": (CycleModel, ()),
-    "set_thinking_level": (SetThinkingLevel, (_LEVEL,)),
-    "cycle_thinking_level": (CycleThinkingLevel, ()),
-    "get_session_stats": (GetSessionStats, ()),
-    "get_last_assistant_text": (GetLastAssistantText, ()),
-    "bash": (Bash, (_COMMAND,)),
-    "abort_bash": (AbortBash, ()),
-    "export_html": (ExportHtml, (_OUTPUT_PATH,)),
-    "get_commands": (GetCommands, ()),
-    # -- queues and compaction --
-    "steer": (Steer, (_MESSAGE, _IMAGES)),
-    "follow_up": (FollowUp, (_MESSAGE, _IMAGES)),
-    "set_steering_mode": (SetSteeringMode, (_MODE,)),
-    "set_follow_up_mode": (SetFollowUpMode, (_MODE,)),
-    "compact": (Compact, (_INSTRUCTIONS,)),
-    "clear_queue": (ClearQueue, ()),
-    "get_available_thinking_levels": (GetAvailableThinkingLevels, ()),
-    # -- session tree --
-    "get_entries": (GetEntries, (_Field("since", "since", _is_str, "a string", required=False),)),
-    "get_tree": (GetTree, ()),
-    "switch_session": (
-        SwitchSession,
-        (_Field("sessionPath", "session_path", _is_str, "a string"),),
-    ),
-    "fork": (Fork, (_Field("entryId", "entry_id", _is_str, "a string"),)),
-    "clone": (Clone, ()),
-    "get_fork_messages": (GetForkMessages, ()),
-    "set_session_name": (SetSessionName, (_Field("name", "name", _is_str, "a string"),)),
+COMMANDS: Final[Mapping[str, tuple[type[Command], tuple[Field, ...]]]] = {
+    _wire_name(cls): (cls, fields) for cls, fields in _DECLARED
 }
 
 #: Commands of the reference's protocol that this server does not implement; they get
@@ -686,10 +360,6 @@ def command_from_json(data: Any) -> Parsed:
         if not field.check(value):
             error = f"{kind}.{field.key} must be {field.expected}, not {describe(value)}"
             return Rejected(kind, error, command_id)
-        kwargs[field.name] = _images(value) if field is _IMAGES else value
+        kwargs[field.name] = images(value) if field is IMAGES else value
     parsed: Command = cls(id=command_id, **kwargs)
     return parsed
-
-
-def _images(value: list[dict[str, str]]) -> tuple[ImageContent, ...]:
-    return tuple(ImageContent(data=item["data"], mime_type=item["mimeType"]) for item in value)

@@ -34,149 +34,43 @@ RpcServer.serve()                 reads lines and answers them, in order
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, suppress
+from contextlib import suppress
 from pathlib import Path
-from typing import Any, Final, TypeAlias, assert_never
+from typing import Any, Final
 
 import attrs
 import trio
 
-from .._codec import event_to_json, message_to_json, model_to_json, to_json, update_to_json
-from .._errors import CompactionError, SessionBusyError, SessionClosedError
+from .._codec import event_to_json, model_to_json, update_to_json
 from .._events import MessageUpdate, SessionEvent
 from .._groups import unwrapped as _unwrapped
-from .._messages import UserMessage
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
-from ..store._history import HistoryError, LoadedSession, MessageEntry, load_session
-from ..store._session_file import fork_session
-from ._entries import entries_json, tree_json
+from . import _handlers_session, _handlers_tree
+from ._bash import BashRunner
+from ._handlers_tree import NO_FACTORY as NO_FACTORY
+from ._host import QUEUED, Handlers, takes_request
+from ._host import SessionFactory as SessionFactory  # importable from here as always
+from ._host import SessionRequest as SessionRequest
 from ._outbox import Outbox
 from ._protocol import (
     MAX_LINE_BYTES,
     Abort,
-    AbortBash,
     AbortRetry,
-    Bash,
-    ClearQueue,
-    Clone,
     Command,
-    Compact,
-    CycleModel,
-    CycleThinkingLevel,
-    ExportHtml,
-    FollowUp,
-    Fork,
-    GetAvailableModels,
-    GetAvailableThinkingLevels,
-    GetCommands,
-    GetEntries,
-    GetForkMessages,
-    GetLastAssistantText,
-    GetMessages,
-    GetSessionStats,
-    GetState,
-    GetTree,
     LineSplitter,
-    NewSession,
     Overlong,
     Prompt,
     Rejected,
     Response,
-    RetryNow,
-    SetAutoCompaction,
-    SetAutoRetry,
-    SetFollowUpMode,
-    SetModel,
-    SetSessionName,
-    SetSteeringMode,
-    SetThinkingLevel,
-    Steer,
-    SwitchSession,
     encode_line,
     parse_command,
     response_to_json,
 )
 
 logger = logging.getLogger("trio_session.rpc")
-
-# -- models, thinking, stats, bash and info --
-_SessionCommand: TypeAlias = (
-    GetAvailableModels
-    | SetModel
-    | CycleModel
-    | SetThinkingLevel
-    | CycleThinkingLevel
-    | GetSessionStats
-    | GetLastAssistantText
-    | Bash
-    | AbortBash
-    | ExportHtml
-    | GetCommands
-)
-_SESSION_COMMANDS: Final = (
-    GetAvailableModels,
-    SetModel,
-    CycleModel,
-    SetThinkingLevel,
-    CycleThinkingLevel,
-    GetSessionStats,
-    GetLastAssistantText,
-    Bash,
-    AbortBash,
-    ExportHtml,
-    GetCommands,
-)
-BASH_BUSY: Final = 'a bash command is already running; wait for its response or send "abort_bash"'
-
-
-def _null(command: Command) -> Response:
-    """A success answer whose ``data`` is ``null`` (the reference's "nothing to cycle")."""
-    return Response(command=command.type, success=True, id=command.id, null_data=True)
-
-
-@attrs.frozen(kw_only=True)
-class SessionRequest:
-    """What the server asks its session factory to open.
-
-    Attributes:
-        history: a session file to resume (``switch_session``, a fork or clone the
-            server wrote, ``--session``); ``None`` for a new session.
-        parent_session: for a new session, its header's ``parentSession``
-            (``new_session {parentSession}``).
-    """
-
-    history: Path | None = None
-    parent_session: str | None = None
-
-
-SessionFactory: TypeAlias = Callable[..., AbstractAsyncContextManager[AgentSession]]
-"""Opens a session for a ``SessionRequest``: ``lambda request: open_session(…)``.
-
-A factory that takes no argument (``lambda: open_session(provider)``) is accepted
-too; it serves ``new_session`` only (the session-file commands are then refused).
-"""
-
-
-def _takes_request(factory: SessionFactory) -> bool:
-    """Whether ``factory`` takes a ``SessionRequest``: it has a required positional parameter.
-
-    (``functools.partial(open_session, provider)`` has none: its ``model`` has a default.)
-    """
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
-        return True
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return any(
-        (p.kind in positional and p.default is inspect.Parameter.empty)
-        or p.kind is inspect.Parameter.VAR_POSITIONAL
-        for p in parameters
-    )
-
 
 #: Bytes asked of the input stream per read.
 RECEIVE_SIZE: Final = 64 * 1024
@@ -188,18 +82,10 @@ MERGE_UPDATES_AFTER: Final = 1024 * 1024
 #: ``data`` of a prompt that started a run, and of a message queued into one (pi 1.6.0's
 #: ``disposition``, R-54); ``"handled"`` is never ours: no input handler consumes a prompt.
 STARTED: Final[Mapping[str, Any]] = {"disposition": "started"}
-QUEUED: Final[Mapping[str, Any]] = {"disposition": "queued"}
 
 BUSY: Final = (
     "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') "
     "to queue the message."
-)
-NO_FACTORY: Final = (
-    "new_session needs a session factory; this server was given one session to serve"
-)
-NO_FILE_FACTORY: Final = (
-    "{command} needs a session factory that takes a SessionRequest; this server cannot "
-    "open session files"
 )
 
 
@@ -263,7 +149,7 @@ class RpcServer:
     _stopping: bool = attrs.field(default=False, init=False)
     _done_reading: bool = attrs.field(default=False, init=False)
     _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
-    _bash_done: trio.Event | None = attrs.field(default=None, init=False)  # -- bash --
+    _bash: BashRunner | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._outbox = Outbox(self.output_high_water, self.merge_updates_after)
@@ -275,6 +161,24 @@ class RpcServer:
             msg = "the server has not started"
             raise RuntimeError(msg)
         return self._host.session
+
+    @property
+    def bash(self) -> BashRunner:
+        """Runs the ``bash`` commands, one at a time, while other commands are read."""
+        if self._bash is None:
+            msg = "the server has not started"
+            raise RuntimeError(msg)
+        return self._bash
+
+    @property
+    def serves_one(self) -> bool:
+        """Whether it was given one session to serve (``new_session`` is then refused)."""
+        return isinstance(self._sessions, AgentSession)
+
+    @property
+    def opens_files(self) -> bool:
+        """Whether its factory takes a ``SessionRequest``, so session files can be opened."""
+        return not isinstance(self._sessions, AgentSession) and takes_request(self._sessions)
 
     @property
     def shutting_down(self) -> bool:
@@ -317,6 +221,7 @@ class RpcServer:
     async def _serve(self, task_status: trio.TaskStatus[RpcServer]) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            self._bash = BashRunner(nursery, self._outbox.put)
             nursery.start_soon(self._outbox.pump, self._stream, self.shutdown)
             self._host = await self._open()
             task_status.started(self)
@@ -324,8 +229,8 @@ class RpcServer:
                 await self._read_commands()
             finally:
                 self._done_reading = True
-                await self._abort_bash()  # -- bash --: answered before the output closes
-                await self._abort_run()
+                await self.bash.abort(self._host.session)  # answered before the output closes
+                await self.abort_run()
                 await self._host.close()
                 self._outbox.close()
 
@@ -359,7 +264,7 @@ class RpcServer:
             await gone.wait()
 
         try:
-            async with factory(request) if _takes_request(factory) else factory() as session:
+            async with factory(request) if takes_request(factory) else factory() as session:
                 unsubscribe = session.subscribe(self._on_event)
                 task_status.started(_Host(session, close))
                 await release.wait()
@@ -430,95 +335,7 @@ class RpcServer:
     # -- commands ------------------------------------------------------------------
 
     async def _handle(self, command: Command) -> Response | None:
-        session = self.session
-        if isinstance(command, Prompt):
-            return self._prompt(command)
-        if isinstance(command, Abort):
-            await self._abort_run()
-            return Response.ok(command)
-        if isinstance(command, AbortRetry):
-            run, retrying = self._run, session.is_retrying
-            session.abort_retry()
-            await session.wait_for_retry_end()  # auto_retry_end goes out before the answer
-            if retrying and run is not None:  # the chain was the run's: it is over now,
-                await run.done.wait()  # and its agent_settled goes out first too
-            return Response.ok(command)
-        if isinstance(command, RetryNow):
-            return Response.ok(command, {"skipped": session.retry_now()})
-        if isinstance(command, SetAutoRetry):
-            session.set_auto_retry_enabled(command.enabled)
-            return Response.ok(command)
-        if isinstance(command, SetAutoCompaction):
-            session.set_auto_compaction_enabled(command.enabled)
-            return Response.ok(command)
-        if isinstance(command, GetState):
-            return Response.ok(command, self.state())
-        if isinstance(command, GetMessages):
-            return Response.ok(
-                command, {"messages": [message_to_json(m) for m in session.messages]}
-            )
-        if isinstance(command, NewSession):
-            return await self._new_session(command)
-        if isinstance(command, _SESSION_COMMANDS):
-            return await self._session_command(command)
-        # -- session tree --
-        if isinstance(command, SwitchSession):
-            return await self._switch_session(command)
-        if isinstance(command, Fork):
-            return await self._fork(command)
-        if isinstance(command, Clone):
-            return await self._clone(command)
-        if isinstance(command, GetForkMessages):
-            messages = [{"entryId": i, "text": t} for i, t in session.fork_messages()]
-            return Response.ok(command, {"messages": messages})
-        if isinstance(command, GetEntries | GetTree):
-            return await self._entries(command)
-        if isinstance(command, SetSessionName):
-            name = command.name.strip()
-            if not name:
-                return Response.failed(command, "Session name cannot be empty")
-            session.set_session_name(name)
-            return Response.ok(command)
-        return await self._handle_queues(session, command)
-
-    # -- queues and compaction --
-
-    async def _handle_queues(
-        self,
-        session: AgentSession,
-        command: Steer
-        | FollowUp
-        | SetSteeringMode
-        | SetFollowUpMode
-        | Compact
-        | ClearQueue
-        | GetAvailableThinkingLevels,
-    ) -> Response:
-        if isinstance(command, Steer):
-            session.steer(self.prompt_input.expand(command.message), command.images)
-            return Response.ok(command, QUEUED)
-        if isinstance(command, FollowUp):
-            session.follow_up(self.prompt_input.expand(command.message), command.images)
-            return Response.ok(command, QUEUED)
-        if isinstance(command, SetSteeringMode):
-            session.set_steering_mode(command.mode)
-            return Response.ok(command)
-        if isinstance(command, SetFollowUpMode):
-            session.set_follow_up_mode(command.mode)
-            return Response.ok(command)
-        if isinstance(command, Compact):
-            await self._abort_run()  # as the reference: a running prompt is aborted first
-            try:
-                result = await session.compact(command.custom_instructions)
-            except CompactionError as exc:
-                return Response.failed(command, str(exc))
-            return Response.ok(command, to_json(result))
-        if isinstance(command, ClearQueue):
-            steering, follow_up = session.clear_queue()
-            return Response.ok(command, {"steering": list(steering), "followUp": list(follow_up)})
-        if isinstance(command, GetAvailableThinkingLevels):
-            return Response.ok(command, {"levels": list(session.available_thinking_levels)})
-        assert_never(command)
+        return await HANDLERS[type(command)](self, command)
 
     def state(self) -> dict[str, Any]:
         """The ``get_state`` data: the reference's fields that apply, plus retry state (R-41).
@@ -557,7 +374,15 @@ class RpcServer:
         status = self.session.credential_store_status
         return {} if status is None else {"credentialStore": status}
 
-    def _prompt(self, command: Prompt) -> Response:
+    def start_prompt(self, command: Prompt) -> Response:
+        """Start ``command``'s run in the prompt task, or queue its message into the run.
+
+        Args:
+            command: the ``prompt`` command.
+
+        Returns:
+            Its answer, queued before the run's first event.
+        """
         starting = self._run is None and not self.session.is_running
         try:
             text = self.prompt_input.prepare(command.message, self.session.model, starting=starting)
@@ -595,7 +420,17 @@ class RpcServer:
                 self._run = None
             run.done.set()
 
-    async def _abort_run(self) -> None:
+    async def abort_retry(self) -> None:
+        """Cancel the retry chain; return once its ``auto_retry_end`` (and, when the chain
+        was the run's, the run's ``agent_settled``) is queued."""
+        session = self.session
+        run, retrying = self._run, session.is_retrying
+        session.abort_retry()
+        await session.wait_for_retry_end()  # auto_retry_end goes out before the answer
+        if retrying and run is not None:  # the chain was the run's: it is over now,
+            await run.done.wait()  # and its agent_settled goes out first too
+
+    async def abort_run(self) -> None:
         """Cancel the retry, then the run (R-32); return when the prompt task is over."""
         run = self._run
         if run is None:
@@ -603,17 +438,6 @@ class RpcServer:
         await run.session.abort()
         run.scope.cancel(reason="rpc abort")  # a prompt task that had not started yet
         await run.done.wait()
-
-    async def _new_session(self, command: NewSession) -> Response:
-        if isinstance(self._sessions, AgentSession):
-            return Response.failed(command, NO_FACTORY)
-        try:
-            await self._replace(SessionRequest(parent_session=command.parent_session))
-        except HistoryError as exc:
-            return Response.failed(command, str(exc))
-        return Response.ok(command, {"cancelled": False})
-
-    # -- session tree --------------------------------------------------------------
 
     def _session_file_state(self) -> dict[str, Any]:
         """``sessionFile`` and ``sessionName`` for ``get_state``, each omitted when unset."""
@@ -625,20 +449,17 @@ class RpcServer:
             state["sessionName"] = session.session_name
         return state
 
-    def _file_commands_refused(self, command: Command) -> Response | None:
-        """Why this server cannot open session files for ``command``, if it cannot."""
-        if isinstance(self._sessions, AgentSession) or not _takes_request(self._sessions):
-            return Response.failed(command, NO_FILE_FACTORY.format(command=command.type))
-        return None
-
-    async def _replace(self, request: SessionRequest) -> None:
+    async def replace(self, request: SessionRequest) -> None:
         """Abort any run, open the requested session, then close the old one.
 
         If the new one cannot be opened the old one stays, and the error is raised.
         A file already open here (``switch_session`` to the current file) is
         closed first and opened again.
+
+        Args:
+            request: what the factory is asked to open.
         """
-        await self._abort_run()
+        await self.abort_run()
         old = self._host
         assert old is not None
         assert self._nursery is not None
@@ -659,197 +480,29 @@ class RpcServer:
         self._host = await self._nursery.start(self._hold, self._sessions, request)
         await old.close()
 
-    async def _switch_session(self, command: SwitchSession) -> Response:
-        refused = self._file_commands_refused(command)
-        if refused is not None:
-            return refused
-        try:
-            await self._replace(SessionRequest(history=Path(command.session_path)))
-        except HistoryError as exc:
-            return Response.failed(command, str(exc))
-        return Response.ok(command, {"cancelled": False})
 
-    # -- models, thinking, stats, bash and info ------------------------------------------
+async def _prompt(server: RpcServer, command: Prompt) -> Response:
+    return server.start_prompt(command)
 
-    async def _session_command(self, command: _SessionCommand) -> Response | None:
-        """The reference's model, thinking, stats, bash and info commands, its shapes."""
-        session = self.session
-        if isinstance(command, GetAvailableModels):
-            return Response.ok(
-                command, {"models": [model_to_json(m) for m in session.available_models]}
-            )
-        if isinstance(command, SetModel):
-            found = next(
-                (
-                    m
-                    for m in session.available_models
-                    if m.provider == command.provider and m.id == command.model_id
-                ),
-                None,
-            )
-            if found is None:
-                return Response.failed(
-                    command, f"Model not found: {command.provider}/{command.model_id}"
-                )
-            await session.set_model(found)
-            return Response.ok(command, model_to_json(found))
-        if isinstance(command, CycleModel):
-            model = await session.cycle_model()
-            if model is None:
-                return _null(command)
-            data = {
-                "model": model_to_json(model),
-                "thinkingLevel": session.thinking_level,
-                "isScoped": False,
-            }
-            return Response.ok(command, data)
-        if isinstance(command, SetThinkingLevel):
-            session.set_thinking_level(command.level)
-            return Response.ok(command)
-        if isinstance(command, CycleThinkingLevel):
-            level = session.cycle_thinking_level()
-            return _null(command) if level is None else Response.ok(command, {"level": level})
-        if isinstance(command, GetSessionStats):
-            return Response.ok(command, session.stats().to_json())
-        if isinstance(command, GetLastAssistantText):
-            text = session.last_assistant_text()  # none: pi writes {} (its docs say null)
-            return Response.ok(command, {} if text is None else {"text": text})
-        if isinstance(command, Bash):
-            if self._bash_done is not None or session.is_bash_running:
-                return Response.failed(command, BASH_BUSY)
-            assert self._nursery is not None
-            self._bash_done = trio.Event()
-            # Started, not start_soon: when this returns, the session has the run, so an
-            # abort_bash on the very next line finds it.
-            await self._nursery.start(self._bash_task, session, command)
-            return None  # answered by the task when the command is over
-        if isinstance(command, AbortBash):
-            session.abort_bash()
-            return Response.ok(command)
-        if isinstance(command, ExportHtml):
-            try:
-                path = await session.export_html(command.output_path)
-            except OSError as exc:  # a path that cannot be written: the client's to fix
-                return Response.failed(command, f"cannot write the HTML file: {exc}")
-            return Response.ok(command, {"path": str(path)})
-        if isinstance(command, GetCommands):
-            return Response.ok(command, {"commands": self.prompt_input.commands()})
-        assert_never(command)
 
-    async def _abort_bash(self) -> None:
-        """Stop the running ``bash`` command, if any; return once its answer is queued."""
-        done = self._bash_done
-        if done is not None:
-            assert self._host is not None
-            self._host.session.abort_bash()
-            await done.wait()
+async def _abort(server: RpcServer, command: Abort) -> Response:
+    await server.abort_run()
+    return Response.ok(command)
 
-    async def _bash_task(
-        self, session: AgentSession, command: Bash, *, task_status: trio.TaskStatus[None]
-    ) -> None:
-        """Run one ``bash`` command while other commands (``abort_bash``) are read."""
 
-        def stream(delta: str) -> None:  # pi 1.6.0's bash_execution_update, with the id
-            update: dict[str, Any] = {"type": "bash_execution_update"}
-            if command.id is not None:
-                update["id"] = command.id
-            update["delta"] = delta
-            self._outbox.put(encode_line(update))
+async def _abort_retry(server: RpcServer, command: AbortRetry) -> Response:
+    await server.abort_retry()
+    return Response.ok(command)
 
-        try:
-            running = session.bash(command.command, on_output=stream)
-            # The parent resumes only once this task blocks, and session.bash registers
-            # its run before its first checkpoint.
-            task_status.started()
-            result = await running
-        except (SessionBusyError, SessionClosedError) as exc:
-            self._send(Response.failed(command, str(exc)))
-            return
-        except OSError as exc:
-            self._send(Response.failed(command, f"cannot run the command: {exc}"))
-            return
-        finally:
-            done, self._bash_done = self._bash_done, None
-            if done is not None:
-                done.set()
-        data: dict[str, Any] = {
-            "output": result.output,
-            "exitCode": result.exit_code,
-            "cancelled": result.cancelled,
-            "truncated": result.truncated,
-        }
-        if result.exit_code is None:
-            del data["exitCode"]  # the reference's undefined: left out of its JSON
-        if result.full_output_path is not None:
-            data["fullOutputPath"] = result.full_output_path
-        self._send(Response.ok(command, data))
 
-    async def _current_file(self, command: Command) -> tuple[Path, LoadedSession] | Response:
-        """The session file on disk, everything staged written first; or why there is none."""
-        refused = self._file_commands_refused(command)
-        if refused is not None:
-            return refused
-        file = self.session.history_file
-        if file is None:
-            return Response.failed(
-                command, f"Cannot {command.type}: this session keeps no session file"
-            )
-        await self._abort_run()
-        await file.flush()
-        # Reading only: a cancel may leave the thread to finish on its own.
-        loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
-        return file.path, loaded
-
-    async def _entries(self, command: GetEntries | GetTree) -> Response:
-        """The session file's entries (``get_entries``) or tree (``get_tree``), read as
-        written; the run, if any, goes on (what it has staged is written first)."""
-        file = self.session.history_file
-        if file is None:
-            return Response.failed(
-                command, f"Cannot {command.type}: this session keeps no session file"
-            )
-        await file.flush()
-        # Reading only: a cancel may leave the thread to finish on its own.
-        loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
-        if isinstance(command, GetTree):
-            return Response.ok(command, tree_json(loaded, file.leaf_id))
-        data = entries_json(loaded, file.leaf_id, command.since)
-        return (
-            Response.failed(command, data) if isinstance(data, str) else Response.ok(command, data)
-        )
-
-    async def _fork(self, command: Fork) -> Response:
-        current = await self._current_file(command)
-        if isinstance(current, Response):
-            return current
-        path, loaded = current
-        entry = loaded.entry(command.entry_id)
-        if not (isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage)):
-            return Response.failed(command, "Invalid entry ID for forking")
-        try:
-            if entry.parent_id is None:
-                request = SessionRequest(parent_session=str(path))
-            else:
-                forked = await trio.to_thread.run_sync(fork_session, path, entry.parent_id)
-                request = SessionRequest(history=forked)
-            await self._replace(request)
-        except HistoryError as exc:
-            return Response.failed(command, str(exc))
-        return Response.ok(command, {"text": entry.message.text, "cancelled": False})
-
-    async def _clone(self, command: Clone) -> Response:
-        current = await self._current_file(command)
-        if isinstance(current, Response):
-            return current
-        path, loaded = current
-        if loaded.leaf_id is None:
-            return Response.failed(command, "Cannot clone session: no current entry selected")
-        try:
-            cloned = await trio.to_thread.run_sync(fork_session, path, loaded.leaf_id)
-            await self._replace(SessionRequest(history=cloned))
-        except HistoryError as exc:
-            return Response.failed(command, str(exc))
-        return Response.ok(command, {"cancelled": False})
+#: Every command → its handler: the run's own here, the others from their modules.
+HANDLERS: Final[Handlers] = {
+    Prompt: _prompt,
+    Abort: _abort,
+    AbortRetry: _abort_retry,
+    **_handlers_session.HANDLERS,
+    **_handlers_tree.HANDLERS,
+}
 
 
 def _same_file(a: Path, b: Path) -> bool:
