@@ -69,7 +69,7 @@ NOT_EXPORTED = {
         ]
     },
     **{
-        f"trio_session.rpc._protocol.{name}": "an RPC command, parsed from JSON"
+        f"trio_session.rpc._commands_session.{name}": "an RPC command, parsed from JSON"
         for name in [
             "GetAvailableModels",
             "SetModel",
@@ -89,10 +89,17 @@ NOT_EXPORTED = {
             "Compact",
             "ClearQueue",
             "GetAvailableThinkingLevels",
-            "GetEntries",
-            "GetTree",
         ]
     },
+    **{
+        f"trio_session.rpc._commands_tree.{name}": "an RPC command, parsed from JSON"
+        for name in ["GetEntries", "GetTree"]
+    },
+    "trio_session.rpc._bash.BashRunner": "the rpc server's runner of a bash command's task",
+    "trio_session.rpc._client_commands.SessionCommands": "a base of RpcClient",
+    "trio_session.store._tree_appends.TreeAppends": "a base of SessionFile",
+    "trio_session._retry.reply.PatternRules": "a base of PatternClassifier",
+    "trio_session.conformance._server.Request": "the conformance kit's own record of a request",
     "trio_session.rpc._wire.Named": "what an RPC answer is made from (a command's type and id)",
 }
 
