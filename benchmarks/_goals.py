@@ -175,8 +175,7 @@ GOALS: dict[str, Goal] = _goals(
         "lower",
         "×",
         wording="cancel all 10 000 sessions by abort() ≤ 1.5× raw (each awaited in turn)",
-        reduced="each round: ms of the whole loop, session block ÷ raw block; median over"
-        " rounds",
+        reduced="each round: ms of the whole loop, session block ÷ raw block; median over rounds",
     ),
     Goal(
         "cancel_all.scope",

@@ -57,10 +57,15 @@ def wire_counts(argv: Sequence[str], env: dict[str, str], cwd: Path) -> dict[str
     """Spawn ``argv``, write the prompt, count stdout until ``agent_end``: bytes, lines,
     and both by event type."""
     process = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
         cwd=cwd,
     )
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
     by_bytes: Counter[str] = Counter()
     by_lines: Counter[str] = Counter()
     start = time.perf_counter()
@@ -82,7 +87,11 @@ def wire_counts(argv: Sequence[str], env: dict[str, str], cwd: Path) -> dict[str
                 buffer += data
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
-                    kind = "message_update" if line.startswith(b'{"type":"message_update"') else _type(line)
+                    kind = (
+                        "message_update"
+                        if line.startswith(b'{"type":"message_update"')
+                        else _type(line)
+                    )
                     by_bytes[kind] += len(line) + 1
                     by_lines[kind] += 1
                     if line.startswith(END):

@@ -126,16 +126,14 @@ def measure_imports(n: int) -> dict[str, list[float]]:
     return samples
 
 
-def _round_ratios(samples: dict[str, list[float]], ours: str, base: str, rounds: int) -> tuple[
-    float, ...
-]:
+def _round_ratios(
+    samples: dict[str, list[float]], ours: str, base: str, rounds: int
+) -> tuple[float, ...]:
     """Per round (consecutive groups of alternating samples): median of ``ours`` ÷ median of
     ``base``."""
     a = chunked(samples[ours], rounds)
     b = chunked(samples[base], rounds)
-    return pairs_ratio(
-        [statistics.median(x) for x in a], [statistics.median(x) for x in b]
-    )
+    return pairs_ratio([statistics.median(x) for x in a], [statistics.median(x) for x in b])
 
 
 def import_figures(n: int, rounds: int) -> list[Figure]:
