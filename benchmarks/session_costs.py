@@ -228,6 +228,12 @@ def all_at_once_figures(n: int, rounds: int) -> list[Figure]:
             ms[name].append(took / 1e6)
             gcs[name].append(collected)
     figures = []
+
+    def outside_gc(name: str) -> float:
+        """Median ms of ``name``'s rounds with the collector's pauses taken out."""
+        paired = zip(ms[name], gcs[name], strict=True)
+        return float(statistics.median(t - g["total_ms"] for t, g in paired))
+
     for key, (how, _, label) in ways.items():
         raw = ms[f"raw.{how}"]
         figures.append(
@@ -235,7 +241,8 @@ def all_at_once_figures(n: int, rounds: int) -> list[Figure]:
                 key,
                 pairs_ratio(ms[key], raw),
                 f"{_spread(ms[key], '.0f')} ms ({label}) vs {_spread(raw, '.0f')} ms (raw),"
-                f" N = {n:,}; session {_gc_text(gcs[key])}; raw {_gc_text(gcs[f'raw.{how}'])}",
+                f" N = {n:,}; session {_gc_text(gcs[key])}; raw {_gc_text(gcs[f'raw.{how}'])};"
+                f" outside GC pauses {outside_gc(key):.0f} vs {outside_gc(f'raw.{how}'):.0f} ms",
                 f"raw Trio {statistics.median(raw):.0f} ms",
                 {"n": n, "session_ms": ms[key], "raw_ms": raw, "gc": gcs[key]},
             )
