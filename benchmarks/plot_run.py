@@ -6,10 +6,11 @@ Run from the repository root (needs matplotlib: the ``bench`` extra)::
     python benchmarks/plot_run.py path/to/run.json --output goals.png
 
 Each goal is a row at 1 (the vertical line); its bar runs from there to the
-figure divided by the goal (for a "higher is better" goal, the goal divided by
-the figure): green and to the left when the goal is met, red and to the right
-when not. The x axis is logarithmic: 0.5 is twice as good as needed, 2 twice as
-bad.
+figure (the median of its rounds) divided by the goal (for a "higher is better"
+goal, the goal divided by the figure): green and to the left when the goal is
+met, red and to the right when not; a black whisker spans the best to the worst
+round. Peer rows are not drawn (they have no goal). The x axis is logarithmic:
+0.5 is twice as good as needed, 2 twice as bad. The legend is under the chart.
 """
 
 from __future__ import annotations
@@ -30,13 +31,20 @@ from _goals import GOALS
 DPI = 165
 
 
-def score(figure: dict[str, Any]) -> float:
-    """How far the figure is from its goal: ≤ 1 when met, on either kind of goal."""
-    value = float(figure["value"])
+def score(figure: dict[str, Any], value: float | None = None) -> float:
+    """How far ``value`` (by default the figure) is from its goal: ≤ 1 when met."""
+    value = float(figure["value"] if value is None else value)
     target = float(figure["target"])
     if figure["better"] == "lower":
         return value / target
     return target / value if value > 0 else math.inf
+
+
+def _spread(figure: dict[str, Any]) -> tuple[float, float]:
+    """The scores of the best and the worst round (an older run.json: the figure twice)."""
+    rounds = figure.get("rounds") or [figure["value"]]
+    scores = [score(figure, r) for r in rounds]
+    return min(scores), max(scores)
 
 
 def plot(run: dict[str, Any], output: Path) -> Path:
@@ -47,40 +55,65 @@ def plot(run: dict[str, Any], output: Path) -> Path:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
+        from matplotlib.lines import Line2D  # type: ignore[import-not-found,unused-ignore]
+        from matplotlib.patches import Patch  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         sys.exit("matplotlib is needed: pip install -e '.[bench]'")
 
-    figures = [f for f in run["figures"] if not math.isnan(float(f["value"]))]
+    figures = [
+        f
+        for f in run["figures"]
+        if f.get("target") is not None and not math.isnan(float(f["value"]))
+    ]
     figures.reverse()  # the first goal on top
     labels = [f"{f['key']}  ({GOALS[f['key']].wanted})" for f in figures]
     scores = [score(f) for f in figures]
+    spreads = [_spread(f) for f in figures]
     colours = ["tab:green" if s <= 1 else "tab:red" for s in scores]
 
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(figures) + 1.4), dpi=DPI)
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(figures) + 2.2), dpi=DPI)  # legend below
     rows = range(len(figures))
     ax.barh(rows, [s - 1.0 for s in scores], left=1.0, color=colours, height=0.6)
+    for row, (low, high) in zip(rows, spreads, strict=True):
+        if high > low:
+            ax.plot([low, high], [row, row], color="black", linewidth=1.4)
+            ax.plot([low, high], [row, row], "|", color="black", markersize=7)
     ax.set_xscale("log")
-    low = min([*scores, 0.1]) / 1.5
-    high = max([*scores, 2.0]) * 1.5
+    every = [*scores, *(x for pair in spreads for x in pair)]
+    low = min([*every, 0.1]) / 3.0
+    high = max([*every, 2.0]) * 2.2
     ax.set_xlim(low, high)
     ax.axvline(1.0, color="black", linewidth=1.2)
     ax.set_yticks(list(rows), labels, fontsize=10)
-    for row, (figure, s) in enumerate(zip(figures, scores, strict=True)):
+    for row, (figure, s, spread) in enumerate(zip(figures, scores, spreads, strict=True)):
         unit = figure["unit"]
         shown = f"{figure['value']:.3g}{unit}" if unit == "×" else f"{figure['value']:.3g} {unit}"
         if s >= 1:
-            ax.text(s * 1.06, row, shown, va="center", ha="left", fontsize=9)
+            ax.text(max(s, spread[1]) * 1.06, row, shown, va="center", ha="left", fontsize=9)
         else:
-            ax.text(s / 1.06, row, shown, va="center", ha="right", fontsize=9)
+            ax.text(min(s, spread[0]) / 1.06, row, shown, va="center", ha="right", fontsize=9)
     ax.set_xlabel("figure ÷ goal (log scale; left of the line = goal met)", fontsize=10)
     commit = run.get("commit") or "?"
     ax.set_title(
-        f"Issue 15's goals, run of {run['started'][:16].replace('T', ' ')} UTC (commit {commit})",
+        f"Every goal, run of {run['started'][:16].replace('T', ' ')} UTC (commit {commit})",
         fontsize=11,
     )
-    fig.tight_layout()
+    height = 0.42 * len(figures) + 2.2
+    fig.legend(
+        handles=[
+            Patch(color="tab:green", label="met: median of the rounds"),
+            Patch(color="tab:red", label="not met: median of the rounds"),
+            Line2D([], [], color="black", marker="|", label="best to worst round"),
+            Line2D([], [], color="black", linewidth=1.2, label="the goal"),
+        ],
+        loc="lower center",
+        ncol=4,
+        fontsize=9,
+        frameon=False,
+    )
+    fig.tight_layout(rect=(0, 0.45 / height, 1, 1))
     output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output)
+    fig.savefig(output, bbox_inches="tight")
     plt.close(fig)
     return output
 

@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from _bench import machine_info
-from _goals import Figure
+from _goals import Figure, chunked, pairs_ratio
+from _loopback import LoopbackOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PI = Path("/tmp/pi/node_modules/@mariozechner/pi-coding-agent")
@@ -125,37 +126,73 @@ def measure_imports(n: int) -> dict[str, list[float]]:
     return samples
 
 
-def import_figure(n: int) -> Figure:
-    """The ``import.time`` figure: medians of ``n`` fresh interpreters each."""
+def _round_ratios(
+    samples: dict[str, list[float]], ours: str, base: str, rounds: int
+) -> tuple[float, ...]:
+    """Per round (consecutive groups of alternating samples): median of ``ours`` ÷ median of
+    ``base``."""
+    a = chunked(samples[ours], rounds)
+    b = chunked(samples[base], rounds)
+    return pairs_ratio([statistics.median(x) for x in a], [statistics.median(x) for x in b])
+
+
+def import_figures(n: int, rounds: int) -> list[Figure]:
+    """``import.time`` and ``import.session``: medians of ``n`` fresh interpreters each."""
     samples = measure_imports(n)
     ms = {name: _median_ms(values) for name, values in samples.items()}
-    ratio = ms["trio_session"] / ms["trio"]
-    text = (
-        f"import trio_session {ms['trio_session']:.0f} ms ÷ import trio {ms['trio']:.0f} ms "
-        f"(python -c pass {ms['python']:.0f} ms; what a session program imports, "
-        f"open_session + FauxProvider + Model: {ms['session_names']:.0f} ms = "
-        f"{ms['session_names'] / ms['trio']:.2f}× trio; n={n} each)"
-    )
+    common = f"python -c pass {ms['python']:.0f} ms; n={n} each"
     detail: dict[str, Any] = {
         "median_ms": ms,
         "ratio_to_trio": {name: value / ms["trio"] for name, value in ms.items()},
         "samples_ms": {name: [s * 1e3 for s in values] for name, values in samples.items()},
     }
-    return Figure("import.time", ratio, text, detail)
+    floor = f"import trio {ms['trio']:.0f} ms"
+    return [
+        Figure(
+            "import.time",
+            _round_ratios(samples, "trio_session", "trio", rounds),
+            f"import trio_session {ms['trio_session']:.0f} ms ÷ import trio {ms['trio']:.0f} ms"
+            f" ({common})",
+            floor,
+            detail,
+        ),
+        Figure(
+            "import.session",
+            _round_ratios(samples, "session_names", "trio", rounds),
+            f"from trio_session import open_session, FauxProvider, Model"
+            f" {ms['session_names']:.0f} ms ÷ import trio {ms['trio']:.0f} ms ({common})",
+            floor,
+            {"median_ms": ms},
+        ),
+    ]
 
 
 # -- rpc spawn ------------------------------------------------------------------------------
 
 
 def pi_package() -> Path | None:
-    """pi's package directory, or None if it (or node) is not there."""
+    """pi 0.73.1's package directory (``$PI_PACKAGE``, else where ``python
+    tests/interop/install.py`` puts it, else ``DEFAULT_PI``), or None if it (or node) is
+    not there. Nothing is installed here."""
     package = Path(os.environ.get("PI_PACKAGE", DEFAULT_PI))
+    if "PI_PACKAGE" not in os.environ:
+        sys.path.insert(0, str(REPO))
+        try:
+            from tests.interop.install import PI_0_73, install_root
+
+            installed = install_root() / PI_0_73.pi_subdir
+            if (installed / "dist" / "cli.js").is_file():
+                package = installed
+        except ImportError:
+            pass
+        finally:
+            sys.path.remove(str(REPO))
     if shutil.which("node") is None or not (package / "dist" / "cli.js").is_file():
         return None
     return package
 
 
-def _config(work: Path) -> tuple[Path, dict[str, str]]:
+def _config(work: Path, base_url: str = UNUSED_URL) -> tuple[Path, dict[str, str]]:
     """A fresh agent dir (models.json, settings.json), project dir and HOME; the env."""
     sys.path.insert(0, str(REPO))
     try:  # the interop tests' own pi config: one provider, two models, short retries
@@ -165,7 +202,7 @@ def _config(work: Path) -> tuple[Path, dict[str, str]]:
     agent, project, home = work / "agent", work / "project", work / "home"
     for directory in (agent, project, home):
         directory.mkdir(parents=True)
-    (agent / "models.json").write_text(json.dumps(models_json(UNUSED_URL)))
+    (agent / "models.json").write_text(json.dumps(models_json(base_url)))
     (agent / "settings.json").write_text(json.dumps(settings_json()))
     env = {
         **CHILD_ENV,
@@ -181,8 +218,15 @@ def _config(work: Path) -> tuple[Path, dict[str, str]]:
     return agent, env
 
 
-def time_spawn(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
-    """Seconds from ``Popen`` to having read the answer to ``get_state``.
+def time_spawn(
+    argv: Sequence[str],
+    env: dict[str, str],
+    cwd: Path,
+    request: bytes = GET_STATE,
+    answer: bytes = ANSWER,
+) -> float:
+    """Seconds from ``Popen`` to having read the answer to ``request`` (a line holding
+    ``answer``; by default the answer to ``get_state``).
 
     The child is then told to stop (its stdin closed) and waited for; one that does not
     answer in ``SPAWN_TIMEOUT_S`` is killed and the sample is an error.
@@ -199,7 +243,7 @@ def time_spawn(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
     assert process.stdin is not None
     assert process.stdout is not None
     try:
-        process.stdin.write(GET_STATE)
+        process.stdin.write(request)
         process.stdin.flush()
         buffer = b""
         with selectors.DefaultSelector() as selector:
@@ -207,7 +251,7 @@ def time_spawn(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
             deadline = start + SPAWN_TIMEOUT_S
             while True:
                 lines = buffer.split(b"\n")
-                if any(ANSWER in line for line in lines[:-1]):
+                if any(answer in line for line in lines[:-1]):
                     took = time.perf_counter() - start
                     break
                 if not selector.select(max(0.0, deadline - time.perf_counter())):
@@ -232,30 +276,41 @@ def time_spawn(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
         process.stdout.close()
 
 
-def spawn_figure(n: int) -> Figure:
-    """The ``rpc.spawn`` figure: medians of ``n`` spawns of each agent, alternating."""
+PROMPT = b'{"id":"p","type":"prompt","message":"hi"}\n'
+AGENT_END = b'{"type":"agent_end"'
+
+
+def spawn_figures(n: int, rounds: int) -> list[Figure]:
+    """``rpc.spawn`` (to the first ``get_state``) and ``rpc.spawn_http`` (to the first
+    prompt's ``agent_end``, the model an OpenAI-compatible server on loopback): ``n``
+    spawns of each agent, alternating, cut into ``rounds`` rounds."""
     package = pi_package()
     compile_bytecode()
     ours_args = ["rpc", "--provider", PROVIDER, "--model", MODEL]
-    samples: dict[str, list[float]] = {"trio_session": [], "floor": [], "pi": []}
-    with tempfile.TemporaryDirectory() as tmp:
+    names = ("trio_session", "floor", "pi", "trio_session_http", "pi_http")
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    node = shutil.which("node") or "node"
+    pi_args = ["--mode", "rpc", "--provider", PROVIDER, "--model", MODEL]
+    with tempfile.TemporaryDirectory() as tmp, LoopbackOpenAI(["Hello", " there."]) as server:
         for index in range(n + 1):  # the first round warms caches and is not counted
             work = Path(tmp) / f"run{index}"
             agent, env = _config(work)
-            cwd = work / "project"
+            http_agent, http_env = _config(work / "http", server.base_url)
+            ours = [sys.executable, "-m", "trio_session", *ours_args, "--agent-dir"]
+            cwd, http_cwd = work / "project", work / "http" / "project"
             took = {
-                "trio_session": time_spawn(
-                    [sys.executable, "-m", "trio_session", *ours_args, "--agent-dir", str(agent)],
-                    env,
-                    cwd,
-                ),
+                "trio_session": time_spawn([*ours, str(agent)], env, cwd),
                 "floor": time_spawn([sys.executable, "-c", FLOOR_CHILD], env, cwd),
+                "trio_session_http": time_spawn(
+                    [*ours, str(http_agent)], http_env, http_cwd, PROMPT, AGENT_END
+                ),
             }
             if package is not None:
-                node = shutil.which("node") or "node"
-                pi_args = ["--mode", "rpc", "--provider", PROVIDER, "--model", MODEL]
                 pi_cli = str(package / "dist" / "cli.js")
                 took["pi"] = time_spawn([node, pi_cli, *pi_args], env, cwd)
+                took["pi_http"] = time_spawn(
+                    [node, pi_cli, *pi_args], http_env, http_cwd, PROMPT, AGENT_END
+                )
             if index:
                 for name, seconds in took.items():
                     samples[name].append(seconds)
@@ -264,23 +319,45 @@ def spawn_figure(n: int) -> Figure:
         "median_ms": ms,
         "samples_ms": {name: [s * 1e3 for s in values] for name, values in samples.items()},
         "ratio_to_floor": ms["trio_session"] / ms["floor"],
+        "http_requests": server.requests,
     }
+    floor = f"a trio child answering get_state {ms['floor']:.0f} ms"
     if package is None:
         text = (
-            f"skipped: pi is not installed (node, {DEFAULT_PI}); trio-session rpc "
-            f"{ms['trio_session']:.0f} ms, the trio floor {ms['floor']:.0f} ms"
+            f"skipped: pi 0.73.1 is not installed (python tests/interop/install.py);"
+            f" trio-session rpc {ms['trio_session']:.0f} ms, to agent_end over HTTP"
+            f" {ms['trio_session_http']:.0f} ms"
         )
-        return Figure("rpc.spawn", math.nan, text, detail)
-    text = (
-        f"trio-session rpc {ms['trio_session']:.0f} ms ÷ pi {ms['pi']:.0f} ms to the first "
-        f"get_state (a trio child answering it: {ms['floor']:.0f} ms; n={n} each)"
-    )
-    return Figure("rpc.spawn", ms["trio_session"] / ms["pi"], text, detail)
+        return [
+            Figure("rpc.spawn", (math.nan,), text, floor, detail),
+            Figure("rpc.spawn_http", (math.nan,), text, floor, detail),
+        ]
+    return [
+        Figure(
+            "rpc.spawn",
+            _round_ratios(samples, "trio_session", "pi", rounds),
+            f"trio-session rpc {ms['trio_session']:.0f} ms ÷ pi {ms['pi']:.0f} ms to the first"
+            f" get_state (a trio child answering it: {ms['floor']:.0f} ms; n={n} each)",
+            floor,
+            detail,
+        ),
+        Figure(
+            "rpc.spawn_http",
+            _round_ratios(samples, "trio_session_http", "pi_http", rounds),
+            f"trio-session rpc {ms['trio_session_http']:.0f} ms ÷ pi {ms['pi_http']:.0f} ms"
+            f" from spawn to the first reply's agent_end, openai-completions on a loopback"
+            f" server (n={n} each)",
+            floor,
+            {"median_ms": ms},
+        ),
+    ]
 
 
 def measure(quick: bool) -> list[Figure]:
     """The figures of this module: ``import.time`` and ``rpc.spawn``."""
-    return [import_figure(5 if quick else 20), spawn_figure(2 if quick else 10)]
+    if quick:
+        return [*import_figures(4, 2), *spawn_figures(2, 2)]
+    return [*import_figures(24, 4), *spawn_figures(12, 4)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -297,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         verdict = "met" if goal.met(figure.value) else "NOT met"
         if math.isnan(figure.value):
             verdict = "skipped"
-        print(f"{figure.key:<14} {figure.value:6.3f}×  goal {goal.wanted:<8} {verdict}")
+        print(f"{figure.key:<16} {figure.value:6.3f}×  goal {goal.wanted:<8} {verdict}")
         print(f"{'':14} {figure.text}")
     if args.json:
         print(json.dumps([f.as_json() for f in figures], indent=2))

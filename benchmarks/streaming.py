@@ -20,21 +20,19 @@ Figures (issue 15; each a ratio of two measurements taken in this process):
   ``text(delta)`` does what the session's subscriber does (keeps the delta) and
   its other methods nothing: the provider's own per-chunk cost (its checkpoint
   between chunks) with no agent, no builder, no events and no session.
-* ``rpc.bytes_pi`` — the bytes the RPC server writes for a reply of 10 000
-  chunks (quick 1 000), from the ``prompt`` command to its ``agent_end``, ÷ the
-  bytes pi 0.73.1 writes for the same reply. Ours go through the real server
-  (``RpcServer`` in this process over ``trio.testing.memory_stream_pair()``,
-  read by a task here), with merging of lagging updates switched off so that
-  the figure is the shape, not the reader's speed. Pi's is computed here: every
-  ``message_update`` line we wrote is turned into the object pi's RPC mode
-  writes for it — ``{"type", "assistantMessageEvent": {…, "partial": P},
-  "message": P}``, with P pi-ai's partial message (``role, content, api,
-  provider, model, usage {…, totalTokens, cost}, stopReason, timestamp``) — and
-  serialised as pi's ``serializeJsonLine`` does (``JSON.stringify``: compact,
-  UTF-8, then ``\\n``). The other lines (``agent_start``, ``message_end`` …)
-  count the same on both sides.
-* ``rpc.lean_growth`` — the same with ``lean_updates=True``: bytes for 10 000
-  chunks ÷ bytes for 2 500 (quick 1 000 ÷ 250); linear is 4.
+* ``stream.message`` — as ``stream.growth``, but the subscriber also reads
+  ``event.message`` of every update (a reader redrawing the whole message):
+  2 500 → 10 000 → 40 000 chunks.
+* ``rpc.bytes_pi`` — on the wire: ``trio-session rpc`` and pi 0.73.1's ``--mode
+  rpc`` spawned against the same loopback OpenAI-compatible server streaming a
+  reply of 10 000 two-character chunks (quick 1 000), every byte and line each
+  writes counted until its ``agent_end`` (``record_pi_wire.py``). The figure is
+  the larger factor, either way, of the bytes and of the lines: pi's shape is the
+  same lines within 1 % of the bytes. Pi is measured in the same run when it is
+  installed, else read from ``baselines/pi_wire.json``.
+* ``rpc.lean_growth`` — the in-process RPC server (``RpcServer`` over
+  ``trio.testing.memory_stream_pair()``, merging off) with ``lean_updates=True``:
+  bytes for 10 000 chunks ÷ bytes for 2 500 (quick 1 000 ÷ 250); linear is 4.
 
 The timed replies are chunks of 6 to 10 characters (``"word123 "``, about a
 streamed token or two); the RPC replies are two-character chunks (``"7 "``),
@@ -50,6 +48,7 @@ import functools
 import gc
 import itertools
 import json
+import math
 import statistics
 import sys
 import time
@@ -60,6 +59,8 @@ import trio
 import trio.testing
 from _bench import machine_info
 from _goals import Figure
+from record_pi_wire import RECORD, run_agent
+from startup import pi_package
 
 from trio_session import (
     FauxProvider,
@@ -121,16 +122,21 @@ class _Sink:
         pass
 
 
-def session_seconds(n: int) -> float:
-    """Seconds for ``session.prompt()`` of an ``n``-chunk reply, deltas read by a subscriber."""
+def session_seconds(n: int, *, read_message: bool = False) -> float:
+    """Seconds for ``session.prompt()`` of an ``n``-chunk reply, deltas read by a subscriber
+    (``read_message``: the subscriber also reads ``event.message`` of every update, as a
+    reader that redraws the whole message does)."""
     reply = FauxReply(chunks=words(n))
 
     async def main() -> float:
         deltas: list[str] = []
+        messages: list[object] = []
 
         def keep(event: SessionEvent) -> None:
             if event.type == "message_update":
                 deltas.append(event.delta)
+                if read_message:
+                    messages[:] = [event.message]
 
         async with open_session(FauxProvider([reply]), MODEL) as session:
             session.subscribe(keep)
@@ -173,8 +179,9 @@ def medians(
     return {name: statistics.median(s) for name, s in samples.items()}, samples
 
 
-def growth_figure(sizes: Sequence[int], repeats: int) -> Figure:
-    """``stream.growth``: the worse ×4 step of the session's time over ``sizes``.
+def growth_figure(sizes: Sequence[int], repeats: int, *, read_message: bool = False) -> Figure:
+    """``stream.growth`` (``stream.message`` with ``read_message``): per round, the worse
+    ×4 step of the session's time over ``sizes``; the figure is the median over rounds.
 
     The provider alone is timed at the same sizes, taking turns with the session: its
     growth is the floor (what the machine and Trio do with a longer stream), reported
@@ -182,22 +189,26 @@ def growth_figure(sizes: Sequence[int], repeats: int) -> Figure:
     """
     runs: dict[str, Callable[[], float]] = {}
     for n in sizes:
-        runs[f"session {n}"] = functools.partial(session_seconds, n)
+        runs[f"session {n}"] = functools.partial(session_seconds, n, read_message=read_message)
         runs[f"provider {n}"] = functools.partial(provider_seconds, n)
     med, samples = medians(runs, repeats)
 
-    def steps(kind: str) -> list[float]:
-        return [med[f"{kind} {b}"] / med[f"{kind} {a}"] for a, b in itertools.pairwise(sizes)]
+    def steps(kind: str, times: dict[str, float]) -> list[float]:
+        return [times[f"{kind} {b}"] / times[f"{kind} {a}"] for a, b in itertools.pairwise(sizes)]
 
-    session, provider = steps("session"), steps("provider")
-    text = " → ".join(f"{med[f'session {n}']:.3f} s" for n in sizes)
-    text += " for " + " → ".join(_n(n) for n in sizes) + " chunks"
-    text += " (steps " + ", ".join(f"×{s:.2f}" for s in session)
+    per_round = [{name: values[r] for name, values in samples.items()} for r in range(repeats)]
+    worst = tuple(max(steps("session", times)) for times in per_round)
+    session, provider = steps("session", med), steps("provider", med)
+    reader = "event.message" if read_message else "event.delta"
+    text = f"{reader} reader: " + " → ".join(f"{med[f'session {n}']:.3f} s" for n in sizes)
+    text += " for " + " → ".join(_n(n) for n in sizes) + " chunks (steps of the medians "
+    text += ", ".join(f"×{s:.2f}" for s in session)
     text += "; provider alone " + ", ".join(f"×{s:.2f}" for s in provider) + ")"
     return Figure(
-        "stream.growth",
-        max(session),
+        "stream.message" if read_message else "stream.growth",
+        worst,
         text,
+        "provider alone, worst step ×" + f"{max(provider):.2f}",
         {
             "sizes": list(sizes),
             "median_s": med,
@@ -219,15 +230,15 @@ def vs_provider_figure(n: int, repeats: int) -> Figure:
         repeats,
     )
     ratios = [p / s for p, s in zip(samples["provider"], samples["session"], strict=True)]
-    ratio = statistics.median(ratios)
     text = (
         f"{_n(n / med['session'])} vs {_n(n / med['provider'])} chunks/s "
         f"(session vs provider alone, medians, {_n(n)} chunks)"
     )
     return Figure(
         "stream.vs_provider",
-        ratio,
+        tuple(ratios),
         text,
+        f"provider alone {_n(n / med['provider'])} chunks/s",
         {"chunks": n, "median_s": med, "samples_s": samples, "ratios": ratios},
     )
 
@@ -238,40 +249,11 @@ _UPDATE = b'{"type":"message_update"'
 _END = b'{"type":"agent_end"'
 
 
-def pi_line(line: bytes) -> bytes:
-    """The line pi 0.73.1's RPC mode writes for the ``message_update`` we wrote as ``line``."""
-    ours = json.loads(line)
-    message = ours["message"]
-    usage = message["usage"]
-    partial = {
-        "role": "assistant",
-        "content": message["content"],
-        "api": message["api"],
-        "provider": message["provider"],
-        "model": message["model"],
-        "usage": {
-            "input": usage["input"],
-            "output": usage["output"],
-            "cacheRead": usage["cacheRead"],
-            "cacheWrite": usage["cacheWrite"],
-            "totalTokens": usage["totalTokens"],
-            "cost": usage["cost"],
-        },
-        "stopReason": message["stopReason"],
-        "timestamp": message["timestamp"],
-    }
-    event = {k: v for k, v in ours["assistantMessageEvent"].items() if k != "partial"}
-    event["partial"] = partial
-    obj = {"type": "message_update", "assistantMessageEvent": event, "message": partial}
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-
-
-def rpc_bytes(n: int, *, lean: bool, as_pi: bool = False) -> dict[str, int]:
+def rpc_bytes(n: int, *, lean: bool) -> dict[str, int]:
     """Bytes the in-process RPC server writes for an ``n``-chunk reply, ``prompt`` to
-    ``agent_end``: ``{"total", "updates", "pi_total", "pi_updates"}`` (pi's only if
-    ``as_pi``)."""
+    ``agent_end``: ``{"total", "updates"}``."""
     reply = FauxReply(chunks=chunks(n))
-    counts = {"total": 0, "updates": 0, "pi_total": 0, "pi_updates": 0}
+    counts = {"total": 0, "updates": 0}
 
     async def main() -> None:
         ours, theirs = trio.testing.memory_stream_pair()
@@ -295,12 +277,6 @@ def rpc_bytes(n: int, *, lean: bool, as_pi: bool = False) -> dict[str, int]:
                     counts["total"] += size
                     if line.startswith(_UPDATE):
                         counts["updates"] += size
-                        if as_pi:
-                            pi = len(pi_line(line))
-                            counts["pi_updates"] += pi
-                            counts["pi_total"] += pi
-                    elif as_pi:
-                        counts["pi_total"] += size
                     done = done or line.startswith(_END)
             await ours.send_eof()
             while await ours.receive_some(1 << 20):
@@ -316,11 +292,42 @@ def _mb(size: int) -> str:
 
 
 def bytes_pi_figure(n: int) -> Figure:
-    """``rpc.bytes_pi``: our default output ÷ pi's shape, for an ``n``-chunk reply."""
-    counts = rpc_bytes(n, lean=False, as_pi=True)
-    ratio = counts["total"] / counts["pi_total"]
-    text = f"{_mb(counts['total'])} vs pi {_mb(counts['pi_total'])} for {_n(n)} chunks"
-    return Figure("rpc.bytes_pi", ratio, text, {"chunks": n, **counts})
+    """``rpc.bytes_pi``: ``trio-session rpc`` ÷ pi 0.73.1, both on the wire against the
+    same loopback OpenAI server (``record_pi_wire.py``), for an ``n``-chunk reply.
+
+    The figure is the larger of the bytes and the lines factor, either way (``ours ÷ pi``
+    or ``pi ÷ ours``): "pi's shape" is the same lines, within 1 % of its bytes. Pi is
+    measured here when node and pi 0.73.1 are installed, else read from the record.
+    """
+    ours = run_agent("ours", n)
+    if pi_package() is not None:
+        pi = run_agent("pi", n)
+        source = "pi measured in this run"
+    else:
+        pi = json.loads(RECORD.read_text(encoding="utf-8"))
+        source = f"pi recorded {pi['recorded'][:10]} ({RECORD.name})"
+        if pi["chunks"] != n:
+            text = f"skipped: the record is for {pi['chunks']} chunks, not {_n(n)}"
+            return Figure("rpc.bytes_pi", (math.nan,), text, source, {"ours": ours})
+
+    def either_way(a: float, b: float) -> float:
+        return max(a / b, b / a)
+
+    factor = max(either_way(ours["bytes"], pi["bytes"]), either_way(ours["lines"], pi["lines"]))
+    text = (
+        f"ours {_mb(ours['bytes'])} in {_n(ours['lines'])} lines"
+        f" ({_n(ours['lines_by_type'].get('message_update', 0))} message_update) vs pi"
+        f" {_mb(pi['bytes'])} in {_n(pi['lines'])} lines"
+        f" ({_n(pi['lines_by_type'].get('message_update', 0))} message_update), {_n(n)} chunks"
+        f" on the wire; {source}"
+    )
+    return Figure(
+        "rpc.bytes_pi",
+        (factor,),
+        text,
+        f"pi {_mb(pi['bytes'])}, {_n(pi['lines'])} lines",
+        {"chunks": n, "ours": ours, "pi": pi, "source": source},
+    )
 
 
 def lean_growth_figure(small: int) -> Figure:
@@ -334,8 +341,9 @@ def lean_growth_figure(small: int) -> Figure:
     )
     return Figure(
         "rpc.lean_growth",
-        ratio,
+        (ratio,),
         text,
+        "linear: ×4",
         {"chunks": [small, 4 * small], "lean": [a, b], "default_at_4x": default},
     )
 
@@ -348,12 +356,14 @@ def measure(quick: bool) -> list[Figure]:
     if quick:
         return [
             growth_figure([500, 2000], 1),
+            growth_figure([250, 1000], 1, read_message=True),
             vs_provider_figure(2000, 1),
             bytes_pi_figure(1000),
             lean_growth_figure(250),
         ]
     return [
         growth_figure([5000, 20000, 80000], 5),
+        growth_figure([2500, 10000, 40000], 3, read_message=True),
         vs_provider_figure(20000, 9),
         bytes_pi_figure(10000),
         lean_growth_figure(2500),
@@ -371,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for figure in measure(args.quick):
         goal = figure.goal
         verdict = "met" if goal.met(figure.value) else "NOT MET"
-        if args.quick:
+        if args.quick or math.isnan(figure.value):
             verdict = "ran"
         print(f"{figure.key:<20} {figure.value:8.3f}{goal.unit}  goal {goal.wanted:<8} {verdict}")
         print(f"{'':<20} {figure.text}")
