@@ -113,7 +113,10 @@ def _verifytypes() -> dict[str, Any]:
     """pyright's report on the package (``--outputjson``); skips without pyright."""
     pyright = shutil.which("pyright")
     if pyright is None:
-        if _in_ci():
+        # pyright comes with the lint extra: .ci/run installs it for the first interpreter
+        # and says so (TRIO_SESSION_REQUIRE_PYRIGHT=1); the other interpreters' venvs take
+        # the README's test command only, without it.
+        if _in_ci() and os.environ.get("TRIO_SESSION_REQUIRE_PYRIGHT") == "1":
             pytest.fail("pyright is not installed: pip install -e '.[lint]'")
         pytest.skip("pyright is not installed (pip install -e '.[lint]')")
     result = subprocess.run(
