@@ -136,6 +136,9 @@ class _Client:
         self.waiting: dict[str, tuple[trio.Event, list[dict[str, Any]]]] = {}
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.next_id = 0
+        # A command sent from an event (send_nowait) can meet the idle poll's get_state:
+        # one writer at a time on the agent's stdin.
+        self.sending = trio.Lock()
 
     async def read(self) -> None:
         buffer = b""
@@ -168,7 +171,8 @@ class _Client:
         done, box = trio.Event(), list[dict[str, Any]]()
         self.waiting[ident] = (done, box)
         line = json.dumps({"id": ident, "type": kind, **(fields or {})}) + "\n"
-        await self.stdin.send_all(line.encode())
+        async with self.sending:
+            await self.stdin.send_all(line.encode())
         with trio.fail_after(RESPONSE_TIMEOUT_S):
             await done.wait()
         response: dict[str, Any] = box[0]
