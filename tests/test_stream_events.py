@@ -123,6 +123,28 @@ async def test_manual_compact_keeps_what_pi_keeps(autojump_clock: trio.testing.M
     assert len(provider.requests[2].messages) == 1  # only the summary request
 
 
+async def test_manual_compact_refuses_when_pi16_keeps_everything(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-56a under ``retry.profile`` "pi-1.6": the same small session is refused as pi 1.6.0
+    refuses it (its prepareCompaction finds nothing before the cut): compaction_start,
+    a compaction_end with pi's error, the context as it was, no summary request."""
+    provider = FauxProvider([ok("a1"), ok("a2"), ok("never")])
+    async with open_session(provider, settings={"retry": {"profile": "pi-1.6"}}) as session:
+        await session.prompt("q1")
+        await session.prompt("q2")
+        rec = EventRecorder.attach(session)
+        with pytest.raises(CompactionError, match=r"^Nothing to compact \(session too small\)$"):
+            await session.compact()
+        assert [m.text for m in session.messages] == ["q1", "a1", "q2", "a2"]
+    assert rec.types == ["compaction_start", "compaction_end"]
+    (end,) = rec.of(CompactionEnd)
+    assert end.error_message == "Compaction failed: Nothing to compact (session too small)"
+    assert (end.result, end.aborted, end.will_retry) == (None, False, False)
+    assert len(provider.requests) == 2
+    assert provider.remaining == 1
+
+
 async def test_manual_compact_with_nothing_to_compact(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

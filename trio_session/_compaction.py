@@ -245,6 +245,20 @@ def cut_point(messages: Sequence[Message], keep_recent_tokens: int) -> int | Non
     return cut
 
 
+def summarizable(messages: Sequence[Message], settings: CompactionSettings) -> bool:
+    """Whether the reference's cut (``cut_point``, ``compaction.keepRecentTokens``) leaves
+    anything before it to summarise — pi 1.6.0's ``prepareCompaction``, which a manual
+    compaction asks under ``retry.profile`` ``"pi-1.6"`` before any compactor runs (R-56a).
+
+    Args:
+        messages: the runtime context.
+        settings: the ``compaction`` settings.
+    """
+    cut = cut_point(messages, settings.keep_recent_tokens)
+    start = 1 if messages and isinstance(messages[0], CompactionSummaryMessage) else 0
+    return cut is not None and cut > start
+
+
 def _flatten(turns: Sequence[Sequence[Message]]) -> list[Message]:
     return [m for turn in turns for m in turn]
 

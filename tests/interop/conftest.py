@@ -37,6 +37,9 @@ REPO = HERE.parent.parent
 
 Agent = Literal["pi", "trio-session"]
 Scenario = Literal["main", "kill", "main16"]
+#: The retry profile trio-session runs each scenario under: pi 1.6.0's client is
+#: compared with ``retry.profile: "pi-1.6"``, what a pi 1.6.0 user sets (R-53).
+PROFILE: dict[Scenario, str] = {"main": "seed", "kill": "seed", "main16": "pi-1.6"}
 
 PROVIDER = "interop"
 MODELS = ("interop-small", "interop-large")
@@ -141,15 +144,16 @@ def models_json(base_url: str) -> dict[str, Any]:
     }
 
 
-def settings_json() -> dict[str, Any]:
+def settings_json(profile: str = "seed") -> dict[str, Any]:
     """pi's settings.json: a short backoff; the SDK's own retries off, so every 503
-    reaches the agent's retry policy."""
+    reaches the agent's retry policy; our ``retry.profile`` (pi ignores the key)."""
     return {
         "retry": {
             "enabled": True,
             "maxRetries": 3,
             "baseDelayMs": BASE_DELAY_MS,
             "provider": {"maxRetries": 0},
+            "profile": profile,
         }
     }
 
@@ -169,7 +173,7 @@ async def _run(agent: Agent, pi_package: Path, work: Path, scenario: Scenario) -
     async with trio.open_nursery() as nursery:
         server: InteropServer = await nursery.start(InteropServer().run)
         _write_json(agent_dir / "models.json", models_json(server.base_url))
-        _write_json(agent_dir / "settings.json", settings_json())
+        _write_json(agent_dir / "settings.json", settings_json(PROFILE[scenario]))
         config = {
             "piPackage": str(pi_package),
             "cliPath": str(pi_package / "dist" / "cli.js") if agent == "pi" else str(SHIM),

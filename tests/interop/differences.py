@@ -47,6 +47,10 @@ RULES = frozenset(
         "retried-after-compaction",
         "get-commands",
         "system-message",
+        "system-message-count",
+        "pi16-message-shape",
+        "model-switch-thinking",
+        "backoff-prompt-joins",
     }
 )
 
@@ -162,6 +166,30 @@ class Normalizer:
         self.snapshot = declared.has("message-update-snapshot")
         self.http = declared.has("http-error-wording")
         self.system = declared.has("system-message")
+        self.system_ids: dict[str, str | None] = {}
+        self.session_ids: dict[str, str] = {}
+        self.shape16 = declared.has("pi16-message-shape")
+
+    def register_system_ids(self, value: Any) -> None:
+        """Note the ids of pi 1.6.0's system entries and their parents
+        (``system-message``): such an id is compared as its parent's, so the ids around
+        them are numbered as ours are."""
+        if isinstance(value, dict):
+            if is_system(value) and isinstance(value.get("id"), str):
+                self.system_ids[value["id"]] = value.get("parentId")
+            for item in value.values():
+                self.register_system_ids(item)
+        elif isinstance(value, list):
+            for item in value:
+                self.register_system_ids(item)
+
+    def _not_system(self, value: str) -> str | None:
+        seen = set()
+        current: str | None = value
+        while current is not None and current in self.system_ids and current not in seen:
+            seen.add(current)
+            current = self.system_ids[current]
+        return current
 
     def _placeholder(self, table: dict[str, str], kind: str, value: str) -> str:
         if value not in table:
@@ -186,6 +214,8 @@ class Normalizer:
                 value = _without_content(value)
             if self.snapshot and kind == "message_start":
                 value = _message_start(value)
+            if self.shape16:
+                value = shape16(value)
             return {k: self(v, k) for k, v in value.items()}
         if isinstance(value, list):
             if self.system:
@@ -201,6 +231,11 @@ class Normalizer:
             if self.http and key in _ERROR_KEYS and (status := _HTTP_STATUS.match(value)):
                 return f"<http error {status.group(1)}>"
             if key in _ID_KEYS and not _REQUEST_ID.match(value):
+                if key == "sessionId":  # numbered apart: entries before do not shift it
+                    return self._placeholder(self.session_ids, "session-id", value)
+                if value in self.system_ids:
+                    parent = self._not_system(value)
+                    return None if parent is None else self._placeholder(self.ids, "id", parent)
                 return self._placeholder(self.ids, "id", value)
             return self.string(value)
         return value
@@ -220,14 +255,17 @@ def is_system(value: Any) -> bool:
     return isinstance(entry, dict) and is_system(entry)
 
 
-def without_system(items: list[Any]) -> list[Any]:
+def without_system(items: list[Any], above: Mapping[str, Any] | None = None) -> list[Any]:
     """``items`` without pi 1.6.0's system messages (``system-message``): a tree node holding
     one is replaced by its children, and an entry whose parent was one names that entry's
     parent instead."""
     parents = {
-        v["id"]: v.get("parentId")
-        for v in items
-        if isinstance(v, dict) and is_system(v) and isinstance(v.get("id"), str)
+        **(above or {}),
+        **{
+            v["id"]: v.get("parentId")
+            for v in items
+            if isinstance(v, dict) and is_system(v) and isinstance(v.get("id"), str)
+        },
     }
     kept: list[Any] = []
     for value in items:
@@ -236,8 +274,51 @@ def without_system(items: list[Any]) -> list[Any]:
                 value = {**value, "parentId": parents[value["parentId"]]}
             kept.append(value)
         elif isinstance(value, dict) and isinstance(value.get("children"), list):
-            kept.extend(without_system(value["children"]))
+            kept.extend(without_system(value["children"], parents))
     return kept
+
+
+#: pi 1.6.0's additions to an assistant message, its usage and its cost
+#: (``pi16-message-shape``).
+_PI16_MESSAGE_KEYS = frozenset({"durationMs", "thinkingLevel", "rawStopReason"})
+_PI16_USAGE_KEYS = frozenset({"reasoning"})
+_PI16_COST_KEYS = frozenset({"totalFromProvider"})
+
+
+def _usage16(usage: Any) -> Any:
+    if not isinstance(usage, dict):
+        return usage
+    kept = {k: v for k, v in usage.items() if k not in _PI16_USAGE_KEYS}
+    cost = kept.get("cost")
+    if isinstance(cost, dict):
+        kept["cost"] = {k: v for k, v in cost.items() if k not in _PI16_COST_KEYS}
+    return kept
+
+
+def shape16(value: dict[str, Any]) -> dict[str, Any]:
+    """One dict in pi 0.73.1's message shape, as both agents' are compared
+    (``pi16-message-shape``): an assistant message without pi 1.6.0's additions; an
+    assistant ``message_start`` without its ``stopReason`` (pi 1.6.0's ``"pending"``); a
+    ``message_update`` as ``{type, assistantMessageEvent}`` without ``partial`` (pi 1.6.0's
+    ``usage`` and 0.73.1's ``message`` left out). Applied to both sides."""
+    kind = value.get("type")
+    if value.get("role") == "assistant":
+        kept = {k: v for k, v in value.items() if k not in _PI16_MESSAGE_KEYS}
+        if "usage" in kept:
+            kept["usage"] = _usage16(kept["usage"])
+        return kept
+    if kind == "message_start":
+        message = value.get("message")
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            message = {k: v for k, v in message.items() if k != "stopReason"}
+            return {**value, "message": message}
+    if kind == "message_update":
+        kept = {k: v for k, v in value.items() if k not in ("usage", "message")}
+        inner = kept.get("assistantMessageEvent")
+        if isinstance(inner, dict):
+            kept["assistantMessageEvent"] = {k: v for k, v in inner.items() if k != "partial"}
+        return kept
+    return value
 
 
 def _no_content(message: Any) -> Any:
@@ -341,6 +422,8 @@ def _normalized(
     agent: Agent, transcript: Mapping[str, Any], scenario: Scenario, declared: Declared
 ) -> dict[str, dict[str, Any]]:
     normalize = Normalizer(transcript["work"], declared)
+    if normalize.system:
+        normalize.register_system_ids(transcript["steps"])
     steps = {}
     for step in transcript["steps"]:
         outcome, events = _outcome(step, scenario, declared), step["events"]
@@ -358,12 +441,30 @@ def _result_pair(step: str, pi: Any, ours: Any, declared: Declared) -> tuple[Any
             {**r, "data": strip_extra(r.get("data"), p.get("data"), keys)} if "data" in r else r
             for r, p in zip(ours["responses"], pi["responses"] + [{}] * 99, strict=False)
         ]
+    if step in declared.names("system-message-count"):
+        pi = _less_one_message(pi)
     if step in declared.names("get-commands") and "value" in pi:
         pi = {**pi, "value": [c for c in pi["value"] if c.get("source") != "extension"]}
         pi["responses"] = [
             {**r, "data": {"commands": pi["value"]}} if "data" in r else r for r in pi["responses"]
         ]
     return pi, ours
+
+
+_COUNT_KEYS = ("messageCount", "totalMessages")
+
+
+def _less_one_message(value: Any) -> Any:
+    """``value`` with every ``messageCount`` / ``totalMessages`` one less: pi 1.6.0's
+    context's system message not counted (``system-message-count``)."""
+    if isinstance(value, dict):
+        return {
+            k: v - 1 if k in _COUNT_KEYS and isinstance(v, int) else _less_one_message(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_less_one_message(v) for v in value]
+    return value
 
 
 def span_of(step: str, declared: Declared, steps: Iterable[str]) -> tuple[str, ...]:
@@ -383,6 +484,9 @@ def _events_pair(
     span = span_of(step, declared, scenario.steps)
     pi: Any = [e for s in span for e in pi_steps[s]["events"]]
     ours: Any = [e for s in span for e in our_steps[s]["events"]]
+    switched = declared.names("model-switch-thinking")
+    if step in switched:
+        ours = [e for e in ours if e.get("type") not in switched]
     if len(span) > 1 and declared.has("backoff-steer-order"):
 
         def split(events: list[Any]) -> dict[str, list[Any]]:
@@ -410,6 +514,16 @@ def compare(
     return pairs
 
 
+#: The rows that forgive nothing but expect their steps to differ.
+_EXPECTATIONS = frozenset({"retried-after-compaction", "backoff-prompt-joins"})
+
+
+def expected_to_differ(declared: Declared) -> tuple[str, ...]:
+    """The ``result:STEP`` / ``events:STEP`` keys that ``backoff-prompt-joins`` expects to
+    differ from pi's (each must)."""
+    return tuple(n for n in declared.names("backoff-prompt-joins") if ":" in n)
+
+
 def mismatches(pi: Any, ours: Any) -> int:
     """How many places ``ours`` differs from ``pi`` in: a key one side lacks, a list item
     one side lacks, a value that differs (each counts one)."""
@@ -433,7 +547,10 @@ def unused_rows(
         expected = [f"result:{s}" for s in declared.names("retried-after-compaction")]
         if not any(full.get(key) for key in expected):
             unused.append("retried-after-compaction")
-    for rule in [r for r in declared.rows if r != "retried-after-compaction"]:
+    joined = expected_to_differ(declared)
+    if declared.has("backoff-prompt-joins") and not all(full.get(key) for key in joined):
+        unused.append("backoff-prompt-joins")
+    for rule in [r for r in declared.rows if r not in _EXPECTATIONS]:
         without = compare(transcripts, declared.without(rule), scenario)
         if not any(mismatches(*pair) > full[key] for key, pair in without.items()):
             unused.append(rule)

@@ -208,8 +208,15 @@ async function main() {
 	const retryEnded = nextEvent((e) => e.type === "auto_retry_end", "auto_retry_end");
 	await step("prompt.retry", "prompt", [tag("retry", "Try again.")], async () => {
 		const retrying = nextEvent((e) => e.type === "auto_retry_start", "auto_retry_start");
+		// pi 1.6.0 then drops the failed attempt from later context: its context_edit entry
+		// (ours too, under retry.profile pi-1.6) closes the step, wherever the lines split.
+		const dropped = nextEvent(
+			(e) => e.type === "entry_appended" && e.entry?.type === "context_edit",
+			"entry_appended",
+		);
 		const disposition = await settled(client.prompt(tag("retry", "Try again.")));
 		await retrying;
+		await dropped;
 		return outcomeOf(disposition);
 	});
 	await step("prompt.duringBackoff", "prompt", [tag("gate-backoff-plain", "And this?")], () =>

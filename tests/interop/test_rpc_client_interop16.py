@@ -8,16 +8,17 @@ returned or threw, with the raw responses of its own commands) and the events it
 compared: ``test_result_matches_pi16[STEP]`` and ``test_events_match_pi16[STEP]``.
 
 Nothing is forgiven but what docs/rpc.md declares in its table of differences
-(``differences.py`` reads it; a row applies only to the versions it names). A step that
-differs from pi today and should not is in ``PENDING_RPC_SURFACE``: a strict xfail, so an
-entry that starts to pass fails the test until it is taken off the list.
+(``differences.py`` reads it; a row applies only to the versions it names). trio-session
+runs with ``retry.profile: "pi-1.6"``, as a pi 1.6.0 user sets it (R-53). The steps the
+table expects to differ (``backoff-prompt-joins``: a prompt during a backoff joins the
+re-attempt, R-55) are strict xfails, and ``test_backoff_prompt_joins_the_retry`` checks our
+side of them on its own.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.interop.differences import (
     Declared,
     Scenario,
     compare,
+    expected_to_differ,
     read_table,
     unused_rows,
 )
@@ -99,72 +101,14 @@ STEPS = (
     "stop",
 )
 
-#: What differs in every step that streams a reply (or, for a failed attempt, its
-#: message fields), besides what its entry names.
-_SHAPE = (
-    "; and pi 1.6.0's message shape: an assistant message_start says stopReason "
-    '"pending", a message_update carries usage and no message or partial, an assistant '
-    "message has durationMs, thinkingLevel, usage.reasoning, cost.totalFromProvider"
-)
-
-# pending: rpc surface (issue 27)
-#: Steps that still differ from pi 1.6.0, each with what differs. Strict xfails: an entry
-#: that starts to pass fails the test until it is taken off the list. The RPC surface of
-#: issue 27 (agent_settled, dispositions, clear_queue, get_available_thinking_levels,
-#: get_entries, get_tree, bash_execution_update, the exit statuses) has landed; what is
-#: left is pi 1.6.0's message shape, its system message, the seed profile's retry and
-#: compaction rules, and a prompt during a backoff (R-36, R-55), none of them declared
-#: as a row yet.
-PENDING_RPC_SURFACE: Mapping[str, str] = {
-    "result:getEntries": "pi 1.6.0's assistant message fields" + _SHAPE,
-    "result:getEntries.since": "pi 1.6.0's assistant message fields" + _SHAPE,
-    "result:getTree": "pi 1.6.0's assistant message fields" + _SHAPE,
-    "result:getTree.forked": "leafId's placeholder: pi 1.6.0 writes more entries before it "
-    "(its system entries), so ids are numbered apart",
-    "events:clearQueue": "the cleared messages are delivered" + _SHAPE,
-    "result:promptAndWait": "the events it returns" + _SHAPE,
-    "events:promptAndWait": "the reply's events" + _SHAPE,
-    "events:prompt.retry": "the failed attempt's events" + _SHAPE,
-    "result:prompt.duringBackoff": "pi 1.6.0 refuses a plain prompt during a backoff "
-    "(isStreaming stays true), we join the retry (R-36, R-55)",
-    "events:prompt.duringBackoff": "pi 1.6.0 refuses a plain prompt during a backoff, we join "
-    "the retry (R-36, R-55)" + _SHAPE,
-    "events:prompt.duringBackoff.steer": "pi 1.6.0 refuses a plain prompt during a backoff, "
-    "we join the retry (R-36, R-55)" + _SHAPE,
-    "events:waitForIdle.afterRetry": "pi 1.6.0 refuses a plain prompt during a backoff, we "
-    "join the retry (R-36, R-55); no entry_appended under the seed profile" + _SHAPE,
-    "events:abortRetry": "no entry_appended event: pi 1.6.0 announces the context_edit that "
-    "drops the failed attempt, which we write only under retry.profile pi-1.6 (R-56e)" + _SHAPE,
-    "events:collectEvents.steerFollowUp": "the replies' events" + _SHAPE,
-    "events:abort": "the aborted reply's events" + _SHAPE,
-    "events:waitForIdle": "the reply's events" + _SHAPE,
-    "events:setModel": "we send thinking_level_changed when the new model clamps the level "
-    "(as pi 0.73.1); pi 1.6.0 does not",
-    "events:cycleModel": "we send thinking_level_changed when the new model clamps the level "
-    "(as pi 0.73.1); pi 1.6.0 does not",
-    "result:getMessages": "pi 1.6.0's assistant message fields" + _SHAPE,
-    "result:getSessionStats": "totalMessages: pi 1.6.0 counts its system message",
-    "result:getState.named": "messageCount: pi 1.6.0 counts its system message",
-    "result:getState.configured": "messageCount: pi 1.6.0 counts its system message",
-    "result:getState.forked": "messageCount: pi 1.6.0 counts its system message; the "
-    "sessionId's placeholder (pi's extra entries)",
-    "result:getState.afterQueues": "messageCount: pi 1.6.0 counts its system message",
-    "result:getState.final": "the sessionId's placeholder: pi 1.6.0's extra entries number "
-    "the ids apart",
-    "result:compact": "pi 1.6.0 finds nothing to compact this early (its keep-recent cut), we "
-    "compact",
-    "events:compact": "pi 1.6.0 finds nothing to compact this early, we compact",
-    "result:getSessionStats.end": "follows from the backoff prompt and the compaction above",
-    "result:getForkMessages.cloned": "follows from the backoff prompt above (pi refused it)",
-    "result:getMessages.switched": "follows from the backoff prompt and the compaction above",
-}
-
 
 def _xfail(kind: str, step: str) -> list[pytest.MarkDecorator]:
-    reason = PENDING_RPC_SURFACE.get(f"{kind}:{step}")
-    return (
-        [pytest.mark.xfail(reason=f"pending (issue 27): {reason}", strict=True)] if reason else []
-    )
+    """A strict xfail for a step the table expects to differ (``backoff-prompt-joins``):
+    one that starts to match pi fails the test until the row is changed."""
+    if f"{kind}:{step}" not in expected_to_differ(DECLARED):
+        return []
+    reason = DECLARED.rows["backoff-prompt-joins"].why
+    return [pytest.mark.xfail(reason=f"declared (backoff-prompt-joins): {reason}", strict=True)]
 
 
 def _params(kind: str) -> list[Any]:
@@ -275,9 +219,58 @@ def test_the_table_and_the_rules_agree() -> None:
         assert all((row.what, row.compared, row.why)), row
 
 
-def test_pending_list_names_real_steps() -> None:
-    """Every PENDING_RPC_SURFACE key names a step and a kind."""
-    for key in PENDING_RPC_SURFACE:
+def test_expected_differences_name_real_steps() -> None:
+    """Every key ``backoff-prompt-joins`` expects to differ names a kind and a step."""
+    keys = expected_to_differ(DECLARED)
+    assert keys
+    for key in keys:
         kind, _, step = key.partition(":")
         assert kind in {"result", "events"}, key
         assert step in STEPS, key
+
+
+def _kinds(events: list[dict[str, Any]]) -> list[str]:
+    """Event types, a message's with its role and first text (``message_end:user:…``)."""
+    kinds = []
+    for event in events:
+        kind = event["type"]
+        if kind in ("message_update", "queue_update"):
+            continue
+        message = event.get("message")
+        if kind == "message_end" and isinstance(message, dict):
+            texts = [p.get("text", "") for p in message.get("content", []) if isinstance(p, dict)]
+            first = (texts or [""])[0].split("]")[0].removeprefix("[interop:")
+            kind = f"{kind}:{message['role']}:{first}"
+        kinds.append(kind)
+    return kinds
+
+
+def test_backoff_prompt_joins_the_retry(transcripts16: dict[Agent, dict[str, Any]]) -> None:
+    """Our side of ``backoff-prompt-joins`` (R-36, R-55): the plain prompt sent during the
+    backoff is answered ``queued``; the re-attempt carries it, in one run with one
+    ``auto_retry_end`` (a success); the steer sent after it is the next turn's; the run
+    settles once."""
+    steps = {s["step"]: s for s in transcripts16["trio-session"]["steps"]}
+    assert steps["prompt.duringBackoff"]["value"] == "queued"
+    span = ("prompt.duringBackoff", "prompt.duringBackoff.steer", "waitForIdle.afterRetry")
+    events = [e for step in span for e in steps[step]["events"]]
+    ends = [e for e in events if e["type"] == "auto_retry_end"]
+    assert [(e["success"], e["attempt"]) for e in ends] == [(True, 1)]
+    assert _kinds(events) == [
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end:user:gate-backoff-plain",
+        "message_start",
+        "message_end:assistant:Reply to gate-backoff-plain.",
+        "auto_retry_end",
+        "turn_end",
+        "turn_start",
+        "message_start",
+        "message_end:user:backoff-steer",
+        "message_start",
+        "message_end:assistant:Reply to backoff-steer.",
+        "turn_end",
+        "agent_end",
+        "agent_settled",
+    ]

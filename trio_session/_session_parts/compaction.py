@@ -22,7 +22,7 @@ import attrs
 import trio
 
 from .._agent import Agent
-from .._compaction import Compactor, can_compact
+from .._compaction import Compactor, can_compact, summarizable
 from .._events import CompactionEnd, CompactionReason, CompactionResult, CompactionStart
 from .._messages import CompactionSummaryMessage
 from .._retry.classify import CLASSIFIERS, Classifier
@@ -109,8 +109,12 @@ class Compaction:
         agent = self.agent
         settings = self.settings.current
         pi16 = is_pi16(settings)
-        if pi16 and reason != "manual" and not self.can_compact(without_last=False):
-            return None  # R-56a: pi 1.6.0 finds nothing to summarize before it starts
+        if reason == "manual":  # R-56a: the reference's cut, whatever the compactor
+            nothing = pi16 and not summarizable(agent.messages, settings.compaction)
+        else:
+            nothing = pi16 and not self.can_compact(without_last=False)
+            if nothing:
+                return None  # R-56a: pi 1.6.0 finds nothing to summarize before it starts
         ask = agent.complete
         if pi16:  # R-56f: the summary request is retried as a run is
             ask = RetryingAsk(
@@ -123,6 +127,11 @@ class Compaction:
             )
         self.running = True
         self.hub.emit(CompactionStart(reason=reason))
+        if nothing:  # R-56a, manual: pi 1.6.0 refuses between its start and end events
+            self.running = False
+            refused = f"Compaction failed: {NOTHING_TO_COMPACT}"
+            self.hub.emit(CompactionEnd(reason, None, False, False, error_message=refused))
+            return None
         try:
             compaction = await self.compactor.compact(
                 tuple(agent.messages),
