@@ -149,7 +149,7 @@ async def test_streamed_text_and_usage(server: ScriptedServer, provider: Anthrop
         )
     )
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="end_turn")
     assert sink.deltas == ["Hel", "lo!"]
     assert sink.last_usage == Usage(input=30, output=6, cache_read=1000, cache_write=200)
     (request,) = server.requests
@@ -176,7 +176,7 @@ async def test_stop_reasons(
         event_stream([message_start(), *text_block(0, "x"), *message_end(stop_reason, 1)])
     )
     end, _ = await ask(provider)
-    assert end == StreamEnd(stop_reason=expected)  # type: ignore[arg-type]
+    assert end == StreamEnd(stop_reason=expected, raw_stop_reason=stop_reason)  # type: ignore[arg-type]
 
 
 async def test_tool_use(server: ScriptedServer, provider: AnthropicProvider) -> None:
@@ -193,7 +193,7 @@ async def test_tool_use(server: ScriptedServer, provider: AnthropicProvider) -> 
         )
     )
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="toolUse")
+    assert end == StreamEnd(stop_reason="toolUse", raw_stop_reason="tool_use")
     assert sink.joined == "Reading."
     assert sink.tool_calls == [
         ToolCall(id="toolu_01", name="read", arguments={"path": "a.txt"}),
@@ -224,7 +224,7 @@ async def test_context_and_tools_on_the_wire(
     tool = ToolSpec("read", "Read a file", {"type": "object", "properties": {}})
     request = ProviderRequest(MODEL, messages, system_prompt="Be brief.", tools=(tool,))
     end, _ = await ask(provider, request)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="end_turn")
     body = server.requests[0].json()
     assert body["system"] == "Be brief."
     assert body["messages"] == [
@@ -457,7 +457,7 @@ async def test_pings_keep_a_slow_answer_alive(
         )
     )
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="end_turn")
     assert sink.joined == "done"
 
 
@@ -470,7 +470,7 @@ async def test_pings_keep_a_slow_answer_alive(
                 "Invalid response from server: the input of tool call 'read' is not a JSON object"
             ),
         ),
-        ("max_tokens", StreamEnd(stop_reason="length")),
+        ("max_tokens", StreamEnd(stop_reason="length", raw_stop_reason="max_tokens")),
     ],
 )
 async def test_tool_input_that_is_not_json(

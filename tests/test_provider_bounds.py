@@ -114,7 +114,8 @@ async def test_lone_surrogates_are_sent_as_replacement_characters(
         server.script(event_stream(anthropic_answer("ok")))
     async with provider:
         end, sink = await ask(provider, request)
-    assert end == StreamEnd(stop_reason="stop")
+    raw = "stop" if api == "openai" else "end_turn"  # finish_reason / stop_reason
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason=raw)
     assert sink.joined == "ok"
     body = server.requests[0].json()
     if api == "openai":
@@ -374,7 +375,7 @@ async def test_no_attempt_timeout_lets_a_long_answer_finish(
     start = trio.current_time()
     async with OpenAIProvider(base_url=f"{server.url}/v1", attempt_timeout=None) as provider:
         end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     assert sink.joined == "0123456789"
     assert trio.current_time() - start == 1100.0
 
@@ -500,5 +501,5 @@ async def test_line_separator_inside_a_delta_is_text(
     raw = '{"choices": [{"index": 0, "delta": {"content": "a\u2028b"}, "finish_reason": "stop"}]}'
     server.script(event_stream([f"data: {raw}\n\n", DONE]))
     end, sink = await ask(openai)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     assert sink.joined == "a\u2028b"

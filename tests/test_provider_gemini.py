@@ -123,7 +123,7 @@ async def test_streamed_text_usage_and_the_request(
         api_key=KEY,
     )
     end, sink = await ask(provider, request)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="STOP")
     assert sink.deltas == ["Hel", "lo"]
     assert sink.last_usage == Usage(input=20, output=12, cache_read=100)
     assert sink.responses == [("resp-1", "gemini-2.5-flash-001")]
@@ -154,7 +154,7 @@ async def test_thinking_parts_and_signature(
         model=model, messages=(UserMessage("2+2?", timestamp=0),), thinking_level="low"
     )
     end, sink = await ask(provider, request)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="STOP")
     assert (sink.thoughts, sink.signatures) == (["Let me see"], ["c2lnMQ=="])
     assert sink.deltas == ["Four."]
     assert server.bodies[0]["generationConfig"] == {
@@ -173,7 +173,9 @@ async def test_thinking_off_and_gemini_3_levels(server: ScriptedServer) -> None:
             request = ProviderRequest(
                 model=model, messages=(UserMessage("x", timestamp=0),), thinking_level=level
             )
-            assert (await ask(provider, request))[0] == StreamEnd(stop_reason="stop")
+            assert (await ask(provider, request))[0] == StreamEnd(
+                stop_reason="stop", raw_stop_reason="STOP"
+            )
     assert [b["generationConfig"]["thinkingConfig"] for b in server.bodies] == [
         {"thinkingBudget": 0},
         {"includeThoughts": True, "thinkingLevel": "HIGH"},
@@ -203,7 +205,7 @@ async def test_function_calls_get_stable_ids(
         model=MODEL, messages=(UserMessage("go", timestamp=0),), tools=tools, api_key=KEY
     )
     end, sink = await ask(provider, request)
-    assert end == StreamEnd(stop_reason="toolUse")
+    assert end == StreamEnd(stop_reason="toolUse", raw_stop_reason="STOP")
     assert sink.tool_calls == [
         ToolCall(id="call_resp-1_0", name="read", arguments={"path": "a.txt"}),
         ToolCall(id="call_resp-1_1", name="ls", arguments={}),
@@ -249,7 +251,7 @@ async def test_history_roles_tool_results_and_images(
         ),
     )
     end, _ = await ask(provider, ProviderRequest(model=MODEL, messages=messages, api_key=KEY))
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="STOP")
     assert server.bodies[0]["contents"] == [
         {
             "role": "user",
@@ -277,7 +279,7 @@ async def test_history_roles_tool_results_and_images(
 @pytest.mark.parametrize(
     ("finish", "expected"),
     [
-        ("MAX_TOKENS", StreamEnd(stop_reason="length")),
+        ("MAX_TOKENS", StreamEnd(stop_reason="length", raw_stop_reason="MAX_TOKENS")),
         (
             "SAFETY",
             StreamEnd.error(

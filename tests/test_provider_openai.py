@@ -17,6 +17,7 @@ import trio.testing
 from trio_session import (
     AssistantMessage,
     Model,
+    ModelCost,
     ProviderRequest,
     StreamEnd,
     TextContent,
@@ -25,6 +26,8 @@ from trio_session import (
     ToolSpec,
     Usage,
     UserMessage,
+    message_to_json,
+    open_session,
     parse_retry_after_ms,
 )
 from trio_session.providers._error_text import STREAM_CUT_MESSAGE
@@ -76,6 +79,49 @@ def usage_chunk(prompt: int, completion: int, cached: int | None = None) -> str:
     )
 
 
+@pytest.mark.parametrize(
+    ("usage", "reasoning"),
+    [
+        ({"completion_tokens_details": {"reasoning_tokens": 30}}, 30),
+        ({"reasoning_tokens": 7}, 7),  # some compatible servers send it at the top level
+        ({"completion_tokens_details": {"reasoning_tokens": "many"}}, 0),
+        ({}, 0),
+    ],
+)
+async def test_reasoning_tokens_and_the_reply_pi16_fields(
+    server: ScriptedServer, usage: dict[str, Any], reasoning: int
+) -> None:
+    """pi 1.6.0's fields, as a session's reply carries them: ``usage.reasoning`` (a part of
+    ``output``), ``rawStopReason`` (the finish_reason as sent), ``thinkingLevel`` (the level
+    the request went with), ``durationMs`` on the run's clock, and a cost priced from the
+    model's rates, so ``totalFromProvider`` false."""
+    body = {"prompt_tokens": 10, "completion_tokens": 40, **usage}
+    server.script(
+        event_stream(
+            [
+                chunk("ok"),
+                chunk(finish="length"),
+                sse({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": body}),
+                DONE,
+            ]
+        )
+    )
+    model = Model(id="m", provider="openai", reasoning=True, cost=ModelCost(input=1, output=2))
+    provider = OpenAIProvider(base_url=f"{server.url}/v1", api_key=KEY)
+    async with provider, open_session(provider, model, thinking_level="low") as session:
+        reply = await session.prompt("hi")
+    assert (reply.usage.output, reply.usage.reasoning) == (40, reasoning)
+    assert (reply.raw_stop_reason, reply.stop_reason) == ("length", "length")
+    assert reply.thinking_level == "low"
+    assert isinstance(reply.duration_ms, int)
+    assert reply.duration_ms >= 0
+    wire = message_to_json(reply)
+    assert wire["usage"]["reasoning"] == reasoning
+    assert wire["usage"]["cost"]["totalFromProvider"] is False
+    assert (wire["rawStopReason"], wire["thinkingLevel"]) == ("length", "low")
+    assert wire["durationMs"] == reply.duration_ms
+
+
 def openai_error(message: str, type: str, code: str | None = None) -> dict[str, Any]:
     """An error body in OpenAI's shape."""
     return {"error": {"message": message, "type": type, "param": None, "code": code}}
@@ -124,9 +170,9 @@ async def test_streamed_text_and_usage(server: ScriptedServer, provider: OpenAIP
         )
     )
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     assert sink.deltas == ["Hel", "lo!"]
-    assert sink.last_usage == Usage(input=20, output=5, cache_read=100)
+    assert sink.last_usage == Usage(input=20, output=5, cache_read=100, reasoning=0)
     (request,) = server.requests
     assert (request.method, request.path) == ("POST", "/v1/chat/completions")
     assert request.headers["authorization"] == f"Bearer {KEY}"
@@ -142,7 +188,7 @@ async def test_finish_reason_length(server: ScriptedServer, provider: OpenAIProv
     """finish_reason "length" ends the message with stopReason "length"."""
     server.script(event_stream([chunk("Once upon"), chunk(finish="length"), DONE]))
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="length")
+    assert end == StreamEnd(stop_reason="length", raw_stop_reason="length")
     assert sink.joined == "Once upon"
 
 
@@ -182,7 +228,7 @@ async def test_tool_calls_accumulate_by_index(
         )
     )
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="toolUse")
+    assert end == StreamEnd(stop_reason="toolUse", raw_stop_reason="tool_calls")
     assert sink.joined == "Let me look."
     assert sink.tool_calls == [
         ToolCall(id="call_a", name="read", arguments={"path": "a.txt"}),
@@ -208,7 +254,7 @@ async def test_context_and_tools_on_the_wire(
     )
     request = ProviderRequest(MODEL, messages, system_prompt="Be brief.", tools=(tool,))
     end, _ = await ask(provider, request)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     body = server.requests[0].json()
     assert body["messages"] == [
         {"role": "system", "content": "Be brief."},
@@ -266,7 +312,7 @@ async def test_local_server_gaps_are_tolerated(server: ScriptedServer) -> None:
     async with OpenAIProvider(base_url=f"{server.url}/v1", name="llama.cpp") as local:
         assert local.name == "llama.cpp"
         end, sink = await ask(local, ProviderRequest(MODEL, (UserMessage("ls", timestamp=0),)))
-    assert end == StreamEnd(stop_reason="toolUse")
+    assert end == StreamEnd(stop_reason="toolUse", raw_stop_reason="stop")
     assert sink.tool_calls == [ToolCall(id="call_0", name="ls", arguments={"dir": "."})]
     assert sink.usages == []
     assert "authorization" not in server.requests[0].headers
@@ -282,7 +328,7 @@ async def test_model_base_url_wins(server: ScriptedServer) -> None:
         )
         moved = Model("qwen", "vllm", base_url=f"{server.url}/v2/")
         end, _ = await ask(provider, ProviderRequest(moved, (UserMessage("x", timestamp=0),)))
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     assert server.requests[0].path == "/v2/chat/completions"
 
 
@@ -606,7 +652,7 @@ async def test_slow_but_steady_stream_is_fine(
     server.script(event_stream([chunk("a"), chunk("b"), chunk("c", finish="stop"), DONE], delay=4))
     start = trio.current_time()
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     assert sink.joined == "abc"
     assert trio.current_time() - start == 12.0
 
@@ -651,7 +697,7 @@ async def test_client_passed_in_stays_open(server: ScriptedServer) -> None:
             redirected, _ = await ask(provider)
             end, _ = await ask(provider)
         assert redirected == StreamEnd.error(f"307 status code (no body)\nlocation: {moved}")
-        assert end == StreamEnd(stop_reason="stop")
+        assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
         assert len(server.requests) == 2
         assert not client.is_closed
 
@@ -672,7 +718,7 @@ async def test_tool_call_cut_by_max_tokens(
     cut = [{"index": 0, "id": "c", "function": {"name": "read", "arguments": '{"pa'}}]
     server.script(event_stream([chunk(tool_calls=cut), chunk(finish="length"), DONE]))
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="length")
+    assert end == StreamEnd(stop_reason="length", raw_stop_reason="length")
     assert sink.tool_calls == []
 
 
@@ -709,6 +755,6 @@ async def test_reasoning_fields_stream_as_thinking(
         )
     )
     end, sink = await ask(provider)
-    assert end == StreamEnd(stop_reason="stop")
+    assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     assert (sink.thoughts, sink.deltas) == (["Hmm, ", "let me see."], ["Answer."])
     assert sink.responses[0] == ("chatcmpl-1", "gpt-test")

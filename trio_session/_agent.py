@@ -370,7 +370,7 @@ class Agent:
         self.emit(MessageEnd(message=message))
 
     async def _stream_turn(self, produced: list[Message]) -> AssistantMessage:
-        builder = MessageBuilder(self.emit, self.provider.name, self.model)
+        builder = MessageBuilder(self.emit, self.provider.name, self.model, self.thinking_level)
         try:
             api_key = await self.key_source() if self.key_source is not None else None
             self.streaming = True

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import trio
 
 from ._events import (
     GrowingPart,
@@ -40,6 +41,14 @@ from .providers._error_text import invalid_response_message
 Emit = Callable[[SessionEvent], None]
 
 
+def _now() -> float | None:
+    """The run's clock (virtual under a test's ``MockClock``); ``None`` outside a run."""
+    try:
+        return trio.current_time()
+    except RuntimeError:
+        return None
+
+
 @attrs.define(eq=False)
 class MessageBuilder:
     """Collects a streaming answer and tells it as the reference's stream events.
@@ -56,11 +65,20 @@ class MessageBuilder:
     deltas as a list of pieces, and each update carries a ``PartialMessage`` view
     (a few references and counts) that makes the message only if someone reads it.
     A part's text is joined once, when it ends.
+
+    The final message also says what pi 1.6.0's do: the ``thinking_level`` the request
+    was sent with, the provider's ``raw_stop_reason``, ``duration_ms`` from the
+    builder's making (just before the request) to the end on the run's clock, and, once
+    the provider reported usage, ``cost.total_from_provider`` false (priced from the
+    model's rates).
     """
 
     _emit: Emit
     _provider: str
     _model: Model
+    _thinking_level: str | None = None
+    _begun: float | None = attrs.field(factory=lambda: _now(), init=False)
+    _reported: bool = attrs.field(default=False, init=False)  # the provider gave usage
     _parts: list[ContentPart] = attrs.field(factory=list, init=False)  # finished parts
     _growing: GrowingPart | None = attrs.field(default=None, init=False)  # the last, open
     _usage: Usage = attrs.field(default=ZERO_USAGE, init=False)
@@ -158,6 +176,7 @@ class MessageBuilder:
 
     def usage(self, usage: Usage) -> None:
         self._usage = usage
+        self._reported = True
         self._head = None
 
     def finish(self, end: StreamEnd) -> AssistantMessage:
@@ -175,6 +194,13 @@ class MessageBuilder:
                 self._head = self.snapshot(end, content=False)
             self._close_part()
         message = self.snapshot(end)
+        now, begun = _now(), self._begun
+        message = attrs.evolve(
+            message,
+            thinking_level=self._thinking_level,
+            raw_stop_reason=end.raw_stop_reason,
+            duration_ms=None if now is None or begun is None else round((now - begun) * 1000),
+        )
         if not self.started:
             self.started = True
             self._emit(MessageStart(message=message))
@@ -189,11 +215,14 @@ class MessageBuilder:
             growing = self._growing
             if growing is not None:
                 parts.append(growing.part(len(growing.pieces), growing.signature))
+        usage = self._model.priced(self._usage)
+        if self._reported:  # priced here, not billed by the provider (pi 1.6.0 says so)
+            usage = attrs.evolve(usage, cost=attrs.evolve(usage.cost, total_from_provider=False))
         return AssistantMessage(
             content=parts,
             stop_reason=end.stop_reason,
             error_message=end.error_message,
-            usage=self._model.priced(self._usage),
+            usage=usage,
             provider=self._provider,
             model=self._model.id,
             api=self._model.api,

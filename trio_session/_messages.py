@@ -99,6 +99,9 @@ class Cost:
         cache_read: the cost of the tokens read from the provider's cache.
         cache_write: the cost of the tokens written to the provider's cache.
         total: the four added up.
+        total_from_provider: whether ``total`` is what the provider billed (pi 1.6.0's
+            ``totalFromProvider``): ``False`` when it was priced from the model's
+            rates after the provider reported usage; ``None`` when nothing was reported.
     """
 
     input: float = 0.0
@@ -106,6 +109,7 @@ class Cost:
     cache_read: float = 0.0
     cache_write: float = 0.0
     total: float = 0.0
+    total_from_provider: bool | None = None
 
 
 #: The zero cost: the default of every ``Usage`` (frozen, so one is shared by all).
@@ -122,6 +126,9 @@ class Usage:
         cache_read: input tokens read from the provider's cache.
         cache_write: input tokens written to the provider's cache.
         cost: what those tokens cost, in dollars.
+        reasoning: of ``output``, the reasoning tokens, when the provider says (pi 1.6.0's
+            ``usage.reasoning``; OpenAI's ``completion_tokens_details.reasoning_tokens``);
+            ``None`` when it gives no breakdown.
     """
 
     input: int = 0
@@ -129,6 +136,7 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
     cost: Cost = ZERO_COST
+    reasoning: int | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -224,6 +232,13 @@ class AssistantMessage:
         api: the wire API the provider spoke (the reference's ``api`` field).
         response_id: the provider's id for the response, when it gave one.
         response_model: the model the response says answered, when it said.
+        thinking_level: the thinking level the request was sent with (pi 1.6.0's
+            ``thinkingLevel``); ``None`` for a message made outside a session's turn.
+        raw_stop_reason: why the provider said the answer ended, in its own words
+            (OpenAI's ``finish_reason``, Anthropic's ``stop_reason``, Gemini's
+            ``finishReason``), when it said.
+        duration_ms: milliseconds from the request's start to the answer's end, on the
+            run's clock (pi 1.6.0's ``durationMs``); not compared by ``==``.
         role: always ``"assistant"``; the message's kind on the wire.
         failure: a failed HTTP response as data — status, wait hint, request id,
             selected headers, the body's error type and code (R-64); ``None`` when the
@@ -244,6 +259,9 @@ class AssistantMessage:
     api: str = ""
     response_id: str | None = None
     response_model: str | None = None
+    thinking_level: str | None = None
+    raw_stop_reason: str | None = None
+    duration_ms: int | None = attrs.field(default=None, eq=False)
     role: Literal["assistant"] = "assistant"
     failure: ProviderFailure | None = attrs.field(
         default=None, eq=False, repr=False, metadata=IN_MEMORY

@@ -49,6 +49,7 @@ RULES = frozenset(
         "system-message",
         "system-message-count",
         "pi16-message-shape",
+        "pi16-message-fields",
         "model-switch-thinking",
         "backoff-prompt-joins",
     }
@@ -278,35 +279,12 @@ def without_system(items: list[Any], above: Mapping[str, Any] | None = None) -> 
     return kept
 
 
-#: pi 1.6.0's additions to an assistant message, its usage and its cost
-#: (``pi16-message-shape``).
-_PI16_MESSAGE_KEYS = frozenset({"durationMs", "thinkingLevel", "rawStopReason"})
-_PI16_USAGE_KEYS = frozenset({"reasoning"})
-_PI16_COST_KEYS = frozenset({"totalFromProvider"})
-
-
-def _usage16(usage: Any) -> Any:
-    if not isinstance(usage, dict):
-        return usage
-    kept = {k: v for k, v in usage.items() if k not in _PI16_USAGE_KEYS}
-    cost = kept.get("cost")
-    if isinstance(cost, dict):
-        kept["cost"] = {k: v for k, v in cost.items() if k not in _PI16_COST_KEYS}
-    return kept
-
-
 def shape16(value: dict[str, Any]) -> dict[str, Any]:
-    """One dict in pi 0.73.1's message shape, as both agents' are compared
-    (``pi16-message-shape``): an assistant message without pi 1.6.0's additions; an
+    """One streaming event as both agents' are compared (``pi16-message-shape``): an
     assistant ``message_start`` without its ``stopReason`` (pi 1.6.0's ``"pending"``); a
-    ``message_update`` as ``{type, assistantMessageEvent}`` without ``partial`` (pi 1.6.0's
-    ``usage`` and 0.73.1's ``message`` left out). Applied to both sides."""
+    ``message_update`` as ``{type, assistantMessageEvent}`` without ``partial`` (pi
+    1.6.0's ``usage`` and 0.73.1's ``message`` left out). Applied to both sides."""
     kind = value.get("type")
-    if value.get("role") == "assistant":
-        kept = {k: v for k, v in value.items() if k not in _PI16_MESSAGE_KEYS}
-        if "usage" in kept:
-            kept["usage"] = _usage16(kept["usage"])
-        return kept
     if kind == "message_start":
         message = value.get("message")
         if isinstance(message, dict) and message.get("role") == "assistant":
@@ -362,7 +340,8 @@ def strip_ours(value: Any, declared: Declared) -> Any:
     """Our extra keys that pi never sends, removed wherever they sit (``will-retry`` on
     ``agent_end``, ``message-update-delta`` on ``message_update``, ``compaction-result`` on
     a compaction result), and pi 1.6.0's additions an older pi lacks (``pi16-protocol``:
-    its events, a prompt's ``disposition``), before normalizing."""
+    its events, a prompt's ``disposition``; ``pi16-message-fields``: an assistant
+    message's, its usage's and its cost's new keys), before normalizing."""
     additions = declared.names("pi16-protocol")
     if isinstance(value, list):
         return [
@@ -377,7 +356,9 @@ def strip_ours(value: Any, declared: Declared) -> Any:
         if isinstance(data, dict) and set(data) <= set(additions):
             value = {k: v for k, v in value.items() if k != "data"}
     drop: tuple[str, ...] = ()
-    if value.get("type") == "agent_end":
+    if value.get("role") == "assistant" or "totalTokens" in value or "totalFromProvider" in value:
+        drop = declared.names("pi16-message-fields")  # a message, its usage, its cost
+    elif value.get("type") == "agent_end":
         drop = declared.names("will-retry")
     elif value.get("type") == "message_update":
         drop = declared.names("message-update-delta")

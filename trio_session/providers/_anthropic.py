@@ -307,7 +307,7 @@ class MessagesParser:
             )
         if self._calls and reason == "stop":
             reason = "toolUse"
-        return StreamEnd(stop_reason=reason)
+        return StreamEnd(stop_reason=reason, raw_stop_reason=self._stop_reason)
 
 
 def thinking_budget(base_max_tokens: int, model_max_tokens: int, level: str) -> tuple[int, int]:

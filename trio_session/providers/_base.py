@@ -204,11 +204,14 @@ class StreamEnd:
         error_message: what went wrong, when it failed.
         failure: the failed response as data, when there was one (R-64): it becomes
             the reply's ``AssistantMessage.failure``; not compared by ``==``.
+        raw_stop_reason: the provider's own word for why the answer ended
+            (``finish_reason``, ``stop_reason``, ``finishReason``), when it gave one.
     """
 
     stop_reason: StopReason = "stop"
     error_message: str | None = None
     failure: ProviderFailure | None = attrs.field(default=None, eq=False)  # as the reply's
+    raw_stop_reason: str | None = None
 
     @classmethod
     def error(cls, message: str, failure: ProviderFailure | None = None) -> StreamEnd:

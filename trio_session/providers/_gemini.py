@@ -416,7 +416,7 @@ class GenerateContentParser:
                 detail = excerpt(self._finish_message, MAX_MESSAGE_CHARS, secrets=self._secrets)
                 text += f" — {detail}"
             return StreamEnd.error(text)
-        return StreamEnd(stop_reason=stop)
+        return StreamEnd(stop_reason=stop, raw_stop_reason=reason)
 
     def _candidate(self, candidate: Mapping[str, Any]) -> StreamEnd | None:
         content = candidate.get("content")

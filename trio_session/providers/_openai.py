@@ -72,16 +72,21 @@ def openai_usage(usage: Mapping[str, Any]) -> Usage:
     """Our ``Usage`` from a Chat Completions ``usage`` object.
 
     ``input`` is ``prompt_tokens`` minus the cached ones, which are ``cache_read``;
-    ``output`` is ``completion_tokens`` (reasoning tokens included). Missing fields
-    count 0.
+    ``output`` is ``completion_tokens`` (reasoning tokens included), of which
+    ``reasoning`` are ``completion_tokens_details.reasoning_tokens`` (or a top-level
+    ``reasoning_tokens``, as some compatible servers send; pi 1.6.0 reads both). Missing
+    fields count 0.
     """
     details = usage.get("prompt_tokens_details")
     cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
     prompt = _int(usage.get("prompt_tokens"))
+    completion = usage.get("completion_tokens_details")
+    reasoning = _int(completion.get("reasoning_tokens")) if isinstance(completion, Mapping) else 0
     return Usage(
         input=max(prompt - cached, 0),
         output=_int(usage.get("completion_tokens")),
         cache_read=cached,
+        reasoning=reasoning or _int(usage.get("reasoning_tokens")),
     )
 
 
@@ -272,7 +277,7 @@ class ChatCompletionsParser:
             self._sink.tool_call(call)
         if calls and reason == "stop":
             reason = "toolUse"  # servers that say "stop" next to tool calls
-        return StreamEnd(stop_reason=reason)
+        return StreamEnd(stop_reason=reason, raw_stop_reason=self._finish_reason)
 
 
 @attrs.define(eq=False)
