@@ -144,6 +144,50 @@ async def test_a_refused_connection_is_said_before_the_retries(tmp_path: Path) -
         await process.wait()
 
 
+async def test_rpc_says_on_stderr_that_nothing_listens(tmp_path: Path) -> None:
+    """``trio-session rpc``: the same note on stderr at the first retry; stdout keeps the
+    protocol (the prompt's answer, then its events)."""
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"retry": {"baseDelayMs": 600_000}}))
+    port = closed_port()
+    args = ["rpc", "--provider", "openai", "--base-url", f"http://127.0.0.1:{port}/v1"]
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "trio_session", *args, "--no-session", "--settings", str(slow)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**private_env(tmp_path), "OPENAI_API_KEY": "sk-test-0123456789"},
+        cwd=tmp_path,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    try:
+        await process.stdin.send_all(b'{"id":"1","type":"prompt","message":"hi"}\n')
+        seen = b""
+        with trio.fail_after(60):
+            while b"\n" not in seen:
+                chunk = await process.stderr.receive_some()
+                assert chunk, "stderr ended"
+                seen += chunk
+        assert seen.decode() == (
+            f"trio-session: nothing listens on 127.0.0.1:{port} (connection refused); retrying\n"
+        )
+        out = b""
+        with trio.fail_after(60):
+            while b'"auto_retry_start"' not in out:
+                chunk = await process.stdout.receive_some()
+                assert chunk, "stdout ended"
+                out += chunk
+        lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+        assert lines[0]["type"] == "response"
+        assert all(isinstance(line, dict) for line in lines)
+        assert process.returncode is None  # the first retry waits ten minutes
+    finally:
+        process.kill()
+        await process.wait()
+
+
 # --- print mode and the initial prompt -------------------------------------------------------
 
 

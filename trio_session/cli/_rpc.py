@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 
 from .._command_keys import open_credentials
+from .._events import AutoRetryStart, SessionEvent
 from .._opening import open_session
 from .._session import AgentSession
 from .._settings import SettingsStore
 from ..store._open_history import open_history
 from ..store._session_file import SessionFile
+from ._output import refused_note
 from ._setup import (
     credentials_url,
     extensions,
@@ -20,6 +23,14 @@ from ._setup import (
     prompt_input,
     session_start,
 )
+
+
+def note_refused(event: SessionEvent) -> None:
+    """On stderr, as chat does: nothing listens where the provider was asked (the first
+    retry of a refused connection). stdout is the protocol's; pi's clients keep stderr."""
+    if isinstance(event, AutoRetryStart) and (note := refused_note(event)) is not None:
+        with contextlib.suppress(OSError):
+            print(f"trio-session: {note}", file=sys.stderr, flush=True)
 
 
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
@@ -77,6 +88,7 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                 )
                 if name:  # --name: the first session's
                     session.set_session_name(name.pop())
+                session.subscribe(note_refused)
                 yield session
 
         stopped_by = await serve_stdio(
