@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,10 +172,14 @@ def _own_doc(obj: Any) -> str | None:
 
 
 def _attribute_docs(module: ModuleType) -> dict[str, str]:
-    """Module-level names documented by a string statement right after their assignment."""
+    """Module-level names documented by a string statement right after their assignment
+    (or declaration: also in a top-level ``if``, such as ``if TYPE_CHECKING:``, where a
+    module declares what its ``__getattr__`` builds when first read)."""
     tree = ast.parse(inspect.getsource(module))
     docs: dict[str, str] = {}
-    for previous, node in zip(tree.body, tree.body[1:], strict=False):
+    blocks = [tree.body, *(node.body for node in tree.body if isinstance(node, ast.If))]
+    pairs = [pair for body in blocks for pair in itertools.pairwise(body)]
+    for previous, node in pairs:
         if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             continue
         if not isinstance(node.value.value, str):

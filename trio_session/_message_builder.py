@@ -28,6 +28,7 @@ from ._messages import (
     ZERO_USAGE,
     AssistantMessage,
     ContentPart,
+    Cost,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -79,6 +80,7 @@ class MessageBuilder:
     _thinking_level: str | None = None
     _begun: float | None = attrs.field(factory=lambda: _now(), init=False)
     _reported: bool = attrs.field(default=False, init=False)  # the provider gave usage
+    _priced: Usage | None = attrs.field(default=None, init=False)  # _usage, priced
     _parts: list[ContentPart] = attrs.field(factory=list, init=False)  # finished parts
     _growing: GrowingPart | None = attrs.field(default=None, init=False)  # the last, open
     _usage: Usage = attrs.field(default=ZERO_USAGE, init=False)
@@ -177,6 +179,7 @@ class MessageBuilder:
     def usage(self, usage: Usage) -> None:
         self._usage = usage
         self._reported = True
+        self._priced = None
         self._head = None
 
     def finish(self, end: StreamEnd) -> AssistantMessage:
@@ -193,21 +196,17 @@ class MessageBuilder:
             if end.stop_reason == "aborted":  # the closing update says so, as pi's does
                 self._head = self.snapshot(end, content=False)
             self._close_part()
-        message = self.snapshot(end)
-        now, begun = _now(), self._begun
-        message = attrs.evolve(
-            message,
-            thinking_level=self._thinking_level,
-            raw_stop_reason=end.raw_stop_reason,
-            duration_ms=None if now is None or begun is None else round((now - begun) * 1000),
-        )
+        message = self.snapshot(end, final=True)
         if not self.started:
             self.started = True
             self._emit(MessageStart(message=message))
         return message
 
-    def snapshot(self, end: StreamEnd | None = None, *, content: bool = True) -> AssistantMessage:
-        """The message as it is now (without its content if ``content`` is false)."""
+    def snapshot(
+        self, end: StreamEnd | None = None, *, content: bool = True, final: bool = False
+    ) -> AssistantMessage:
+        """The message as it is now (without its content if ``content`` is false); the
+        ``final`` one also says its thinking level, raw stop reason and duration."""
         end = end or StreamEnd()
         parts: list[ContentPart] = []
         if content:
@@ -215,21 +214,49 @@ class MessageBuilder:
             growing = self._growing
             if growing is not None:
                 parts.append(growing.part(len(growing.pieces), growing.signature))
-        usage = self._model.priced(self._usage)
-        if self._reported:  # priced here, not billed by the provider (pi 1.6.0 says so)
-            usage = attrs.evolve(usage, cost=attrs.evolve(usage.cost, total_from_provider=False))
+        duration: int | None = None
+        if final and (now := _now()) is not None and self._begun is not None:
+            duration = round((now - self._begun) * 1000)
         return AssistantMessage(
             content=parts,
             stop_reason=end.stop_reason,
             error_message=end.error_message,
-            usage=usage,
+            usage=self._priced_usage(),
             provider=self._provider,
             model=self._model.id,
             api=self._model.api,
             response_id=self._response_id,
             response_model=self._response_model,
+            thinking_level=self._thinking_level if final else None,
+            raw_stop_reason=end.raw_stop_reason if final else None,
+            duration_ms=duration,
             failure=end.failure,
         )
+
+    def _priced_usage(self) -> Usage:
+        """The usage so far, priced by the model's rates (made once per report)."""
+        priced = self._priced
+        if priced is None:
+            priced = self._model.priced(self._usage)
+            if self._reported:  # priced here, not billed by the provider (pi 1.6.0 says so)
+                cost = priced.cost
+                priced = Usage(
+                    priced.input,
+                    priced.output,
+                    priced.cache_read,
+                    priced.cache_write,
+                    Cost(
+                        cost.input,
+                        cost.output,
+                        cost.cache_read,
+                        cost.cache_write,
+                        cost.total,
+                        False,
+                    ),
+                    priced.reasoning,
+                )
+            self._priced = priced
+        return priced
 
     def response(self, response_id: str | None, model: str | None = None) -> None:
         """Record the provider's id of this response, and the model that answered when

@@ -28,7 +28,8 @@ with the two methods of ``Classifier``.
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -41,12 +42,15 @@ from .reply import error_status as error_status
 from .reply import parse_retry_after_ms as parse_retry_after_ms
 from .tables import PI_1_6_PATTERNS, SEED_PATTERNS, STRICT_PATTERNS, PatternTable
 
-RETRYABLE_PATTERN = SEED_PATTERNS.joined(SEED_PATTERNS.retryable)
-"""R-5: the reference's retryable pattern, searched anywhere, case-insensitive."""
+# The shipped patterns and classifiers are compiled when first read, not on import: a
+# program that never meets an error never pays for them (``_LAZY``, ``__getattr__``).
+if TYPE_CHECKING:
+    RETRYABLE_PATTERN: re.Pattern[str]
+    """R-5: the reference's retryable pattern, searched anywhere, case-insensitive."""
 
-OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(p.regex for p in SEED_PATTERNS.overflow)
-"""R-7(a): context-overflow wordings of the major providers (the reference's list, plus
-``request_too_large`` as the contract names it)."""
+    OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...]
+    """R-7(a): context-overflow wordings of the major providers (the reference's list, plus
+    ``request_too_large`` as the contract names it)."""
 
 USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
 """R-17: an error that means this credential hit its usage limit."""
@@ -135,23 +139,72 @@ class PatternClassifier(PatternRules):
         return self._retryable(message, lambda: self.is_context_overflow(message, context_window))
 
 
-REFERENCE_CLASSIFIER = PatternClassifier.from_table(SEED_PATTERNS, name="reference")
-"""The reference's classifier (R-5, R-7): ``SEED_PATTERNS``, searched anywhere in the error
-text. The default, and the seed profile's."""
-PI_1_6_CLASSIFIER = PatternClassifier.from_table(PI_1_6_PATTERNS)
-"""pi 1.6.0's classifier (R-58): ``PI_1_6_PATTERNS``, decided as pi 1.6.0's
-``AgentSession._isRetryableError`` and ``isContextOverflow`` decide. The pi-1.6 profile's."""
-STRICT_CLASSIFIER = PatternClassifier.from_table(STRICT_PATTERNS)
-"""A stricter classifier (R-8, R-60): ``STRICT_PATTERNS``: status codes only as whole numbers,
-pi 1.6.0's wider transport wordings, and texts that look retryable or like an overflow but
-are not."""
-CLASSIFIERS: dict[str, PatternClassifier] = {
-    "reference": REFERENCE_CLASSIFIER,
-    "seed": REFERENCE_CLASSIFIER,
-    "pi-1.6": PI_1_6_CLASSIFIER,
-    "strict": STRICT_CLASSIFIER,
+if TYPE_CHECKING:
+    REFERENCE_CLASSIFIER: PatternClassifier
+    """The reference's classifier (R-5, R-7): ``SEED_PATTERNS``, searched anywhere in the
+    error text. The default, and the seed profile's."""
+    PI_1_6_CLASSIFIER: PatternClassifier
+    """pi 1.6.0's classifier (R-58): ``PI_1_6_PATTERNS``, decided as pi 1.6.0's
+    ``AgentSession._isRetryableError`` and ``isContextOverflow`` decide. The pi-1.6
+    profile's."""
+    STRICT_CLASSIFIER: PatternClassifier
+    """A stricter classifier (R-8, R-60): ``STRICT_PATTERNS``: status codes only as whole
+    numbers, pi 1.6.0's wider transport wordings, and texts that look retryable or like an
+    overflow but are not."""
+
+
+#: The shipped classifiers' tables and names, by profile or ``retry.classifier`` value.
+_SHIPPED: dict[str, tuple[PatternTable, str | None]] = {
+    "reference": (SEED_PATTERNS, "reference"),
+    "seed": (SEED_PATTERNS, "reference"),
+    "pi-1.6": (PI_1_6_PATTERNS, None),
+    "strict": (STRICT_PATTERNS, None),
 }
+
+
+class _Shipped(Mapping[str, PatternClassifier]):
+    """The shipped classifiers by name, each built the first time it is asked for
+    (``"seed"`` and ``"reference"`` are one classifier)."""
+
+    def __init__(self) -> None:
+        self._built: dict[int, PatternClassifier] = {}  # by id() of the table
+
+    def __getitem__(self, key: str) -> PatternClassifier:
+        table, name = _SHIPPED[key]
+        built = self._built.get(id(table))
+        if built is None:
+            built = self._built[id(table)] = PatternClassifier.from_table(table, name)
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_SHIPPED)
+
+    def __len__(self) -> int:
+        return len(_SHIPPED)
+
+
+CLASSIFIERS: Mapping[str, PatternClassifier] = _Shipped()
 """The shipped classifiers by profile (``retry.profile``) or ``retry.classifier`` value."""
+
+#: What ``__getattr__`` builds on first read, and from what.
+_LAZY = {
+    "REFERENCE_CLASSIFIER": lambda: CLASSIFIERS["reference"],
+    "PI_1_6_CLASSIFIER": lambda: CLASSIFIERS["pi-1.6"],
+    "STRICT_CLASSIFIER": lambda: CLASSIFIERS["strict"],
+    "RETRYABLE_PATTERN": lambda: CLASSIFIERS["reference"].retryable,
+    "OVERFLOW_PATTERNS": lambda: CLASSIFIERS["reference"].overflow,
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """The shipped patterns and classifiers, built when first read."""
+        make = _LAZY.get(name)
+        if make is None:
+            msg = f"module {__name__!r} has no attribute {name!r}"
+            raise AttributeError(msg)
+        value = globals()[name] = make()
+        return value
 
 
 def classifier_for(profile: str) -> PatternClassifier:
@@ -182,7 +235,7 @@ def is_context_overflow(message: AssistantMessage, context_window: int | None = 
         context_window: the model's window in tokens; with it, a reply whose usage
             is past the window counts as an overflow too.
     """
-    return REFERENCE_CLASSIFIER.is_context_overflow(message, context_window)
+    return CLASSIFIERS["reference"].is_context_overflow(message, context_window)
 
 
 def is_retryable_error(message: AssistantMessage, context_window: int | None = None) -> bool:
@@ -192,7 +245,7 @@ def is_retryable_error(message: AssistantMessage, context_window: int | None = N
         message: the assistant message that ended the run.
         context_window: the model's window in tokens (an overflow is not retried).
     """
-    return REFERENCE_CLASSIFIER.is_retryable(message, context_window)
+    return CLASSIFIERS["reference"].is_retryable(message, context_window)
 
 
 def is_usage_limit_error(text: str) -> bool:

@@ -12,6 +12,7 @@ the server's wait hint (R-18).
 from __future__ import annotations
 
 import email.utils
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -178,8 +179,11 @@ def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
         return None
 
 
-_SEED_RULES = PatternRules._from_table(SEED_PATTERNS, name="reference")
-"""The reference's rules (R-5, R-7), as ``REFERENCE_CLASSIFIER`` has them: ``reply_error``'s."""
+@functools.cache
+def _seed_rules() -> PatternRules:
+    """The reference's rules (R-5, R-7), as ``REFERENCE_CLASSIFIER`` has them:
+    ``reply_error``'s; compiled when first asked for, not on import."""
+    return PatternRules._from_table(SEED_PATTERNS, name="reference")
 
 
 #: The longest wait a hint is read as, in milliseconds (2**53 - 1).
@@ -286,7 +290,8 @@ def reply_error(message: FailedReply, context_window: int | None = None) -> Prov
     text = message.error_message or "the model request failed"
     status = error_status(text)
     cls: type[ProviderError]
-    if _SEED_RULES._overflow_of(message, context_window):
+    rules = _seed_rules()
+    if rules._overflow_of(message, context_window):
         cls = ContextOverflowError
     elif status in (401, 403) or (status is None and _AUTH.search(text)):
         cls = AuthenticationError
@@ -306,8 +311,6 @@ def reply_error(message: FailedReply, context_window: int | None = None) -> Prov
         provider=message.provider,
         model=message.model,
         retry_after_ms=parse_retry_after_ms(text),
-        retryable=_SEED_RULES._retryable(
-            message, lambda: _SEED_RULES._overflow_of(message, context_window)
-        ),
+        retryable=rules._retryable(message, lambda: rules._overflow_of(message, context_window)),
         reply=message,
     )

@@ -95,16 +95,28 @@ class NamedPattern:
         family: what kind of failure it names (``"status"``, ``"transport"``, ``"quota"``).
         source: the regex as its origin writes it (pi's JavaScript source, verbatim, for
             the pi-1.6 table).
-        regex: ``source`` compiled; case-insensitive.
+        regex: ``source`` compiled; case-insensitive. Given, or compiled from ``source``
+            in ``dialect`` when first read (so importing the tables compiles nothing).
         providers: if given, the pattern counts only for a message from one of these
             providers (pi 1.6.0's Cerebras no-body rule).
+        dialect: how ``source`` is compiled when ``regex`` is not given: ``"python"``
+            (``re.compile`` with ``re.IGNORECASE``) or ``"javascript"`` (``js_regex``).
     """
 
     name: str
     family: str
     source: str
-    regex: re.Pattern[str]
+    _regex: re.Pattern[str] | None = attrs.field(default=None, alias="regex", eq=False)
     providers: frozenset[str] | None = None
+    dialect: Dialect = "python"
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        """``source`` compiled (once)."""
+        if self._regex is None:
+            object.__setattr__(self, "_regex", compile_source(self.dialect, self.source))
+        assert self._regex is not None
+        return self._regex
 
 
 @attrs.frozen
@@ -152,15 +164,23 @@ class PatternTable:
         if not patterns:
             msg = f"the {self.name} table has no patterns to join"
             raise ValueError(msg)
-        source = "|".join(p.source for p in patterns)
-        if self.dialect == "javascript":
-            return js_regex(source)
-        return re.compile(source, re.IGNORECASE)
+        return compile_source(self.dialect, "|".join(p.source for p in patterns))
+
+
+def compile_source(dialect: Dialect, source: str) -> re.Pattern[str]:
+    """``source`` compiled as ``dialect`` writes it, case-insensitive.
+
+    Args:
+        dialect: ``"javascript"`` (``js_regex``) or ``"python"``.
+        source: the pattern's source.
+    """
+    if dialect == "javascript":
+        return js_regex(source)
+    return re.compile(source, re.IGNORECASE)
 
 
 def _pattern(dialect: Dialect, name: str, family: str, source: str) -> NamedPattern:
-    regex = js_regex(source) if dialect == "javascript" else re.compile(source, re.IGNORECASE)
-    return NamedPattern(name, family, source, regex)
+    return NamedPattern(name, family, source, dialect=dialect)
 
 
 def _patterns(dialect: Dialect, *rows: tuple[str, str, str]) -> tuple[NamedPattern, ...]:
