@@ -162,18 +162,15 @@ _SHIPPED: dict[str, tuple[PatternTable, str | None]] = {
 }
 
 
-class _Shipped(Mapping[str, PatternClassifier]):
+class _Shipped(dict[str, PatternClassifier]):
     """The shipped classifiers by name, each built the first time it is asked for
-    (``"seed"`` and ``"reference"`` are one classifier)."""
+    (``"seed"`` and ``"reference"`` are one classifier); a plain dict lookup after that.
+    It lists every shipped name, built or not."""
 
-    def __init__(self) -> None:
-        self._built: dict[int, PatternClassifier] = {}  # by id() of the table
-
-    def __getitem__(self, key: str) -> PatternClassifier:
+    def __missing__(self, key: str) -> PatternClassifier:
         table, name = _SHIPPED[key]
-        built = self._built.get(id(table))
-        if built is None:
-            built = self._built[id(table)] = PatternClassifier.from_table(table, name)
+        twin = next((v for k, v in self.items() if _SHIPPED[k][0] is table), None)
+        built = self[key] = twin or PatternClassifier.from_table(table, name)
         return built
 
     def __iter__(self) -> Iterator[str]:
@@ -181,6 +178,9 @@ class _Shipped(Mapping[str, PatternClassifier]):
 
     def __len__(self) -> int:
         return len(_SHIPPED)
+
+    def __contains__(self, key: object) -> bool:
+        return key in _SHIPPED
 
 
 CLASSIFIERS: Mapping[str, PatternClassifier] = _Shipped()
