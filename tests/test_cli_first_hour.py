@@ -111,6 +111,17 @@ def test_a_bad_flag_shows_the_subcommands_usage(tmp_path: Path) -> None:
 # --- a refused connection -------------------------------------------------------------------
 
 
+async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> bytes:
+    """What ``stream`` says until ``marker`` is in it (a minute at most)."""
+    seen = b""
+    with trio.fail_after(60):
+        while marker not in seen:
+            chunk = await stream.receive_some()
+            assert chunk, "the stream ended"
+            seen += chunk
+    return seen
+
+
 async def test_a_refused_connection_is_said_before_the_retries(tmp_path: Path) -> None:
     """Nothing on the port: stderr says so at the first error, while the retries still wait."""
     slow = tmp_path / "slow.json"
@@ -129,12 +140,7 @@ async def test_a_refused_connection_is_said_before_the_retries(tmp_path: Path) -
     assert process.stderr is not None
     try:
         await process.stdin.send_all(b"hi\n")
-        seen = b""
-        with trio.fail_after(60):
-            while b"\n" not in seen:
-                chunk = await process.stderr.receive_some()
-                assert chunk, "stderr ended"
-                seen += chunk
+        seen = await read_until(process.stderr, b"\n")
         assert seen.decode() == (
             f"trio-session: nothing listens on 127.0.0.1:{port} (connection refused); retrying\n"
         )
@@ -164,21 +170,11 @@ async def test_rpc_says_on_stderr_that_nothing_listens(tmp_path: Path) -> None:
     assert process.stderr is not None
     try:
         await process.stdin.send_all(b'{"id":"1","type":"prompt","message":"hi"}\n')
-        seen = b""
-        with trio.fail_after(60):
-            while b"\n" not in seen:
-                chunk = await process.stderr.receive_some()
-                assert chunk, "stderr ended"
-                seen += chunk
+        seen = await read_until(process.stderr, b"\n")
         assert seen.decode() == (
             f"trio-session: nothing listens on 127.0.0.1:{port} (connection refused); retrying\n"
         )
-        out = b""
-        with trio.fail_after(60):
-            while b'"auto_retry_start"' not in out:
-                chunk = await process.stdout.receive_some()
-                assert chunk, "stdout ended"
-                out += chunk
+        out = await read_until(process.stdout, b'"auto_retry_start"')
         lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
         assert lines[0]["type"] == "response"
         assert all(isinstance(line, dict) for line in lines)
