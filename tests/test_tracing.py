@@ -301,6 +301,32 @@ async def test_tracing_uses_the_global_provider_by_default(
     await run([ok()], None)
 
 
+async def test_a_provider_installed_later_records_the_next_prompt(
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With only the API, a prompt makes no span at all (nothing would record it); a
+    provider installed globally afterwards records the same session's next prompt, and
+    a prompt inside an application's span still sees that span as current."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    provider = FauxProvider([ok("one"), ok("two")])
+    async with open_session(provider, session_id="s-1") as session:
+        await session.prompt("hi")
+        assert exporter.get_finished_spans() == ()
+        # as trace.set_tracer_provider would, but undone after the test
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", tracer_provider)
+        outer = tracer_provider.get_tracer("app").start_span("app")
+        with trace.use_span(outer, end_on_exit=True):
+            await session.prompt("again")
+    (prompt,) = spans(exporter, "trio_session.prompt")
+    assert prompt.attributes is not None
+    assert prompt.attributes["trio_session.session_id"] == "s-1"
+    assert parent_id(prompt) == span_id(spans(exporter, "app")[0])
+    assert len(spans(exporter, "trio_session.attempt")) == 1
+
+
 HIDDEN = textwrap.dedent(
     """
     import sys

@@ -88,6 +88,7 @@ from ._messages import AssistantMessage
 from ._retry.chain import CANCELLED
 from ._retry.classify import Classifier, error_status, provider_error
 from ._tracing import (
+    TRACED_EVENTS,
     ObservedSession,
     SessionTracer,
     classify_for,
@@ -303,9 +304,10 @@ class SessionObserver:
 
     def on_event(self, event: SessionEvent) -> None:
         """The session's subscriber: spans first, then the record, if any."""
-        if self._tracer is not None:
+        kind = type(event)
+        if self._tracer is not None and kind in TRACED_EVENTS:  # not every stream update
             self._tracer.on_event(event)
-        record = _RECORDS.get(type(event))  # one look-up, not a chain of isinstance()
+        record = _RECORDS.get(kind)  # one look-up, not a chain of isinstance()
         if record is not None:
             record(self, event)
 

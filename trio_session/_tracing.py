@@ -171,6 +171,16 @@ class SessionTracer:
             self._wall_ns, self._trio_s = time.time_ns(), now
         return self._wall_ns + round((now - self._trio_s) * 1e9)
 
+    def _nothing_installed(self) -> bool:
+        """Whether every tracer asked now would be the API's no-op: no provider given
+        but its proxy, and none installed globally (asked at each prompt, so one
+        installed later is used from the next prompt on)."""
+        proxy = _otel_trace.ProxyTracerProvider
+        given = self._tracer_provider
+        return (given is None or isinstance(given, proxy)) and isinstance(
+            _otel_trace.get_tracer_provider(), proxy
+        )
+
     def _lookup(self) -> Tracer:
         """The OpenTelemetry tracer of the provider in force now (see ``tracer_of``)."""
         provider = self._tracer_provider
@@ -191,7 +201,14 @@ class SessionTracer:
         """The ``trio_session.prompt`` span around a ``prompt()`` body, current inside it.
 
         Returns this tracer, whose ``__exit__`` ends the span.
+
+        With only OpenTelemetry's API (no provider installed, globally or given), there
+        is no span to make: the API's would record nothing and leave the current span
+        as it is, so the prompt runs no span code at all.
         """
+        if self._nothing_installed():
+            self._recording = False
+            return self
         session_id, provider, model = self._describe()
         tracer = self._lookup()
         span = tracer.start_span(
@@ -237,12 +254,13 @@ class SessionTracer:
         self._token = None
         if token is not None:
             _otel_context.detach(token)  # type: ignore[arg-type]
-        if span is None:  # pragma: no cover - always entered through prompt()
-            return
-        if not self._recording:
+        if not self._recording:  # an unrecorded prompt, or no span made at all
             self._recording = True
             self._prompt = None
-            span.end()
+            if span is not None:
+                span.end()
+            return
+        if span is None:  # pragma: no cover - a recorded prompt always has its span
             return
         cancelled = exc is not None and _is_cancellation(exc)
         failure = exc if exc is not None and not cancelled else None
@@ -424,6 +442,9 @@ _HANDLERS: dict[type[Any], Callable[[SessionTracer, SessionEvent], None]] = {
     CompactionStart: SessionTracer._on_compaction_start,
     CompactionEnd: SessionTracer._on_compaction_end,
 }
+
+#: The events a span starts or ends at; the rest need not reach ``on_event`` at all.
+TRACED_EVENTS: frozenset[type[Any]] = frozenset(_HANDLERS)
 
 
 def _is_cancellation(exc: BaseException) -> bool:
