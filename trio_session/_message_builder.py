@@ -38,6 +38,9 @@ from ._messages import (
 from .providers._base import Model, StreamEnd
 from .providers._error_text import invalid_response_message
 
+#: A reported usage of no tokens (an error reply's), priced here: one shared by all.
+_REPORTED_ZERO = Usage(cost=Cost(total_from_provider=False))
+
 #: Where the agent sends its events (the session's handler).
 Emit = Callable[[SessionEvent], None]
 
@@ -238,7 +241,9 @@ class MessageBuilder:
         priced = self._priced
         if priced is None:
             priced = self._model.priced(self._usage)
-            if self._reported:  # priced here, not billed by the provider (pi 1.6.0 says so)
+            if self._reported and priced == ZERO_USAGE:  # the usual error reply: share one
+                priced = _REPORTED_ZERO
+            elif self._reported:  # priced here, not billed by the provider (pi 1.6.0 says so)
                 cost = priced.cost
                 priced = Usage(
                     priced.input,

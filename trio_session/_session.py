@@ -416,7 +416,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
         try:
             await self._control.run(UserMessage.of(text, tuple(images)))
         finally:
-            await self._control.end_prompt()
+            await self._control.end(settle=True)
         reply = self._journal.last_assistant()
         if raise_on_error:
             reply.raise_for_error(self._model.context_window)

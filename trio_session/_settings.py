@@ -304,6 +304,8 @@ def _as_nested(value: Any) -> Any:
 
 _ATTEMPT_KEY = "retry.provider.timeoutMs"
 _IDLE_KEY = "retry.provider.idleTimeoutMs"
+#: Neither timeout set (shared: most stores have it).
+_NO_TIMEOUTS: tuple[float | None, float | None] = (None, None)
 
 
 @attrs.define(eq=False)
@@ -325,9 +327,11 @@ class SettingsStore:
     # Programmatic changes, above every file; a dict only once there is one.
     _overrides: dict[str, Any] | None = attrs.field(default=None, init=False)
     _current: Settings = attrs.field(init=False)
+    # ``provider_timeouts()``, worked out with ``_current`` (a request asks it each time).
+    _timeouts: tuple[float | None, float | None] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._current = self._resolve()
+        self._resolve()
 
     @classmethod
     def coerce(cls, value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:
@@ -396,7 +400,7 @@ class SettingsStore:
         if self._overrides is None:
             self._overrides = {}
         self._overrides[key] = checked
-        self._current = self._resolve()
+        self._resolve()
 
     def is_set(self, key: str) -> bool:
         """Whether a layer or a programmatic change sets ``key`` (not only the default).
@@ -413,10 +417,7 @@ class SettingsStore:
         when nothing sets it: what a session puts on every ``ProviderRequest`` so that
         the provider honours them however they were given (a file, ``open_session(
         settings=…)``, ``set``), while an unset key leaves the provider's own timeout."""
-        provider = self._current.retry.provider
-        attempt = provider.timeout_ms / 1000 if self.is_set(_ATTEMPT_KEY) else None
-        idle = provider.idle_timeout_ms / 1000 if self.is_set(_IDLE_KEY) else None
-        return attempt, idle
+        return self._timeouts
 
     def source_of(self, key: str) -> SettingsLayer | None:
         """The highest file layer that sets ``key``, if any.
@@ -458,11 +459,19 @@ class SettingsStore:
         self.set(key, value)
         return path
 
-    def _resolve(self) -> Settings:
+    def _resolve(self) -> None:
+        """Work out ``current`` from the layers and the overrides, and with it the
+        provider timeouts (every change comes through here)."""
         if not self._overrides:
-            return resolve(self._layers)
-        top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
-        return resolve([*self._layers, top])
+            current = resolve(self._layers)
+        else:
+            top = SettingsLayer(source=PROGRAMMATIC, values=dict(self._overrides))
+            current = resolve([*self._layers, top])
+        self._current = current
+        provider = current.retry.provider
+        attempt = provider.timeout_ms / 1000 if self.is_set(_ATTEMPT_KEY) else None
+        idle = provider.idle_timeout_ms / 1000 if self.is_set(_IDLE_KEY) else None
+        self._timeouts = _NO_TIMEOUTS if attempt is None and idle is None else (attempt, idle)
 
 
 def coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:

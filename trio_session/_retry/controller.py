@@ -196,8 +196,8 @@ class PromptController:
 
     def refuse(self) -> None:
         """Raise what ``prompt()`` raises before it starts: closed, or busy (R-36)."""
-        self.refuse_closed()
-        if self.running:
+        if self.closed or self.running:
+            self.refuse_closed()
             raise SessionBusyError(BUSY)
 
     def start(self) -> None:
@@ -265,19 +265,16 @@ class PromptController:
         self._run_scope = trio.CancelScope()
         return self._run_scope
 
-    async def end_prompt(self) -> None:
-        """``end()``, then the prompt's one ``agent_settled`` (R-54): after its last
-        ``agent_end``, with the session idle, saying whether it was aborted."""
-        try:
-            await self.end()
-        finally:
-            self.hub.emit(_SETTLED_ABORTED if self._aborted else _SETTLED)
-
-    async def end(self) -> None:
+    async def end(self, *, settle: bool = False) -> None:
         """However the prompt ended: what waited joins the context (bash results, then
         prompts that joined a retry cancelled first go back to the steering queue), what
         is staged is written (shielded: an abort must not stop it), and the session is
-        idle again: leaving the scope is the reset."""
+        idle again: leaving the scope is the reset.
+
+        Args:
+            settle: a prompt ends (not a manual compaction): last, with the session idle,
+                its one ``agent_settled`` (R-54), saying whether it was aborted.
+        """
         try:
             self.journal.flush_pending()
             self._join_steering = None  # what it named is still queued
@@ -298,6 +295,8 @@ class PromptController:
                 self.fallbacks.restore(self.agent)  # R-66: the next prompt starts on ours
             if self._idle is not None:
                 self._idle.unpark_all()
+            if settle:
+                self.hub.emit(_SETTLED_ABORTED if self._aborted else _SETTLED)
 
     # -- after a run (SPEC §1) -------------------------------------------------------
 
@@ -305,7 +304,7 @@ class PromptController:
         """The agent's ``will_continue``: decide (R-1, R-2) just before ``agent_end``."""
         chain = self.live_chain
         settings = self.settings.current
-        classifier = self.policy()
+        classifier = self.classifier or profile_classifier(settings.retry)  # ``policy()``
         model = self.agent.model
         window = model.context_window
         attempt = chain.attempt if chain is not None else 0

@@ -2,7 +2,7 @@
 
 ``"seed"`` (the default) is pi 0.73.1's policy as docs/spec.md §1–§11 state it;
 ``"pi-1.6"`` is pi 1.6.0's. Every place that acts differently per profile asks
-``retry_profile`` — one function, so the setting is read one way. Pure.
+``retry_profile`` or ``is_pi16`` — this module, so the setting is read one way. Pure.
 """
 
 from __future__ import annotations
@@ -28,4 +28,4 @@ def is_pi16(settings: Settings) -> bool:
     Args:
         settings: the effective settings now.
     """
-    return retry_profile(settings) == PI_16
+    return settings.retry.profile == PI_16
