@@ -10,6 +10,7 @@ opt-in lean RPC mode writes deltas only, over a real ``trio-session rpc`` proces
 from __future__ import annotations
 
 import json
+import random
 import tracemalloc
 from collections.abc import Mapping
 from pathlib import Path
@@ -168,6 +169,40 @@ def test_views_read_late_equal_snapshots_read_at_once(ops: list[Op], end: Stream
     assert _untimed(final_a) == _untimed(final_b)
     for update in _updates(late):
         assert update.assistant_message_event["partial"] == update.message
+
+
+@settings(deadline=None, max_examples=150)
+@given(ops=OPS, order=st.randoms(use_true_random=False))
+def test_views_read_in_any_order_equal_snapshots_read_at_once(
+    ops: list[Op], order: random.Random
+) -> None:
+    """A view joins its growing part's text from the text the last view joined: read in
+    any order (a newer update's message before an older one's, some during the stream,
+    the rest after it), each update still holds exactly its own text."""
+    at_once: list[AssistantMessage] = []
+
+    def read_now(event: SessionEvent) -> None:
+        if isinstance(event, MessageUpdate):
+            at_once.append(_untimed(event.message))
+
+    _play(ops, read_now, StreamEnd())
+    events: list[SessionEvent] = []
+    read: dict[int, AssistantMessage] = {}
+
+    def read_some(event: SessionEvent) -> None:
+        events.append(event)
+        updates = _updates(events)
+        if updates and order.random() < 0.4:  # any update so far, newest or older
+            i = order.randrange(len(updates))
+            read.setdefault(i, _untimed(updates[i].message))
+
+    _play(ops, read_some, StreamEnd())
+    updates = _updates(events)
+    rest = [i for i in range(len(updates)) if i not in read]
+    order.shuffle(rest)
+    for i in rest:
+        read[i] = _untimed(updates[i].message)
+    assert [read[i] for i in range(len(updates))] == at_once
 
 
 async def _kept_bytes(n: int) -> int:

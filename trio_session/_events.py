@@ -78,13 +78,28 @@ class GrowingPart:
     kind: type[TextContent] | type[ThinkingContent]
     pieces: list[str] = attrs.field(factory=list)
     signature: str | None = None
+    # The text of the first ``_joined_count`` pieces, the last one a view asked for: a
+    # later view joins only the pieces added since (a reader of every update's message
+    # then copies the text, but joins each piece once).
+    _joined: str = attrs.field(default="", init=False)
+    _joined_count: int = attrs.field(default=0, init=False)
 
     def part(self, count: int, signature: str | None) -> TextContent | ThinkingContent:
         """The part as it was with its first ``count`` pieces and that signature."""
-        text = "".join(self.pieces[:count]) if count < len(self.pieces) else "".join(self.pieces)
+        text = self._text(count)
         if self.kind is TextContent:
             return TextContent(text)
         return ThinkingContent(text, thinking_signature=signature)
+
+    def _text(self, count: int) -> str:
+        """The first ``count`` pieces joined, from the text joined last when it is a prefix."""
+        done = self._joined_count
+        if count < done:  # an older view, read after a newer one: join it afresh
+            return "".join(self.pieces[:count])
+        if count > done:
+            self._joined += "".join(self.pieces[done:count])
+            self._joined_count = count
+        return self._joined
 
 
 @attrs.define(eq=False, repr=False)
