@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 from trio_session.rpc import RpcConnectionError, open_rpc_client
@@ -307,7 +308,9 @@ async def test_stop_signals_end_the_retry_chain_then_exit(
 async def test_one_signal_after_end_of_input_changes_nothing(tmp_path: Path) -> None:
     """R-54, pi's shutdown protocol: once end of input has started the shutdown, one
     SIGTERM does not interrupt it (a supervisor closes stdin and signals together): every
-    owed line is written and the exit status is end of input's, 0."""
+    owed line is written and the exit status is end of input's, 0 — also when the signal
+    lands after the last line, as the process exits (issue 25: under load it did, and
+    the process died of it, -15)."""
     args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
     with trio.fail_after(30):
         async with raw_process(args) as (process, raw):
@@ -323,6 +326,45 @@ async def test_one_signal_after_end_of_input_changes_nothing(tmp_path: Path) -> 
         "agent_settled aborted",
     ]
     assert (returncode, stderr) == (0, "")
+
+
+def _handles(pid: int, number: int) -> bool:
+    """Whether a live process has a handler of its own for signal ``number`` (Linux's
+    /proc/PID/status ``SigCgt``); false once it has exited."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    if fields["State"].startswith("Z"):
+        return False
+    return bool(int(fields["SigCgt"], 16) >> (number - 1) & 1)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
+async def test_a_signal_after_the_last_line_changes_nothing(tmp_path: Path) -> None:
+    """The same, with the signal sent once the server no longer handles it: it has
+    written everything and is on its way out (issue 25: the handlers it found were put
+    back, and a supervisor's SIGTERM that landed then killed it); the exit status is
+    still end of input's."""
+    args = rpc_args(tmp_path, [{"error": ERR_503}], {"retry": {"baseDelayMs": LONG_DELAY_MS}})
+    with trio.fail_after(30):
+        async with raw_process(args) as (process, raw):
+            await _in_backoff(raw)
+            await raw.send_stream.aclose()
+            owed = [await raw.read(), await raw.read()]  # the last line it writes
+            # Another process's state: nothing to wait on but reading it again.
+            while _handles(process.pid, signal.SIGTERM):
+                await trio.lowlevel.checkpoint()
+            process.send_signal(signal.SIGTERM)
+            rest = await raw.rest()
+            returncode = await process.wait()
+            stderr = await read_stderr(process)
+    assert [summarize(o) for o in owed] == [
+        retry_end(False, 1, "Retry cancelled"),
+        "agent_settled aborted",
+    ]
+    assert (rest, returncode, stderr) == ([], 0, "")
 
 
 #: An extension whose handler holds up the shutdown (it is bounded by the handler timeout,

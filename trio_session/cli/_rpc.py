@@ -91,7 +91,13 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                 session.subscribe(note_refused)
                 yield session
 
+        # The process ends with the server: a stop signal after its last line (a
+        # supervisor closes stdin and signals together) changes nothing either.
         stopped_by = await serve_stdio(
-            sessions, first_session=first, lean_updates=args.lean_updates, prompt_input=prompts
+            sessions,
+            first_session=first,
+            lean_updates=args.lean_updates,
+            prompt_input=prompts,
+            exiting=True,
         )
     return 0 if stopped_by is None else 128 + stopped_by

@@ -18,7 +18,10 @@ signal that started the shutdown, if one did: ``trio-session rpc`` exits with 12
 number (SIGTERM 143, SIGHUP 129, SIGINT 130), or 0 when the input ended first. Once a stop
 signal has come, the stop signals stay ignored after ``serve_stdio`` returns: the program
 is on its way out, and a late signal must not turn a clean exit into a death by signal.
-If no signal came at all, their previous handlers are put back.
+If no signal came at all, their previous handlers are put back, for a program that goes
+on after the server; one that ends with it (``trio-session rpc``) says ``exiting=True``,
+and they stay ignored then too: a signal sent together with end of input can land after
+the last line.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ async def serve_stdio(
     first_session: SessionRequest | None = None,
     lean_updates: bool = False,
     prompt_input: PromptInput | None = None,
+    exiting: bool = False,
 ) -> signal.Signals | None:
     """Serve the RPC protocol on this process's stdin and stdout.
 
@@ -84,6 +88,8 @@ async def serve_stdio(
         first_session: what ``sessions`` is asked for first; a new session if ``None``.
         lean_updates: write ``message_update`` events without the message so far.
         prompt_input: what a prompt goes through first (``RpcServer``'s).
+        exiting: the program ends when this returns: the stop signals stay ignored
+            after it, whatever ended the server (everything owed is written by then).
     """
     blocking = {}
     for fd in (0, 1):
@@ -115,7 +121,7 @@ async def serve_stdio(
                     await server.serve()
                     nursery.cancel_scope.cancel(reason="rpc server done")
         finally:
-            if stopper.count == 0:
+            if stopper.count == 0 and not exiting:
                 for number, handler in previous.items():
                     signal.signal(number, handler)
         return stopper.first
