@@ -357,6 +357,45 @@ async def test_r53b_a_usage_limit_on_a_reattempt_ends_the_chain(
     assert keys.told == ["usage limit on only at 2"]
 
 
+#: Codex's connection lifetime limit, as pi-ai's provider words it: R-17's ``limit_reached``
+#: matches it, but it is no usage limit.
+CONNECTION_LIMIT = "Codex error: websocket_connection_limit_reached"
+
+
+@pytest.mark.parametrize("store", ["two keys", "no store"])
+async def test_r53b_a_connection_limit_is_no_usage_limit_under_pi16(
+    autojump_clock: trio.testing.MockClock, store: str
+) -> None:
+    """R-53b: pi-1.6, Codex's websocket_connection_limit_reached is retried as pi 1.6.0
+    retries it — the exponential 2 s, on the same key — and the store is never told of a
+    usage limit; with no store it is retried all the same."""
+    keys = two_keys()
+    extra = {"credentials": keys} if store == "two keys" else {}
+    provider, rec, reply, returned = await run(
+        [err(CONNECTION_LIMIT), ok()], profiled("pi-1.6"), **extra
+    )
+    assert delays(rec) == [2000]
+    assert will_retry(rec) == [True, False]
+    assert provider.request_times == [0.0, 2.0]
+    assert (reply.text, returned) == ("Hello", 2.0)
+    if store == "two keys":
+        assert keys.told == []
+        assert [r.api_key for r in provider.requests] == ["key-one", "key-one"]
+
+
+async def test_r5_seed_does_not_retry_a_connection_limit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The seed's counterpart: R-5's pattern does not call the connection limit transient,
+    so nothing is retried and no store is asked (pi 0.73.1 ends there too)."""
+    keys = two_keys()
+    provider, rec, reply, returned = await run(
+        [err(CONNECTION_LIMIT), ok()], profiled("seed"), credentials=keys
+    )
+    assert (will_retry(rec), rec.of(AutoRetryStart), keys.told) == ([False], [], [])
+    assert (len(provider.requests), reply.error_message, returned) == (1, CONNECTION_LIMIT, 0.0)
+
+
 async def test_r53b_the_store_is_not_asked_past_the_budget(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

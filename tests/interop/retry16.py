@@ -280,6 +280,11 @@ def scenarios() -> Sequence[Scenario]:
 
 
 _LIMIT = error_body("Monthly usage limit reached. Upgrade your plan.", "usage_limit_reached")
+_CONNECTION_LIMIT = error_body(
+    "Codex error: websocket_connection_limit_reached",
+    "server_error",
+    "websocket_connection_limit_reached",
+)
 _OVERFLOW = error_body(
     "This model's maximum context length is 32000 tokens. However, your messages resulted"
     " in 40000 tokens. Please reduce the length of the messages.",
@@ -331,6 +336,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         (Prompt("hello"),),
     ),
     Scenario("usage-limit", (HttpError(429, _LIMIT), Stream("Answer.")), (Prompt("hello"),)),
+    Scenario(  # R-17's pattern matches it too; pi 1.6.0 retries it (R-53b)
+        "connection-limit",
+        (HttpError(400, _CONNECTION_LIMIT), Stream("Answer.")),
+        (Prompt("hello"),),
+    ),
     Scenario(
         "overflow-nothing-to-compact",
         (HttpError(400, _OVERFLOW), Stream("Answer.")),

@@ -193,7 +193,8 @@ class RetryChain:
         delay = plan.delay_ms
         if hint is not None:
             await host.share_cooldown(hint)  # retry.sharedCooldown: the fleet holds the key
-        if is_usage_limit_error(text) and await host.rotate_credential(hint):
+        usage_limit = is_usage_limit_error(text, profile=settings.profile)
+        if usage_limit and await host.rotate_credential(hint):
             delay = 0
         if delay is None:
             self._end(host, AutoRetryEnd(False, self.attempt, plan.refusal))

@@ -35,6 +35,7 @@ import attrs
 
 from .._errors import ProviderError
 from .._messages import AssistantMessage
+from .._settings_values import RetryProfile
 from .reply import MAX_HINT_MS as MAX_HINT_MS
 from .reply import NO_BODY_OVERFLOW_PATTERN as NO_BODY_OVERFLOW_PATTERN
 from .reply import PatternRules, reply_error
@@ -54,6 +55,11 @@ if TYPE_CHECKING:
 
 USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
 """R-17: an error that means this credential hit its usage limit."""
+
+CONNECTION_LIMIT_PATTERN = re.compile(r"connection.?limit.?reached", re.IGNORECASE)
+"""R-53b: a connection's lifetime limit (Codex's ``websocket_connection_limit_reached``), which
+R-17's ``limit_reached`` also matches: pi 1.6.0 retries it on a fresh connection, so under
+``"pi-1.6"`` it is not a usage limit."""
 
 
 class Classifier(Protocol):
@@ -248,13 +254,20 @@ def is_retryable_error(message: AssistantMessage, context_window: int | None = N
     return CLASSIFIERS["reference"].is_retryable(message, context_window)
 
 
-def is_usage_limit_error(text: str) -> bool:
+def is_usage_limit_error(text: str, *, profile: RetryProfile = "seed") -> bool:
     """R-17: whether an error text says the credential hit its usage limit.
+
+    Under ``"pi-1.6"`` a connection's lifetime limit is not one (R-53b): pi 1.6.0 retries
+    ``websocket_connection_limit_reached``, where R-17's pattern alone would send it to the
+    credential store.
 
     Args:
         text: an error message.
+        profile: the retry profile in effect (``retry.profile``).
     """
-    return USAGE_LIMIT_PATTERN.search(text) is not None
+    if USAGE_LIMIT_PATTERN.search(text) is None:
+        return False
+    return profile != "pi-1.6" or CONNECTION_LIMIT_PATTERN.search(text) is None
 
 
 def provider_error(message: AssistantMessage, context_window: int | None = None) -> ProviderError:

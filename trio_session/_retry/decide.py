@@ -166,7 +166,7 @@ def asks_for_a_key(
         retry.profile == "pi-1.6"
         and message.stop_reason == "error"
         and bool(text)
-        and is_usage_limit_error(text or "")
+        and is_usage_limit_error(text or "", profile=retry.profile)
         and retry.enabled
         and attempt + 1 <= retry.max_retries
         and not classifier.is_context_overflow(message, context_window)
