@@ -15,6 +15,9 @@ checks pi against the same columns, so the two agree on every text.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
 from typing import Literal, TypeAlias
 
 import attrs
@@ -490,6 +493,25 @@ def test_classifier_for_each_profile() -> None:
         ),
     ):
         classifier_for("pi-2")
+
+
+def test_the_shipped_classifiers_read_as_a_whole_mapping_in_a_fresh_interpreter() -> None:
+    """The table of shipped classifiers builds each on first use, yet reads as every one
+    of them, whatever was built before: its keys, values, items, get and len agree."""
+    code = textwrap.dedent(
+        """
+        from trio_session._retry.classify import CLASSIFIERS
+        print(len(CLASSIFIERS.values()), sorted(CLASSIFIERS.keys()))
+        print(sorted(k for k, v in CLASSIFIERS.items() if v.name))
+        print(CLASSIFIERS.get("strict").name, CLASSIFIERS.get("pi-2"), len(CLASSIFIERS))
+        print(CLASSIFIERS["seed"] is CLASSIFIERS["reference"], CLASSIFIERS == dict(CLASSIFIERS))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    names = "['pi-1.6', 'reference', 'seed', 'strict']"
+    assert result.stdout.splitlines() == [f"4 {names}", names, "strict None 4", "True True"]
 
 
 def test_joining_an_empty_list_is_refused() -> None:

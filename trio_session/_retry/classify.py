@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -171,13 +171,26 @@ _SHIPPED: dict[str, tuple[PatternTable, str | None]] = {
 class _Shipped(dict[str, PatternClassifier]):
     """The shipped classifiers by name, each built the first time it is asked for
     (``"seed"`` and ``"reference"`` are one classifier); a plain dict lookup after that.
-    It lists every shipped name, built or not."""
+    It reads as a mapping of every shipped name, built or not: its views, ``get`` and
+    ``==`` build what they show."""
 
     def __missing__(self, key: str) -> PatternClassifier:
         table, name = _SHIPPED[key]
-        twin = next((v for k, v in self.items() if _SHIPPED[k][0] is table), None)
-        built = self[key] = twin or PatternClassifier.from_table(table, name)
-        return built
+        built = dict.items(self)  # only what is built: no view of our own here
+        twin = next((v for k, v in built if _SHIPPED[k][0] is table), None)
+        made = self[key] = twin or PatternClassifier.from_table(table, name)
+        return made
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The classifier called ``key`` (built now if need be), or ``default``."""
+        return self[key] if key in _SHIPPED else default
+
+    # The mapping views, read through ``__iter__`` and ``__getitem__`` (dict's own show
+    # only what is built so far).
+    keys = Mapping.keys  # type: ignore[assignment]
+    values = Mapping.values  # type: ignore[assignment]
+    items = Mapping.items  # type: ignore[assignment]
+    __eq__ = Mapping.__eq__
 
     def __iter__(self) -> Iterator[str]:
         return iter(_SHIPPED)
