@@ -28,8 +28,11 @@ HEAVY = (
     "trio_session.rpc",
     "trio_session.tui",
 )
-#: Never loaded by opening a session on the faux provider.
+#: Never loaded by opening a session on the faux provider (``http`` and ``dataclasses``
+#: are the standard library's, but what they build on import is a session's to pay).
 NOT_FOR_A_SESSION = (
+    "http",
+    "dataclasses",
     "httpx",
     "sqlite3",
     "rich",

@@ -8,12 +8,12 @@ a ``Tool`` of a function with them.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import inspect
 import json
 import math
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -382,13 +382,19 @@ def node_of(tp: Any, seen: tuple[type, ...]) -> Node:
         if args[0] is not str:
             raise Unsupported(f"the keys of {type_name(tp)} are not str (JSON keys are)")
         return _mapping(node_of(args[1], seen))
-    if isinstance(tp, type) and (
-        typing.is_typeddict(tp) or dataclasses.is_dataclass(tp) or attrs.has(tp)
-    ):
+    if isinstance(tp, type) and (typing.is_typeddict(tp) or _is_dataclass(tp) or attrs.has(tp)):
         if tp in seen:
             raise Unsupported(f"{tp.__qualname__} contains itself")
         return _class_node(tp, (*seen, tp))
     raise Unsupported(f"{type_name(tp)} has no JSON schema")
+
+
+def _is_dataclass(tp: type) -> bool:
+    """``dataclasses.is_dataclass``, without importing ``dataclasses`` where nothing has:
+    no class is a dataclass before that module is imported (a session program that
+    defines no dataclass does not pay for it)."""
+    module = sys.modules.get("dataclasses")
+    return module is not None and bool(module.is_dataclass(tp))
 
 
 def _class_node(cls: type, seen: tuple[type, ...]) -> Node:
@@ -412,7 +418,9 @@ def _class_node(cls: type, seen: tuple[type, ...]) -> Node:
                 required = marked is typing.Required
             add(name, hint, required, NO_DEFAULT)
         return object_node(fields, dict)
-    if dataclasses.is_dataclass(cls):
+    if _is_dataclass(cls):
+        import dataclasses  # imported already: ``cls`` is one
+
         for f in dataclasses.fields(cls):
             if f.init:
                 required = f.default is dataclasses.MISSING and (

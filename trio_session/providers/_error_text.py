@@ -12,7 +12,6 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from http import HTTPStatus
 from typing import Any
 
 from .._json import MAX_JSON_DEPTH, json_depth, loads
@@ -87,6 +86,8 @@ def status_reason(status: int, reason: str = "") -> str:
     """
     reason = " ".join(reason.split())
     if not reason:
+        from http import HTTPStatus  # only now: its enum costs an import a session may not need
+
         try:
             reason = HTTPStatus(status).phrase
         except ValueError:
