@@ -28,11 +28,14 @@ HEAVY = (
     "trio_session.rpc",
     "trio_session.tui",
 )
-#: Never loaded by opening a session on the faux provider (``http`` and ``dataclasses``
-#: are the standard library's, but what they build on import is a session's to pay).
+#: Never loaded by opening a session on the faux provider (``http``, ``dataclasses``,
+#: ``email`` and ``html`` are the standard library's, but what they build on import —
+#: an enum, a package, an entity table — is a session's to pay).
 NOT_FOR_A_SESSION = (
     "http",
     "dataclasses",
+    "email",
+    "html",
     "httpx",
     "sqlite3",
     "rich",

@@ -11,7 +11,6 @@ the server's wait hint (R-18).
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import re
 import time
@@ -226,6 +225,8 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
         if number := re.match(_NUMBER + r"(?![\w:])", value):
             ms = float(number.group(1)) * 1000
         else:
+            import email.utils  # only for an HTTP date: the package costs a session's import
+
             try:
                 when = email.utils.parsedate_to_datetime(value)
             except (TypeError, ValueError):

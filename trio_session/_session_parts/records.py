@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._events import SessionInfoChanged
-from .._export import default_export_path, render_html, write_html
 from .._messages import AssistantMessage, TextContent
 from .._stats import SessionStats, session_stats
 
@@ -66,6 +65,8 @@ class RecordsPart:
             path: where to write it; by default ``trio-session-<session file name or
                 id>.html`` in the current directory.
         """
+        from .._export import default_export_path, render_html, write_html  # when asked
+
         file = self._journal.file
         target = (
             Path(path)

@@ -7,7 +7,6 @@ JSON: pure functions shared by the HTTP adapters (``._http``, ``._openai``,
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
@@ -107,6 +106,8 @@ def excerpt(
 
 
 def _tag_free(markup: str) -> str:
+    import html  # only for an HTML error page: its entity table costs an import
+
     return " ".join(html.unescape(_HTML_TAG.sub(" ", markup)).split())
 
 
