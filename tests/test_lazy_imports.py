@@ -36,6 +36,7 @@ NOT_FOR_A_SESSION = (
     "dataclasses",
     "email",
     "html",
+    "opentelemetry",  # installed here, but nothing imported it: no provider to look for
     "httpx",
     "sqlite3",
     "rich",

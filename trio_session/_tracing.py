@@ -1,8 +1,10 @@
 """OpenTelemetry spans for a session's prompts, attempts, backoff sleeps and compactions.
 
 Optional: install ``trio-session[otel]`` (``opentelemetry-api``). It is imported once,
-when the first session makes its tracer; without it ``AVAILABLE`` is false,
-``session_tracer`` returns ``None`` and a session runs no span code at all.
+when a span is first wanted; without it ``AVAILABLE`` is false, ``session_tracer``
+returns ``None`` and a session runs no span code at all. A program that never imported
+OpenTelemetry itself (nor names a provider in ``OTEL_PYTHON_TRACER_PROVIDER``) cannot have
+installed a tracer provider: its prompts make no span, and do not import it either.
 
 The spans, and how they nest:
 
@@ -39,6 +41,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import os
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -88,10 +92,13 @@ class ObservedSession(Protocol):
         ...
 
 
-#: Whether OpenTelemetry can be imported. It is imported when the first session makes its
-#: tracer (``session_tracer``), not with this module: a program that never opens a
-#: session, or has no use for spans, does not pay for it.
+#: Whether OpenTelemetry can be imported. It is imported when a span is first wanted, not
+#: with this module: a program that never opens a session, or has no use for spans, does
+#: not pay for it.
 AVAILABLE = importlib.util.find_spec("opentelemetry") is not None
+
+#: The environment variable that names a tracer provider for OpenTelemetry's API to load.
+_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
 
 if TYPE_CHECKING:
     from opentelemetry import context as _otel_context
@@ -174,15 +181,23 @@ class SessionTracer:
     def _nothing_installed(self) -> bool:
         """Whether every tracer asked now would be the API's no-op: no provider given
         but its proxy, and none installed globally (asked at each prompt, so one
-        installed later is used from the next prompt on)."""
-        proxy = _otel_trace.ProxyTracerProvider
+        installed later is used from the next prompt on). Nobody has installed one
+        while OpenTelemetry's ``trace`` is not even imported (and no environment
+        variable names one): then it is not imported here either."""
         given = self._tracer_provider
+        imported = "opentelemetry.trace" in sys.modules
+        if given is None and not imported and _PROVIDER_VARIABLE not in os.environ:
+            return True
+        if not _import_opentelemetry():  # pragma: no cover - found, but broken
+            return True
+        proxy = _otel_trace.ProxyTracerProvider
         return (given is None or isinstance(given, proxy)) and isinstance(
             _otel_trace.get_tracer_provider(), proxy
         )
 
     def _lookup(self) -> Tracer:
         """The OpenTelemetry tracer of the provider in force now (see ``tracer_of``)."""
+        _import_opentelemetry()  # a span outside a prompt may be the first one wanted
         provider = self._tracer_provider
         return tracer_of(provider if provider is not None else _otel_trace.get_tracer_provider())
 
@@ -545,6 +560,6 @@ def session_tracer(
         secrets: the session's API keys (``use_secrets`` replaces the set).
         classifier: the session's own classifier, if it was given one.
     """
-    if not _import_opentelemetry():
+    if not AVAILABLE:
         return None
     return SessionTracer(session, secrets, tracer_provider, classifier)
