@@ -188,7 +188,7 @@ def test_events_match_pi(step: str, compared: dict[str, tuple[Any, Any]]) -> Non
 def test_every_declared_row_is_needed(transcripts: dict[Agent, dict[str, Any]]) -> None:
     """Every row docs/rpc.md declares for pi 0.73.1 forgave something in this run: without
     it some step's result or events would be further from pi's. A fixed difference fails
-    here until its row is deleted."""
+    here until its row is deleted. (A timing row is not asked to: ``unused_rows``.)"""
     unused = unused_rows(transcripts, DECLARED, SCENARIO)
     assert unused == []
 

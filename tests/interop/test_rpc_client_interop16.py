@@ -204,7 +204,8 @@ def test_events_match_pi16(step: str, compared16: dict[str, tuple[Any, Any]]) ->
 def test_every_declared_row_is_needed(transcripts16: dict[Agent, dict[str, Any]]) -> None:
     """Every row docs/rpc.md declares for pi 1.6.0 forgave something in this run: without
     it some step's result or events would be further from pi's. A fixed difference fails
-    here until its row is deleted (or no longer names 1.6.0)."""
+    here until its row is deleted (or no longer names 1.6.0). (A timing row is not asked
+    to: ``unused_rows``.)"""
     assert unused_rows(transcripts16, DECLARED, SCENARIO) == []
 
 
