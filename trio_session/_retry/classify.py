@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -168,38 +168,26 @@ _SHIPPED: dict[str, tuple[PatternTable, str | None]] = {
 }
 
 
-class _Shipped(dict[str, PatternClassifier]):
+class _Shipped(Mapping[str, PatternClassifier]):
     """The shipped classifiers by name, each built the first time it is asked for
-    (``"seed"`` and ``"reference"`` are one classifier); a plain dict lookup after that.
-    It reads as a mapping of every shipped name, built or not: its views, ``get`` and
-    ``==`` build what they show."""
+    (``"seed"`` and ``"reference"`` are one classifier); a dict lookup after that."""
 
-    def __missing__(self, key: str) -> PatternClassifier:
-        table, name = _SHIPPED[key]
-        built = dict.items(self)  # only what is built: no view of our own here
-        twin = next((v for k, v in built if _SHIPPED[k][0] is table), None)
-        made = self[key] = twin or PatternClassifier.from_table(table, name)
-        return made
+    def __init__(self) -> None:
+        self._built: dict[str, PatternClassifier] = {}
 
-    def get(self, key: str, default: Any = None) -> Any:
-        """The classifier called ``key`` (built now if need be), or ``default``."""
-        return self[key] if key in _SHIPPED else default
-
-    # The mapping views, read through ``__iter__`` and ``__getitem__`` (dict's own show
-    # only what is built so far).
-    keys = Mapping.keys  # type: ignore[assignment]
-    values = Mapping.values  # type: ignore[assignment]
-    items = Mapping.items  # type: ignore[assignment]
-    __eq__ = Mapping.__eq__
+    def __getitem__(self, key: str) -> PatternClassifier:
+        built = self._built.get(key)
+        if built is None:
+            table, name = _SHIPPED[key]
+            twin = next((v for k, v in self._built.items() if _SHIPPED[k][0] is table), None)
+            built = self._built[key] = twin or PatternClassifier.from_table(table, name)
+        return built
 
     def __iter__(self) -> Iterator[str]:
         return iter(_SHIPPED)
 
     def __len__(self) -> int:
         return len(_SHIPPED)
-
-    def __contains__(self, key: object) -> bool:
-        return key in _SHIPPED
 
 
 CLASSIFIERS: Mapping[str, PatternClassifier] = _Shipped()

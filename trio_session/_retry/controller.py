@@ -304,7 +304,7 @@ class PromptController:
         """The agent's ``will_continue``: decide (R-1, R-2) just before ``agent_end``."""
         chain = self.live_chain
         settings = self.settings.current
-        classifier = self.classifier or profile_classifier(settings.retry)  # ``policy()``
+        classifier = self.policy()
         model = self.agent.model
         window = model.context_window
         attempt = chain.attempt if chain is not None else 0
