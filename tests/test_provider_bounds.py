@@ -8,8 +8,10 @@ error body keeps its status, and an event stream line has a size limit.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
+import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -503,3 +505,47 @@ async def test_line_separator_inside_a_delta_is_text(
     end, sink = await ask(openai)
     assert end == StreamEnd(stop_reason="stop", raw_stop_reason="stop")
     assert sink.joined == "a\u2028b"
+
+
+# -- a request cancelled while its body is on the way ----------------------------------------
+
+
+async def test_a_request_cancelled_mid_body_leaves_nothing_to_the_garbage_collector(
+    nursery: trio.Nursery,
+) -> None:
+    """A prompt aborted while its (large) body is still being sent -- the server has read
+    the head and a little of the body, then reads no more -- is cancelled at once and
+    leaves no half-run async generator for the garbage collector: under ``-X dev -W
+    error`` trio's "garbage collected before it had been exhausted" ResourceWarning would
+    end the process with an error (encode/httpx#3686 is where httpx's own body does)."""
+    body_started = trio.Event()
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+
+    async def read_a_little_then_stop() -> None:
+        async with listeners[0] as listener, await listener.accept() as stream:
+            seen = b""
+            while b"\r\n\r\n" not in seen or len(seen.split(b"\r\n\r\n", 1)[1]) < 1024:
+                seen += await stream.receive_some(65536)
+            body_started.set()
+            await trio.sleep_forever()  # the rest of the body is never read
+
+    nursery.start_soon(read_a_little_then_stop)
+    big = ProviderRequest(MODEL, (UserMessage("x" * 32_000_000, timestamp=0),), api_key=KEY)
+    gc.collect()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1") as provider:
+            with trio.CancelScope() as request_scope:
+
+                async def abort_once_the_body_is_on_the_way() -> None:
+                    await body_started.wait()
+                    request_scope.cancel()
+
+                nursery.start_soon(abort_once_the_body_is_on_the_way)
+                await ask(provider, big)
+            assert request_scope.cancelled_caught
+        gc.collect()
+        await trio.testing.wait_all_tasks_blocked()  # trio closes what the GC hands it
+    left = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert left == []

@@ -231,14 +231,6 @@ async def linger(
         await ws.aclose()
 
 
-# httpx 0.28 sends a request body through an async generator (ByteStream.__aiter__); a
-# request cancelled while its body is being sent -- a client that leaves just then --
-# leaves the generator to the garbage collector, which trio reports. httpx's bug
-# (encode/httpx#3686), not this service's: nothing is lost, the generator is closed.
-@pytest.mark.filterwarnings(
-    "ignore:Async generator 'httpx._content.ByteStream.__aiter__' was garbage collected"
-    ":ResourceWarning"
-)
 async def test_a_hundred_websocket_clients_get_their_answers_and_the_service_shuts_down_clean(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

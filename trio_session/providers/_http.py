@@ -8,8 +8,9 @@ send (URL, headers, JSON body) and how to read the events that come back (a
 HttpProvider.stream(request, sink)
 └── move_on_after(attempt_timeout)                  the whole attempt, 600 s by default
     ├── body → JSON → UTF-8 bytes                   lone surrogates sent as U+FFFD
-    ├── async with client.stream("POST", url, content=body)   closed on every exit,
-    │   │                                                      cancellation included
+    ├── client.send(POST url, body, stream=True)   the response closed on every exit,
+    │   │                                          cancellation included; the body
+    │   │                                          is a plain iterator (_request_body)
     │   ├── non-2xx  → read ≤ 64 KiB of body → http_error_message()   "503 …: …"
     │   ├── 2xx but not text/event-stream     → "Invalid response from server: …"
     │   └── bytes → SSEDecoder (lines ≤ 8 MiB) → parser.feed(event) → StreamEnd, or
@@ -35,8 +36,10 @@ from the innermost read, and httpcore closes the connection on the way out.
 Nothing here retries (R-28a): the owned client's transports have ``retries=0`` (the
 direct one, and one per proxy of the environment: ``HTTPS_PROXY``, ``NO_PROXY``, see
 ``_proxy``), and redirects are not followed: a 3xx is an error naming its ``location``.
-Cancellation passes straight through; leaving ``client.stream()`` closes the response,
-and with it the connection, so the server sees the disconnect at once.
+Cancellation passes straight through; the response is closed on every way out, and with
+it the connection, so the server sees the disconnect at once. The body goes out through
+``BytesBody`` rather than httpx's own async generator, so a cancellation mid-send leaves
+nothing for the garbage collector to finish (``_request_body``).
 """
 
 from __future__ import annotations
@@ -449,21 +452,25 @@ class HttpProvider:
             **self._extra_headers,
         }
         client = await self._get_client()  # before httpx is used: it imports httpx
+        from ._request_body import BytesBody  # imports httpx itself: after the line above
+
         timeout = attempt.timeout = self._request_timeout(request)
         url = attempt.url = httpx.URL(self._url(request.model))
         try:
-            async with client.stream(
-                "POST",
-                url,
-                content=content,
-                headers=headers,
-                timeout=timeout,
-                follow_redirects=False,  # also on a client passed in (R-28a)
-            ) as response:
+            sent = client.build_request(
+                "POST", url, content=content, headers=headers, timeout=timeout
+            )
+            sent.stream = BytesBody(content)  # not httpx's async generator (see the module)
+            response = await client.send(
+                sent, stream=True, follow_redirects=False  # also on a client passed in (R-28a)
+            )
+            try:
                 attempt.response = response
                 if not response.is_success:
                     return await error_response_end(response, secrets, self._http_error_message)
                 return await self._read_events(response, self._parser(sink, secrets), secrets)
+            finally:
+                await response.aclose()  # on every exit, cancellation included
         except httpx.InvalidURL as exc:
             return StreamEnd.error(f"Invalid request: {exc}")
         except httpx.HTTPError as exc:
