@@ -213,6 +213,65 @@ async def test_skip_wait_reattempts_at_once(
     assert host.reattempts == [0.25]
 
 
+@PROFILES
+async def test_cancel_between_the_wait_and_the_reattempt_makes_no_request(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
+    """R-29, R-30: ``cancel()`` in the instant the wait is over and the chain's task has
+    not run yet (``skip_wait()`` then ``cancel()``, no checkpoint between) ends the chain
+    "Retry cancelled" there: no re-attempt is made."""
+    host = _host((ANSWER, Next.DONE), profile=profile)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(host.chain.run, host, ERROR, Next.RETRY)
+        await trio.sleep(0.25)
+        assert host.chain.skip_wait()
+        host.chain.cancel()
+    assert host.events == [
+        AutoRetryStart(1, 3, 2000, ERROR.error_message or ""),
+        AutoRetryEnd(False, 1, CANCELLED),
+    ]
+    assert host.reattempts == []
+    assert trio.current_time() == 0.25
+
+
+async def test_cancel_before_the_chain_runs_ends_it_before_any_wait(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``cancel()`` between the chain's start (``start_soon``) and its first step: the
+    attempt is announced and ended "Retry cancelled" at once -- what pi shows, where
+    ``auto_retry_start`` goes out in the same step as the error -- with nothing waited
+    and nothing re-attempted."""
+    host = _host((ANSWER, Next.DONE))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(host.chain.run, host, ERROR, Next.RETRY)
+        host.chain.cancel()
+    assert host.events == [
+        AutoRetryStart(1, 3, 2000, ERROR.error_message or ""),
+        AutoRetryEnd(False, 1, CANCELLED),
+    ]
+    assert host.reattempts == []
+    assert trio.current_time() == 0
+
+
+@PROFILES
+async def test_cancel_in_the_second_wait(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
+    """R-29, R-30: after a failed re-attempt the chain waits again (4 s, attempt 2); a
+    ``cancel()`` there ends it at that moment, and ``waiting`` holds only until then."""
+    host = _host((ERROR, Next.RETRY), (ANSWER, Next.DONE), profile=profile)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(host.chain.run, host, ERROR, Next.RETRY)
+        await trio.sleep(3.0)  # the first wait (2 s) is over; the second runs until 6 s
+        assert host.chain.waiting
+        host.chain.cancel()
+        assert not host.chain.waiting
+    assert host.reattempts == [2.0]
+    assert host.events[-1] == AutoRetryEnd(False, 2, CANCELLED)
+    assert [type(e) for e in host.events] == [AutoRetryStart, AutoRetryStart, AutoRetryEnd]
+    assert trio.current_time() == 3.0
+
+
 async def test_a_failing_reattempt_ends_the_chain_with_its_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

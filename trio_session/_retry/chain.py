@@ -2,15 +2,23 @@
 
 The reference keeps a chain alive with four loose fields (an attempt counter, a
 promise, its resolver, an AbortController for the sleep). Here a chain is a
-task in the prompt's nursery, and its lifetime *is* a ``trio.CancelScope``:
+task in the prompt's nursery, and whatever it does runs in a ``trio.CancelScope``
+that ``abort_retry()`` cancels -- one per phase, so that a chain waiting out its
+backoff holds one scope, not two:
 
 ```text
 prompt() nursery
 └── RetryChain.run()            is_retrying ⇔ the chain has not ended (R-10)
-    └── scope                   abort_retry() cancels it (R-29, R-31)
-        ├── sleep(delay)        retry_now() ends just this wait (R-34a)
-        └── re-attempt          agent continue, under the same scope
+    ├── scope: the wait         abort_retry() cancels it (R-29); its deadline is the
+    │   └── sleep(delay)        delay's end; retry_now() ends it early (R-34a)
+    └── scope: the re-attempt   abort_retry() cancels it (R-31)
+        └── agent continue
 ```
+
+``abort_retry()`` marks the chain aborted and cancels the scope it is in, or is about
+to enter (the next is made as the last is left, with no checkpoint between, and is born
+cancelled once the chain is marked). A wait that ends by its deadline or by
+``retry_now()`` leaves the chain unmarked, and the re-attempt follows.
 
 The loop is SPEC §3 in order: read settings (R-11), end if ``decide`` gave up (its
 one max check, R-13, R-15), count the attempt, compute the delay (R-16, R-28), share a server's wait
@@ -91,8 +99,10 @@ class RetryChain:
     ended: bool = False
     retrying: AssistantMessage | None = None
     gave_up: AssistantMessage | None = None
+    # the scope of the phase the chain is in, or enters next: abort_retry() cancels it
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
-    _sleep: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _aborted: bool = attrs.field(default=False, init=False)  # abort_retry() was called
+    _sleeping: bool = attrs.field(default=False, init=False)  # in the wait's sleep
     _pending_delay_ms: int = attrs.field(default=0, init=False)
     _began: float = attrs.field(default=0.0, init=False)  # trio time of the first error
 
@@ -104,7 +114,7 @@ class RetryChain:
     @property
     def sleeping(self) -> bool:
         """True while the chain's task is in its backoff sleep (it may be woken already)."""
-        return self._sleep is not None
+        return self._sleeping
 
     @property
     def waiting(self) -> bool:
@@ -112,20 +122,20 @@ class RetryChain:
         past its sleep. Once the sleep was cut short (``skip_wait``) or its deadline
         passed, the re-attempt has begun — whether or not the chain's task has run
         since (it wakes on a later scheduler pass), so nothing depends on when it does."""
-        sleep = self._sleep
-        return sleep is not None and not sleep.cancel_called and not self._scope.cancel_called
+        return self._sleeping and not self._scope.cancel_called
 
     def cancel(self) -> None:
         """``abort_retry()``: cancel the sleep or the in-flight re-attempt (R-29, R-31)."""
         if self.alive:
+            self._aborted = True
             self._scope.cancel(reason="retry aborted")
 
     def skip_wait(self) -> bool:
         """``retry_now()``: end the current backoff sleep early (R-34a); whether it did
         (not if the wait was already over: ``waiting`` is false)."""
-        if self._sleep is None or not self.waiting:
+        if not self.waiting:
             return False
-        self._sleep.cancel(reason="retry now")
+        self._scope.cancel(reason="retry now")  # the wait ends; the chain goes on
         return True
 
     def succeed(self, host: ChainHost) -> None:
@@ -153,33 +163,46 @@ class RetryChain:
         """
         message = error
         self._began = trio.current_time()  # retry.maxTotalMs counts from here (R-61)
-        with self._scope:
-            try:
-                while True:
+        try:
+            while True:
+                with self._scope as wait:  # made with the chain, or as the last phase ended
                     if not await self._start_attempt(host, message, step):
                         self.gave_up = message
                         return None
-                    # trio.sleep() in a scope of our own, as one scope: its deadline
-                    # is the delay's end, retry_now() cancels it (R-21, R-34a).
-                    deadline = trio.current_time() + self._pending_delay_ms / 1000
-                    with trio.CancelScope(deadline=deadline) as self._sleep:
-                        await trio.sleep_forever()
-                    self._sleep = None
-                    message, step = await host.reattempt()
-                    if self.ended:
-                        return message, step  # success was announced at its message_end
-                    if not step.retries:
-                        final = message.error_message or f"re-attempt ended: {message.stop_reason}"
-                        self._end(host, AutoRetryEnd(False, self.attempt, final))  # R-25
-                        return message, step
-            except Exception as exc:  # the session file could not be written, or a bug
-                self._end(host, AutoRetryEnd(False, self.attempt, str(exc) or repr(exc)))
-                raise
-            finally:
-                self._sleep = None
-                if not self.ended:
-                    self._end(host, AutoRetryEnd(False, self.attempt, CANCELLED))  # R-30
-        return None
+                    # The sleep (R-21): the scope's deadline is the delay's end.
+                    wait.deadline = trio.current_time() + self._pending_delay_ms / 1000
+                    self._sleeping = True
+                    await trio.sleep_forever()
+                self._sleeping = False
+                if self._aborted:
+                    return None  # R-29: the finally says "Retry cancelled"
+                with self._next_scope() as reattempt:
+                    message, step = await host.reattempt()  # R-22
+                if reattempt.cancelled_caught:
+                    return None  # R-31: abort_retry() cancelled it
+                if self.ended:
+                    return message, step  # success was announced at its message_end
+                if not step.retries:
+                    final = message.error_message or f"re-attempt ended: {message.stop_reason}"
+                    self._end(host, AutoRetryEnd(False, self.attempt, final))  # R-25
+                    return message, step
+                self._next_scope()  # the next wait's: cancelled already if aborted since
+        except Exception as exc:  # the session file could not be written, or a bug
+            self._end(host, AutoRetryEnd(False, self.attempt, str(exc) or repr(exc)))
+            raise
+        finally:
+            self._sleeping = False
+            if not self.ended:
+                self._end(host, AutoRetryEnd(False, self.attempt, CANCELLED))  # R-30
+
+    def _next_scope(self) -> trio.CancelScope:
+        """The scope of the chain's next phase, made as the last one is left (no
+        checkpoint in between, so ``abort_retry()`` always finds the scope to cancel).
+        Born cancelled once the chain is aborted: a cancel sticks, as on one scope."""
+        scope = self._scope = trio.CancelScope()
+        if self._aborted:
+            scope.cancel(reason="retry aborted")
+        return scope
 
     async def _start_attempt(self, host: ChainHost, message: AssistantMessage, step: Next) -> bool:
         settings = host.retry_settings  # R-11
