@@ -462,7 +462,9 @@ class HttpProvider:
             )
             sent.stream = BytesBody(content)  # not httpx's async generator (see the module)
             response = await client.send(
-                sent, stream=True, follow_redirects=False  # also on a client passed in (R-28a)
+                sent,
+                stream=True,
+                follow_redirects=False,  # also on a client passed in (R-28a)
             )
             try:
                 attempt.response = response
