@@ -13,7 +13,7 @@ For N tasks in their wait it cancels them one after another (as
   (``auto_retry_end`` at the subscriber, ``prompt()`` returned, ``open_session``
   exited, the task gone, the controller resumed), and the round's total per task;
 * **shapes** — the same measurement for plain-trio skeletons with the session's
-  *shape* (run scope → nursery → chain task → chain scope → sleep scope, and the
+  *shape* (run scope, then nursery → chain task → the wait's scope, and the
   ``open_session`` nursery around it) but none of its code, so the cost of the
   structure and the cost of the library's own code can be told apart;
 * **garbage** — what the cycle collector has to do because of the path: gen-0
@@ -78,25 +78,27 @@ async def floor_scope(probe: Stages, register: Register) -> None:
 
 
 async def _shape_chain(scope: trio.CancelScope, probe: Stages) -> None:
-    with scope:
-        try:
-            with trio.CancelScope():  # the backoff sleep's own scope (retry_now)
-                await trio.sleep(SLEEP_S)
-        finally:
-            probe.mark("chain's finally (where auto_retry_end is emitted)")
+    try:
+        with scope:  # the wait's scope: abort_retry() cancels it, its deadline ends the wait
+            scope.deadline = trio.current_time() + SLEEP_S
+            await trio.sleep_forever()
+    finally:
+        probe.mark("chain's finally (where auto_retry_end is emitted)")
 
 
 async def _shape_prompt(probe: Stages, register: Register) -> None:
-    with trio.CancelScope():  # the run scope
-        async with trio.open_nursery() as nursery:
-            chain = trio.CancelScope()
-            register(Target(chain.cancel))
-            nursery.start_soon(_shape_chain, chain, probe)
+    with trio.CancelScope():  # the first run's scope, left before the nursery opens
+        await trio.lowlevel.checkpoint()
+    async with trio.open_nursery() as nursery:  # the run from here on
+        chain = trio.CancelScope()
+        register(Target(chain.cancel))
+        nursery.start_soon(_shape_chain, chain, probe)
     probe.mark("prompt shape returned")
 
 
 async def shape_prompt(probe: Stages, register: Register) -> None:
-    """Plain trio in the shape of ``prompt()``: run scope, nursery, chain task, two scopes."""
+    """Plain trio in the shape of ``prompt()``: run scope, then nursery, chain task, the
+    wait's scope."""
     await _shape_prompt(probe, register)
     probe.hit()
     probe.end()

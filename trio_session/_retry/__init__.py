@@ -11,7 +11,7 @@ backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
 decide.py       the one decision after a run, the one maximum check         pure
 profile.py      which profile's rules apply: retry.profile                   pure
 overflow.py     the overflow path's rules per profile, on decide's answer     pure
-chain.py        the retry chain: one task, one scope, one auto_retry_end     trio
+chain.py        the retry chain: one task, a scope per phase, one end       trio
 summary.py      a compaction's summary request retried (pi-1.6)             trio
 keys.py         credentials: the key per request, rotation, cooldowns        the store
 fallback.py     fallback models: the next model, for one prompt             the agent
@@ -90,10 +90,12 @@ AgentSession.prompt() → PromptController.run()     returns when the prompt is 
     ├── compaction, then one continue  (R-50), in the prompt's own task
     ├── a fallback model's run         (R-65) where the decision was made: the prompt's
     │                                  task, or the chain's task once the chain has ended
-    └── retry chain task               exists ⇔ is_retrying (R-10)
-        └── CancelScope (the chain)    abort_retry() cancels it (R-29, R-31)
-            ├── sleep(delay)           retry_now() / a joining prompt end just this wait (R-34a)
-            └── agent continue         the re-attempt, under the same scope
+    └── retry chain task               exists ⇔ is_retrying (R-10); a scope per phase,
+        │                              each cancelled by abort_retry() (R-29, R-31)
+        ├── CancelScope (the wait)     its deadline is the delay's end; retry_now() / a
+        │   └── sleep(delay)           joining prompt end it early (R-34a)
+        └── CancelScope (the re-attempt)
+            └── agent continue
 ```
 
 Why the first run is not in the nursery: a turn that succeeds first time (most of

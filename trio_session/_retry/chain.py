@@ -1,4 +1,4 @@
-"""The retry chain: one task, one cancel scope, exactly one ``auto_retry_end``.
+"""The retry chain: one task, a cancel scope per phase, exactly one ``auto_retry_end``.
 
 The reference keeps a chain alive with four loose fields (an attempt counter, a
 promise, its resolver, an AbortController for the sleep). Here a chain is a
