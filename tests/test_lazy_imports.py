@@ -43,6 +43,9 @@ NOT_FOR_A_SESSION = (
     "trio_session.rpc",
     "trio_session.tui",
     "trio_session.providers._http",
+    "trio_session._tools",  # a session without tools: no schema code read from hints
+    "trio_session._tool_schema",
+    "trio_session._bash",  # no bash command run: no subprocess plumbing
 )
 
 

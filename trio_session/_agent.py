@@ -17,7 +17,7 @@ session passes ``will_continue``, asked just before ``agent_end`` to fill in
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -42,8 +42,10 @@ from ._messages import (
     UserMessage,
     to_llm,
 )
-from ._tools import Tool
 from .providers._base import Model, Provider, ProviderRequest, StreamEnd
+
+if TYPE_CHECKING:
+    from ._tools import Tool  # a type only: a session without tools imports no schema code
 
 #: The ``errorMessage`` of an answer cut short by cancellation (the reference's words).
 ABORTED = "Request was aborted"

@@ -23,7 +23,6 @@ from ._retry.classify import Classifier
 from ._session import DEFAULT_COMPACTOR as _DEFAULT_COMPACTOR
 from ._session import AgentSession
 from ._settings import Settings, SettingsStore
-from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
 from .store._open_history import open_history
@@ -31,6 +30,8 @@ from .store._session_file import SessionFile
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+    from ._tools import Tool  # a type only: a session without tools imports no schema code
 
 
 def _no_report(event: object) -> None:

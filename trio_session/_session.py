@@ -28,7 +28,6 @@ import attrs
 import trio
 
 from ._agent import Agent
-from ._bash import BashRun
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, SessionBusyError
 from ._events import CompactionResult, MessageEnd, SessionEvent
@@ -56,7 +55,6 @@ from ._session_parts.switches import SwitchesPart
 from ._settings import Settings, SettingsStore, coerce_settings
 from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
-from ._tools import Tool
 from .providers._base import Model, Provider
 from .store._credentials import CredentialStore
 from .store._loaded import runtime_context
@@ -64,6 +62,9 @@ from .store._session_file import SessionFile
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+    from ._bash import BashRun
+    from ._tools import Tool  # a type only: a session without tools imports no schema code
 
 __all__ = ["DEFAULT_COMPACTOR", "AgentSession", "EventStream"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._bash import BashResult, BashRun
 from .._errors import SessionBusyError, SessionClosedError
 from .._messages import BashExecutionMessage
 
 if TYPE_CHECKING:
+    from .._bash import BashResult, BashRun
     from .._retry.controller import PromptController
     from .journal import Journal
 
@@ -73,6 +73,8 @@ class BashPart:
             raise SessionBusyError(msg)
         file = self._journal.file
         cwd = file.header.cwd if file is not None else None
+        from .._bash import BashRun  # subprocess and tempfile: paid by the first command
+
         run = self._bash_run = BashRun(command, cwd=cwd, on_output=on_output)
         try:
             result = await run.run()
