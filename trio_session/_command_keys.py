@@ -8,7 +8,6 @@ for a person.
 from __future__ import annotations
 
 import datetime
-import difflib
 import getpass
 import os
 import stat
@@ -216,6 +215,8 @@ def auth_add(provider: str, label: str | None, *, stdin: TextIO = sys.stdin) -> 
 
     known = sorted({*KEY_VARIABLES, *PROVIDER_APIS, *BUILT_IN_PROVIDERS})
     if provider not in known:
+        import difflib  # only for a name nobody knows
+
         near = difflib.get_close_matches(provider, known, n=1)
         guess = f"; did you mean '{near[0]}'?" if near else ""
         raise CommandError(f"unknown provider '{provider}'{guess} (known: {', '.join(known)})")
