@@ -246,6 +246,27 @@ def test_chat_line_mode_saves_and_resumes(tmp_path: Path) -> None:
     assert sum('"stopReason":"error"' in line for line in lines) == 1  # the retried 503
 
 
+def test_a_chat_left_before_its_first_prompt_leaves_no_session_file(tmp_path: Path) -> None:
+    """A chat given nothing to send (end of input at once) writes its file's header, as
+    every chat does, and removes the file as it ends: pi writes none until there is a
+    message, and ``--continue`` then finds the last real conversation, not the empty one."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "Hello there"}, {"text": "I remember"}]))
+    common = ["chat", "--provider", "faux", "--faux", str(script)]
+    sessions = tmp_path / "data" / "trio-session" / "sessions"
+    talked = run_env(tmp_path, *common, stdin="hi\n")
+    assert talked.returncode == 0, talked.stderr
+    [kept] = sessions.glob("*/*.jsonl")
+    silent = run_env(tmp_path, *common, "--name", "never used", stdin="")
+    assert silent.returncode == 0, silent.stderr
+    assert silent.stderr.startswith("trio-session: session file ")  # it was made, then let go
+    assert list(sessions.glob("*/*.jsonl")) == [kept]
+    again = run_env(tmp_path, *common, "--continue", stdin="again\n")
+    assert again.returncode == 0, again.stderr
+    assert list(sessions.glob("*/*.jsonl")) == [kept]
+    assert '"again"' in kept.read_text()
+
+
 def test_chat_continue_without_a_session(tmp_path: Path) -> None:
     """--continue with no earlier session is a clear error, exit 2."""
     result = run_env(tmp_path, "chat", "--provider", "faux", "--faux", "x.json", "--continue")

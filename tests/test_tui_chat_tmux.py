@@ -154,6 +154,33 @@ def test_a_bracketed_paste_of_three_lines_is_one_message(chat: Chat) -> None:
     assert chat.user_messages(path) == ["first line\nsecond line\nthird line"]
 
 
+def test_sessions_left_before_their_first_prompt_leave_no_file(chat: Chat) -> None:
+    """The file a chat shows at its start is removed if nothing was said in it: quitting
+    at once leaves no file, and a ``/new`` session left empty goes too, while the one
+    that was talked in stays (pi writes no file until there is a message)."""
+    tmux = chat.start([reply("Hello")])
+    ready(tmux)
+    [first] = chat.session_files()  # made at the start, as the header line says
+    tmux.type("hi")
+    tmux.keys("Enter")
+    tmux.wait_for(lambda screen: "Hello" in screen and "enter: send" in screen)
+    tmux.keys("/new", "Enter")
+    tmux.wait_for(lambda _: len(chat.session_files()) == 2)
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+    assert chat.status(1) == "EXIT=0"
+    assert chat.session_files() == [first]
+    assert chat.user_messages(first) == ["hi"]
+
+    tmux = chat.start([reply("never asked")])
+    ready(tmux)
+    assert len(chat.session_files()) == 2
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(2))
+    assert chat.status(2) == "EXIT=0"
+    assert chat.session_files() == [first]
+
+
 def test_a_streamed_multi_paragraph_reply_has_one_label(chat: Chat) -> None:
     """Chunks that end in newlines do not start new labels: one ``assistant:`` per reply."""
     chunks = [

@@ -230,16 +230,18 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                 file = history_path(
                     resume=None, continue_latest=False, save=True, directory=start.directory
                 )
-            return open_session(
-                provider,
-                model,
-                settings=settings,
-                credentials=credentials,
-                extensions=loaded,
-                history=file,
-                system_prompt=args.system_prompt,
-                models=models(args, model),
-                thinking_level=args.thinking_level,
+            return _dropping_empty(
+                open_session(
+                    provider,
+                    model,
+                    settings=settings,
+                    credentials=credentials,
+                    extensions=loaded,
+                    history=file,
+                    system_prompt=args.system_prompt,
+                    models=models(args, model),
+                    thinking_level=args.thinking_level,
+                )
             )
 
         if args.print:
@@ -275,6 +277,24 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
             if start.path is not None:
                 print(f"trio-session: session file {start.path}", file=sys.stderr)
             return await _chat_lines(session, sys.stdout, sys.stdin.buffer, prompts, messages)
+
+
+@contextlib.asynccontextmanager
+async def _dropping_empty(
+    opened: AbstractAsyncContextManager[AgentSession],
+) -> AsyncIterator[AgentSession]:
+    """``opened``; once it is closed, a session file it created that holds no message is
+    removed, as pi writes none until there is one: a chat left before its first prompt
+    leaves nothing for ``--continue`` or ``/resume`` to find."""
+    file = None
+    try:
+        async with opened as session:
+            file = session.history_file
+            yield session
+    finally:
+        if file is not None and file.closed and file.loaded is None and not file.has_messages:
+            with contextlib.suppress(OSError):  # ours, made moments ago; gone is as good
+                file.path.unlink()
 
 
 def _named(

@@ -348,6 +348,12 @@ class SessionFile(TreeAppends):
         self._last_id = entry_id
 
     @property
+    def has_messages(self) -> bool:
+        """Whether the file holds a message entry, written or staged: a conversation, not
+        just a header and its settings."""
+        return any(kind == "message" for _, kind in self._tree.values())
+
+    @property
     def session_name(self) -> str | None:
         """The display name of the last ``session_info`` entry, ``None`` if unset."""
         return self._name
