@@ -550,6 +550,31 @@ def test_rpc_unknown_provider_is_a_usage_error() -> None:
     )
 
 
+async def test_sessions_left_unused_leave_no_file(tmp_path: Path) -> None:
+    """As pi writes no session file until there is a message: the file of a session the
+    client never prompted -- the first one, or one made by ``new_session`` -- is gone
+    when the process ends; the file of a session that was prompted stays, whole."""
+    env = {**own_config(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    args = rpc_args(tmp_path, [{"text": "Hello"}])
+    async with open_rpc_client(args=args, env=env) as client:
+        unused = Path(str((await client.get_state())["sessionFile"]))
+        assert unused.exists()  # its header is written at once, as the directory is checked
+    assert client.stderr == ""
+    assert not unused.exists()
+
+    async with open_rpc_client(args=args, env=env) as client:
+        talked = Path(str((await client.get_state())["sessionFile"]))
+        await client.prompt("hi")
+        await client.wait_for_idle()
+        await client.new_session()
+        fresh = Path(str((await client.get_state())["sessionFile"]))
+        assert fresh != talked
+    assert client.stderr == ""
+    assert not fresh.exists()
+    assert '"hi"' in talked.read_text()
+    assert '"Hello"' in talked.read_text()
+
+
 def test_rpc_with_no_input_exits_cleanly(tmp_path: Path) -> None:
     """With stdin at end of file the server writes nothing and exits 0."""
     result = run_cli("rpc", *rpc_args(tmp_path, []))

@@ -24,6 +24,7 @@ from ..store._entries import HistoryError
 from ._output import Printer, is_terminal, show
 from ._setup import (
     credentials_url,
+    drop_if_empty,
     extensions,
     models,
     open_model,
@@ -284,17 +285,14 @@ async def _dropping_empty(
     opened: AbstractAsyncContextManager[AgentSession],
 ) -> AsyncIterator[AgentSession]:
     """``opened``; once it is closed, a session file it created that holds no message is
-    removed, as pi writes none until there is one: a chat left before its first prompt
-    leaves nothing for ``--continue`` or ``/resume`` to find."""
+    removed (``drop_if_empty``)."""
     file = None
     try:
         async with opened as session:
             file = session.history_file
             yield session
     finally:
-        if file is not None and file.closed and file.loaded is None and not file.has_messages:
-            with contextlib.suppress(OSError):  # ours, made moments ago; gone is as good
-                file.path.unlink()
+        drop_if_empty(file)
 
 
 def _named(
