@@ -181,6 +181,34 @@ def test_sessions_left_before_their_first_prompt_leave_no_file(chat: Chat) -> No
     assert chat.session_files() == [first]
 
 
+def test_resume_without_a_file_opens_the_picker(chat: Chat) -> None:
+    """``chat --resume`` with no FILE opens the picker of this directory's sessions, as
+    pi's does; Enter opens the one chosen, and the new session under the picker, never
+    talked in, leaves no file."""
+    tmux = chat.start([reply("Hello")])
+    ready(tmux)
+    tmux.type("remember the word kestrel")
+    tmux.keys("Enter")
+    tmux.wait_for(lambda screen: "Hello" in screen and "enter: send" in screen)
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+    [first] = chat.session_files()
+
+    tmux = chat.start([reply("It was kestrel")], "--resume")
+    screen = tmux.wait_text("resume a session")
+    assert "remember the word kestrel" in screen  # the session's first message, as its label
+    tmux.keys("Enter")
+    tmux.wait_text("you: remember the word kestrel")  # its conversation, shown
+    tmux.type("which word?")
+    tmux.keys("Enter")
+    tmux.wait_text("It was kestrel")
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(2))
+    assert chat.status(2) == "EXIT=0"
+    assert chat.session_files() == [first]
+    assert chat.user_messages(first) == ["remember the word kestrel", "which word?"]
+
+
 def test_a_streamed_multi_paragraph_reply_has_one_label(chat: Chat) -> None:
     """Chunks that end in newlines do not start new labels: one ``assistant:`` per reply."""
     chunks = [

@@ -185,8 +185,8 @@ def _session_options(command: argparse.ArgumentParser, *, chat: bool) -> None:
         metavar="FILE",
         nargs="?",
         const="",
-        help="continue the session in FILE; without FILE, the latest session of this "
-        "directory (pi opens a picker there; trio-session's chat has /resume)",
+        help="continue the session in FILE; without FILE, pick one of this directory's "
+        "sessions (on a terminal; elsewhere the latest)",
     )
     command.add_argument(
         "--session",

@@ -256,10 +256,14 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
             from ..tui._input_history import InputHistory, default_history_path
             from ..tui._terminal_chat import run_terminal_chat
 
+            # pi's --resume without a file: a picker of this directory's sessions, over a
+            # new session (removed if the picker is closed and nothing is said in it).
+            pick = args.resume == "" and not messages and start.directory is not None
             try:
                 await run_terminal_chat(
                     opener=_named(opener, args.name),
-                    resume=start.path,
+                    resume=None if pick else start.path,
+                    pick_session=pick,
                     sessions_dir=start.directory,
                     history=InputHistory.load(default_history_path()),
                     banner=lambda s: f"trio-session chat · {s.model.provider} {s.model.id}",

@@ -136,6 +136,7 @@ class ChatApp:
         resume: Path | None = None,
         first_prompt: str | None = None,
         banner: Banner | None = None,
+        pick_session: bool = False,
     ) -> None:
         """Run until the user leaves (``/quit``, Ctrl+C twice, Ctrl+D on an empty editor).
 
@@ -143,6 +144,8 @@ class ChatApp:
         ``resume`` (a new session when ``None``). The conversation so far is shown
         first. The live region is erased on the way out; the transcript stays.
         A ``banner`` made from the session is made again for each session shown.
+        With ``pick_session``, the ``/resume`` picker is open from the start (pi's
+        ``--resume`` without a file); closing it keeps the session opened.
         """
         if self.history.warning:
             self.transcript.note(f"  ! {self.history.warning}")
@@ -155,7 +158,7 @@ class ChatApp:
                 nursery.start_soon(self._frames)
                 nursery.start_soon(self._watch_resize)
                 nursery.start_soon(self._tick)
-                await self._serve(session, resume, first_prompt)
+                await self._serve(session, resume, first_prompt, pick_session)
                 nursery.cancel_scope.cancel(reason="the user left the chat")
         finally:
             with contextlib.suppress(OSError, ValueError):  # after SIGHUP: no terminal
@@ -165,7 +168,11 @@ class ChatApp:
             raise self._fatal
 
     async def _serve(
-        self, session: AgentSession | None, resume: Path | None, first_prompt: str | None
+        self,
+        session: AgentSession | None,
+        resume: Path | None,
+        first_prompt: str | None,
+        pick: bool,
     ) -> None:
         """Chat with one session after another until the user leaves."""
         async with AsyncExitStack() as owned:
@@ -174,8 +181,8 @@ class ChatApp:
                 session = await owned.enter_async_context(self.opener(resume))
             self._show_session(session)
             while True:
-                await self._chat(session, first_prompt)
-                first_prompt = None
+                await self._chat(session, first_prompt, pick)
+                first_prompt, pick = None, False
                 switch, self._switch = self._switch, None
                 if switch is None:
                     return
@@ -215,12 +222,14 @@ class ChatApp:
         self._size = None  # a full redraw: the screen shows this session only
         self.render()
 
-    async def _chat(self, session: AgentSession, first_prompt: str | None) -> None:
+    async def _chat(self, session: AgentSession, first_prompt: str | None, pick: bool) -> None:
         """Serve ``session`` until the user leaves or asks for another session."""
         with session.events() as events:
             async with trio.open_nursery() as nursery:
                 self._prompts = nursery
                 nursery.start_soon(self._show_events, events)
+                if pick:
+                    nursery.start_soon(self._pick_session)
                 if first_prompt:
                     self._send(first_prompt)
                 await self._read_keys()

@@ -30,13 +30,15 @@ async def run_terminal_chat(
     first_prompt: str | None = None,
     banner: Banner | None = None,
     prompt_input: PromptInput | None = None,
+    pick_session: bool = False,
     fd: int = 0,
     out: TextIO | None = None,
 ) -> None:
     """Run the chat on the terminal at ``fd`` (keys) and ``out`` (screen, stdout).
 
     Give it a ``session`` to chat with, or an ``opener`` (with ``resume``) that
-    opens sessions, so ``/new`` and ``/resume`` work.
+    opens sessions, so ``/new`` and ``/resume`` work; ``pick_session`` opens the
+    ``/resume`` picker at the start.
     """
     out = out or sys.stdout
     with raw_terminal(fd, out) as saved:
@@ -50,4 +52,10 @@ async def run_terminal_chat(
             prompt_input=prompt_input if prompt_input is not None else PromptInput(),
             suspend=lambda: cooked_terminal(fd, saved, out),
         )
-        await app.run(session, resume=resume, first_prompt=first_prompt, banner=banner)
+        await app.run(
+            session,
+            resume=resume,
+            first_prompt=first_prompt,
+            banner=banner,
+            pick_session=pick_session,
+        )
