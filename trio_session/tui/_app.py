@@ -72,8 +72,7 @@ class ChatApp:
         screen: where lines go.
         keys: where keys come from.
         history: the input history (Up/Down), persisted per user by the CLI.
-        opener: opens sessions for ``/new`` and ``/resume``; without one those
-            commands say they are not available (the demo).
+        opener: opens sessions for ``/new`` and ``/resume`` (the demo has none).
         sessions_dir: where ``/resume`` looks for this directory's sessions.
         style: colours or not.
         prompt_input: what a sent line goes through first: pi's templates and skills
@@ -140,12 +139,10 @@ class ChatApp:
     ) -> None:
         """Run until the user leaves (``/quit``, Ctrl+C twice, Ctrl+D on an empty editor).
 
-        Chat with ``session``; or, without one, with what ``opener`` opens for
-        ``resume`` (a new session when ``None``). The conversation so far is shown
-        first. The live region is erased on the way out; the transcript stays.
-        A ``banner`` made from the session is made again for each session shown.
-        With ``pick_session``, the ``/resume`` picker is open from the start (pi's
-        ``--resume`` without a file); closing it keeps the session opened.
+        Chat with ``session``, or with what ``opener`` opens for ``resume`` (a new session
+        when ``None``), its conversation shown first; ``pick_session`` opens the ``/resume``
+        picker at once (pi's ``--resume``). A ``banner`` made from a session is made for
+        each one shown. The live region is erased on the way out; the transcript stays.
         """
         if self.history.warning:
             self.transcript.note(f"  ! {self.history.warning}")
@@ -168,11 +165,7 @@ class ChatApp:
             raise self._fatal
 
     async def _serve(
-        self,
-        session: AgentSession | None,
-        resume: Path | None,
-        first_prompt: str | None,
-        pick: bool,
+        self, session: AgentSession | None, resume: Path | None, first: str | None, pick: bool
     ) -> None:
         """Chat with one session after another until the user leaves."""
         async with AsyncExitStack() as owned:
@@ -181,8 +174,8 @@ class ChatApp:
                 session = await owned.enter_async_context(self.opener(resume))
             self._show_session(session)
             while True:
-                await self._chat(session, first_prompt, pick)
-                first_prompt, pick = None, False
+                await self._chat(session, first, pick)
+                first, pick = None, False
                 switch, self._switch = self._switch, None
                 if switch is None:
                     return
@@ -583,8 +576,7 @@ class ChatApp:
         self._say(f"  model: {model.provider}/{model.id}")
 
     async def _pick_session(self) -> None:
-        directory = self.sessions_dir
-        if directory is None:
+        if (directory := self.sessions_dir) is None:
             self._say("  /resume: this chat keeps no session files (--no-save)")
             return
         try:
