@@ -509,11 +509,12 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
     def abort_retry(self) -> None:
         """Cancel the retry chain, if one is alive (R-29).
 
-        In the backoff sleep, or while the re-attempt streams (R-31), the chain's
-        scope is cancelled and it emits ``auto_retry_end {success: false,
-        finalError: "Retry cancelled"}`` (R-30). The prompt then returns.
+        In the backoff sleep, or while the re-attempt streams (R-31), the chain is cancelled
+        and emits ``auto_retry_end {success: false, finalError: "Retry cancelled"}`` (R-30).
         """
-        self._control.abort_retry()
+        # Straight to the chain: its Cancelled keeps this call's frames until delivered.
+        if (chain := self._control.chain) is not None:
+            chain.cancel()
 
     async def wait_for_retry_end(self) -> None:
         """Return once no retry chain is alive: after ``abort_retry``, once its

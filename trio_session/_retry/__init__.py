@@ -56,7 +56,8 @@ R-63            chain.py:RetryChain.retrying, controller.py:PromptController.rea
 R-64            trio_session._failure (ProviderFailure), providers/_http_body.py:
                 error_response_end; the codec skips both (IN_MEMORY)
 R-28b           keys.py:KeyRing.share_cooldown, KeyRing.cooldown_ms, KeyRing.api_key
-R-29 R-31       controller.py:PromptController.abort_retry, chain.py:RetryChain.cancel
+R-29 R-31       chain.py:RetryChain.cancel (AgentSession.abort_retry calls it;
+                controller.py:PromptController.abort_retry for abort)
 R-30 R-34       chain.py:RetryChain.run (its finally)
 R-32 R-33       controller.py:PromptController.abort, PromptController.run
 R-34a           chain.py:RetryChain.skip_wait, controller.py:PromptController.join
