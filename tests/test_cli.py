@@ -267,11 +267,13 @@ def test_a_chat_left_before_its_first_prompt_leaves_no_session_file(tmp_path: Pa
     assert '"again"' in kept.read_text()
 
 
-def test_chat_continue_without_a_session(tmp_path: Path) -> None:
-    """--continue with no earlier session is a clear error, exit 2."""
-    result = run_env(tmp_path, "chat", "--provider", "faux", "--faux", "x.json", "--continue")
+@pytest.mark.parametrize("flag", ["--continue", "--resume"])
+def test_chat_continue_without_a_session(tmp_path: Path, flag: str) -> None:
+    """--continue (or --resume without a file) with no earlier session is a clear error
+    naming the flag given, exit 2."""
+    result = run_env(tmp_path, "chat", "--provider", "faux", "--faux", "x.json", flag)
     assert result.returncode == 2
-    assert result.stderr.startswith("trio-session: --continue: no earlier session in ")
+    assert result.stderr.startswith(f"trio-session: {flag}: no earlier session in ")
 
 
 # --- keys off the command line (issue 11, defect 7) ------------------------------------------

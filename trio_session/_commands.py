@@ -477,12 +477,18 @@ def sessions_dir(settings: SettingsStore, agent_dir: Path | None = None) -> Path
 
 
 def history_path(
-    *, resume: str | None, continue_latest: bool, save: bool, directory: Path | None = None
+    *,
+    resume: str | None,
+    continue_latest: bool,
+    save: bool,
+    directory: Path | None = None,
+    flag: str = "--continue",
 ) -> Path | None:
     """The session file for ``--resume PATH`` / ``--continue`` / a new one (or none).
 
     ``directory`` is where sessions of the cwd are kept (``sessions_dir``); by default
-    our own sessions directory for the cwd.
+    our own sessions directory for the cwd. ``flag`` names the latest-session flag given
+    (``--resume`` without a file asks for it too) in the error when there is none.
     """
     if resume is not None:
         path = Path(resume)
@@ -497,7 +503,7 @@ def history_path(
     if continue_latest:
         latest = latest_session(directory)
         if latest is None:
-            raise CommandError(f"--continue: no earlier session in {directory}")
+            raise CommandError(f"{flag}: no earlier session in {directory}")
         return latest
     if not save:
         return None

@@ -261,7 +261,10 @@ def session_start(
         path = history_path(resume=args.resume, continue_latest=False, save=True)
         return SessionStart(path, directory)
     if args.resume is not None or args.continue_:
-        path = history_path(resume=None, continue_latest=True, save=True, directory=directory)
+        flag = "--continue" if args.continue_ else "--resume"  # for its error: the one given
+        path = history_path(
+            resume=None, continue_latest=True, save=True, directory=directory, flag=flag
+        )
         return SessionStart(path, directory)
     if create_new:
         path = history_path(resume=None, continue_latest=False, save=True, directory=directory)
