@@ -557,22 +557,23 @@ async def test_sessions_left_unused_leave_no_file(tmp_path: Path) -> None:
     env = {**own_config(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     args = rpc_args(tmp_path, [{"text": "Hello"}])
     async with open_rpc_client(args=args, env=env) as client:
-        unused = Path(str((await client.get_state())["sessionFile"]))
-        assert unused.exists()  # its header is written at once, as the directory is checked
+        unused = trio.Path(str((await client.get_state())["sessionFile"]))
+        assert await unused.exists()  # its header is written at once: the directory is checked
     assert client.stderr == ""
-    assert not unused.exists()
+    assert not await unused.exists()
 
     async with open_rpc_client(args=args, env=env) as client:
-        talked = Path(str((await client.get_state())["sessionFile"]))
+        talked = trio.Path(str((await client.get_state())["sessionFile"]))
         await client.prompt("hi")
         await client.wait_for_idle()
         await client.new_session()
-        fresh = Path(str((await client.get_state())["sessionFile"]))
+        fresh = trio.Path(str((await client.get_state())["sessionFile"]))
         assert fresh != talked
     assert client.stderr == ""
-    assert not fresh.exists()
-    assert '"hi"' in talked.read_text()
-    assert '"Hello"' in talked.read_text()
+    assert not await fresh.exists()
+    kept = await talked.read_text()
+    assert '"hi"' in kept
+    assert '"Hello"' in kept
 
 
 def test_rpc_with_no_input_exits_cleanly(tmp_path: Path) -> None:
