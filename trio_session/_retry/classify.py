@@ -37,7 +37,6 @@ from .._errors import ProviderError
 from .._messages import AssistantMessage
 from .._settings_values import RetryProfile
 from .reply import MAX_HINT_MS as MAX_HINT_MS
-from .reply import NO_BODY_OVERFLOW_PATTERN as NO_BODY_OVERFLOW_PATTERN
 from .reply import PatternRules, reply_error
 from .reply import error_status as error_status
 from .reply import parse_retry_after_ms as parse_retry_after_ms
@@ -52,6 +51,9 @@ if TYPE_CHECKING:
     OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...]
     """R-7(a): context-overflow wordings of the major providers (the reference's list, plus
     ``request_too_large`` as the contract names it)."""
+
+    NO_BODY_OVERFLOW_PATTERN: re.Pattern[str]
+    """R-7(a): Cerebras-style "400 status code (no body)" / "413 (no body)" at the start."""
 
 USAGE_LIMIT_PATTERN = re.compile(r"usage.?limit|usage_limit_reached|limit_reached", re.IGNORECASE)
 """R-17: an error that means this credential hit its usage limit."""
@@ -200,6 +202,7 @@ _LAZY = {
     "STRICT_CLASSIFIER": lambda: CLASSIFIERS["strict"],
     "RETRYABLE_PATTERN": lambda: CLASSIFIERS["reference"].retryable,
     "OVERFLOW_PATTERNS": lambda: CLASSIFIERS["reference"].overflow,
+    "NO_BODY_OVERFLOW_PATTERN": lambda: SEED_PATTERNS.bodyless_overflow.regex,
 }
 
 if not TYPE_CHECKING:

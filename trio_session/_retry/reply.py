@@ -74,10 +74,6 @@ class FailedReply(Protocol):
         ...
 
 
-#: R-7(a): Cerebras-style "400 status code (no body)" / "413 (no body)" at the start.
-NO_BODY_OVERFLOW_PATTERN = SEED_PATTERNS.bodyless_overflow.regex
-
-
 @attrs.frozen
 class PatternRules:
     """The patterns of a ``PatternClassifier`` (``.classify``, which describes each field)
@@ -89,7 +85,7 @@ class PatternRules:
     non_retryable: re.Pattern[str] | None = None
     not_overflow: re.Pattern[str] | None = None
     bodyless_overflow: re.Pattern[str] | None = attrs.field(
-        default=attrs.Factory(lambda: NO_BODY_OVERFLOW_PATTERN)
+        default=attrs.Factory(lambda: SEED_PATTERNS.bodyless_overflow.regex)
     )
     bodyless_providers: frozenset[str] | None = None
     length_overflow: bool = False
@@ -160,7 +156,7 @@ class PatternRules:
 
 
 #: What makes a list of patterns unsafe to join: a back-reference or a named group.
-_NOT_JOINABLE = re.compile(r"\\[1-9]|\(\?P[<=]|\(\?<[A-Za-z]")
+_NOT_JOINABLE = r"\\[1-9]|\(\?P[<=]|\(\?<[A-Za-z]"
 
 
 def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
@@ -170,7 +166,7 @@ def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
     it compiles); otherwise ``None``, and the tuple is searched pattern by pattern.
     """
     flags = {p.flags for p in patterns}
-    if len(flags) != 1 or any(_NOT_JOINABLE.search(p.pattern) for p in patterns):
+    if len(flags) != 1 or any(re.search(_NOT_JOINABLE, p.pattern) for p in patterns):
         return None
     try:
         return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), flags.pop())
@@ -188,10 +184,12 @@ def _seed_rules() -> PatternRules:
 #: The longest wait a hint is read as, in milliseconds (2**53 - 1).
 MAX_HINT_MS = 2**53 - 1
 _NUMBER = r"(-?\d+(?:\.\d+)?)"
-_RETRY_AFTER_MS = re.compile(r"retry-after-ms:\s*" + _NUMBER, re.IGNORECASE)
-_RETRY_AFTER = re.compile(r"retry-after:\s*([^\n;]+?)\s*(?:$|[\n;])", re.IGNORECASE | re.MULTILINE)
-_RESET_MS = re.compile(r"x-ratelimit-reset-ms:\s*" + _NUMBER, re.IGNORECASE)
-_RESET = re.compile(r"x-ratelimit-reset:\s*" + _NUMBER, re.IGNORECASE)
+# The patterns of this module are text with inline flags, searched with ``re.search``: ``re``
+# compiles each the first time and keeps it in its cache, so importing compiles nothing.
+_RETRY_AFTER_MS = r"(?i)retry-after-ms:\s*" + _NUMBER
+_RETRY_AFTER = r"(?im)retry-after:\s*([^\n;]+?)\s*(?:$|[\n;])"
+_RESET_MS = r"(?i)x-ratelimit-reset-ms:\s*" + _NUMBER
+_RESET = r"(?i)x-ratelimit-reset:\s*" + _NUMBER
 
 
 def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | None:
@@ -218,9 +216,9 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     """
     now = time.time() * 1000 if now_ms is None else now_ms
     ms: float | None = None
-    if m := _RETRY_AFTER_MS.search(text):
+    if m := re.search(_RETRY_AFTER_MS, text):
         ms = float(m.group(1))
-    elif m := _RETRY_AFTER.search(text):
+    elif m := re.search(_RETRY_AFTER, text):
         value = m.group(1)
         if number := re.match(_NUMBER + r"(?![\w:])", value):
             ms = float(number.group(1)) * 1000
@@ -233,10 +231,10 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
                 ms = None
             else:
                 ms = when.timestamp() * 1000 - now
-    if ms is None and (m := _RESET_MS.search(text)):
+    if ms is None and (m := re.search(_RESET_MS, text)):
         value_ms = float(m.group(1))
         ms = value_ms - now if value_ms > 1e12 else value_ms
-    if ms is None and (m := _RESET.search(text)):
+    if ms is None and (m := re.search(_RESET, text)):
         value_s = float(m.group(1))
         ms = value_s * 1000 - now if value_s > 1e9 else value_s * 1000
     if ms is None:
@@ -244,20 +242,15 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     return max(0, round(min(ms, MAX_HINT_MS)))
 
 
-_STATUS = re.compile(
-    r"^\s*(?:HTTP\s+)?([1-5]\d\d)(?!\d)|status(?: code)?:?\s*([1-5]\d\d)(?!\d)", re.I
+_STATUS = r"(?i)^\s*(?:HTTP\s+)?([1-5]\d\d)(?!\d)|status(?: code)?:?\s*([1-5]\d\d)(?!\d)"
+_AUTH = (
+    r"(?i)invalid.?api.?key|incorrect api key|authentication|unauthori[sz]ed|permission"
+    r"|forbidden|api key not valid|no api key"
 )
-_AUTH = re.compile(
-    r"invalid.?api.?key|incorrect api key|authentication|unauthori[sz]ed|permission|forbidden"
-    r"|api key not valid|no api key",
-    re.IGNORECASE,
-)
-_RATE = re.compile(r"rate.?limit|too many requests|usage.?limit|quota|resource.?exhausted", re.I)
-_OVERLOADED = re.compile(r"overloaded|service.?unavailable", re.IGNORECASE)
-_SERVER = re.compile(r"server.?error|internal.?error|bad gateway|gateway time-?out", re.I)
-_CONNECTION = re.compile(
-    r"connection.?error|fetch failed|timed out|connection (?:refused|reset)", re.I
-)
+_RATE = r"(?i)rate.?limit|too many requests|usage.?limit|quota|resource.?exhausted"
+_OVERLOADED = r"(?i)overloaded|service.?unavailable"
+_SERVER = r"(?i)server.?error|internal.?error|bad gateway|gateway time-?out"
+_CONNECTION = r"(?i)connection.?error|fetch failed|timed out|connection (?:refused|reset)"
 
 
 def error_status(text: str) -> int | None:
@@ -269,7 +262,7 @@ def error_status(text: str) -> int | None:
     Returns:
         The status, or ``None`` when the text does not start with one.
     """
-    match = _STATUS.search(text)
+    match = re.search(_STATUS, text)
     if match is None:
         return None
     return int(match.group(1) or match.group(2))
@@ -294,15 +287,15 @@ def reply_error(message: FailedReply, context_window: int | None = None) -> Prov
     rules = _seed_rules()
     if rules._overflow_of(message, context_window):
         cls = ContextOverflowError
-    elif status in (401, 403) or (status is None and _AUTH.search(text)):
+    elif status in (401, 403) or (status is None and re.search(_AUTH, text)):
         cls = AuthenticationError
-    elif status == 429 or _RATE.search(text):
+    elif status == 429 or re.search(_RATE, text):
         cls = RateLimitError
-    elif status in (503, 529) or _OVERLOADED.search(text):
+    elif status in (503, 529) or re.search(_OVERLOADED, text):
         cls = OverloadedError
-    elif (status is not None and status >= 500) or _SERVER.search(text):
+    elif (status is not None and status >= 500) or re.search(_SERVER, text):
         cls = ServerError
-    elif _CONNECTION.search(text):
+    elif re.search(_CONNECTION, text):
         cls = ProviderConnectionError
     else:
         cls = ProviderError
