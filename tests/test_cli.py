@@ -65,7 +65,7 @@ def test_demo_prints_the_retry_story(fast_settings: Path) -> None:
 
 def test_demo_reply_names_the_attempt_the_story_names() -> None:
     """The demo's answer says the attempt that succeeded as the retry story does (retry 2)."""
-    from trio_session.cli._output import DEMO_ANSWER
+    from trio_session.cli._demo import DEMO_ANSWER
 
     assert "retry 2 got through" in DEMO_ANSWER
     assert "third" not in DEMO_ANSWER

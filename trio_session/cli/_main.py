@@ -15,7 +15,7 @@ from .._command_keys import auth_add, auth_list, auth_remove
 from .._commands import CommandError, load_settings
 from .._errors import TrioSessionError
 from ._args import parser, print_shorthand
-from ._output import is_terminal, run_demo
+from ._output import is_terminal
 from ._setup import agent_dir, extensions, provider_inputs
 
 # The terminal UI and the RPC server are imported by the command that runs them: ``rpc``
@@ -113,6 +113,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.retry_profile is not None:  # above every file, never written to one
         settings.set("retry.profile", args.retry_profile)
     if args.command == "demo":
+        from ._demo import run_demo
+
         loaded = extensions(args.extension)
         interactive = is_terminal() and not args.json
 
