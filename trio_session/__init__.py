@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._errors import CompactionError as CompactionError
     from ._errors import ContextOverflowError as ContextOverflowError
     from ._errors import EventStreamLagged as EventStreamLagged
+    from ._errors import HistoryError as HistoryError
     from ._errors import OverloadedError as OverloadedError
     from ._errors import ProviderConnectionError as ProviderConnectionError
     from ._errors import ProviderError as ProviderError
@@ -162,7 +163,6 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from .store._credentials import InMemoryCredentialStore as InMemoryCredentialStore
     from .store._credentials_file import CredentialInfo as CredentialInfo
     from .store._credentials_file import CredentialStoreError as CredentialStoreError
-    from .store._entries import HistoryError as HistoryError
     from .store._fork import fork_session as fork_session
     from .store._history import load_session as load_session
     from .store._loaded import LoadedSession as LoadedSession
@@ -231,6 +231,7 @@ _EXPORTS: dict[str, str] = {
     "CompactionError": "._errors",
     "ContextOverflowError": "._errors",
     "EventStreamLagged": "._errors",
+    "HistoryError": "._errors",
     "OverloadedError": "._errors",
     "ProviderConnectionError": "._errors",
     "ProviderError": "._errors",
@@ -331,7 +332,6 @@ _EXPORTS: dict[str, str] = {
     "serve_rpc": ".rpc",
     "CredentialStore": ".store._credentials",
     "InMemoryCredentialStore": ".store._credentials",
-    "HistoryError": ".store._entries",
     "LoadedSession": ".store._loaded",
     "SessionSummary": ".store._session_list",
     "default_sessions_dir": ".store._session_list",

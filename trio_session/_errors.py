@@ -34,6 +34,11 @@ TrioSessionError
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 class TrioSessionError(Exception):
     """Base class of every error trio_session raises on purpose."""
@@ -82,6 +87,21 @@ class EventStreamLagged(TrioSessionError):
     Event delivery never waits for a subscriber; instead, a subscriber whose buffer
     fills up is dropped and sees this error after the events it did receive.
     """
+
+
+class HistoryError(TrioSessionError):
+    """A session file cannot be created, read or written; the message names the file.
+
+    Attributes:
+        path: the session file.
+
+    Args:
+        message: what went wrong, naming the file.
+    """
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ProviderError(TrioSessionError):

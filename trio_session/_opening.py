@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import trio
 
@@ -24,14 +24,13 @@ from ._session import DEFAULT_COMPACTOR as _DEFAULT_COMPACTOR
 from ._session import AgentSession
 from ._settings import Settings, SettingsStore
 from .providers._base import Model, Provider
-from .store._credentials import CredentialStore
-from .store._open_history import open_history
-from .store._session_file import SessionFile
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from ._tools import Tool  # a type only: a session without tools imports no schema code
+    from .store._credentials import CredentialStore
+    from .store._session_file import SessionFile
 
 
 def _no_report(event: object) -> None:
@@ -130,7 +129,7 @@ def open_session(
             reply = await session.prompt("Hello")
         ```
     """
-    if not extensions and (history is None or isinstance(history, SessionFile)):
+    if not extensions and (history is None or _is_open_file(history)):
         # The common block: a small object, not an async generator (whose frame would
         # hold every argument while the session lives).
         return _SessionBlock(
@@ -175,6 +174,13 @@ def open_session(
         tracer_provider=tracer_provider,
         fallback_models=[_session_model(provider, m) for m in fallback_models],
     )
+
+
+def _is_open_file(history: object) -> TypeGuard[SessionFile]:
+    """Whether ``history`` is an open ``SessionFile`` (importing the storage code to ask)."""
+    from .store._session_file import SessionFile
+
+    return isinstance(history, SessionFile)
 
 
 def _session_model(provider: Provider, model: Model | str | None) -> Model:
@@ -245,11 +251,15 @@ async def _open_session(
     """``open_session`` with extensions to run, or a session file to open."""
     loaded = [e if isinstance(e, Extension) else load_extension_file(e) for e in extensions]
     model = _session_model(provider, model)
-    opened: AbstractAsyncContextManager[SessionFile | None] = (
-        open_history(history, session_id=session_id)
-        if history is not None and not isinstance(history, SessionFile)
-        else _Given(history)
-    )
+    opened: AbstractAsyncContextManager[SessionFile | None] = _Given(None)
+    if history is not None:  # a file: the storage code is imported now, not before
+        from .store._open_history import open_history
+        from .store._session_file import SessionFile
+
+        if isinstance(history, SessionFile):
+            opened = _Given(history)
+        else:
+            opened = open_history(history, session_id=session_id)
     async with opened as history_file:
         if history_file is not None:
             session_id = history_file.header.id

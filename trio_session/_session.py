@@ -36,7 +36,6 @@ from ._logging import SessionObserver
 from ._messages import AssistantMessage, ImageContent, Message, UserMessage
 from ._retry.classify import Classifier
 from ._retry.controller import BUSY, PromptController
-from ._retry.keys import KeyRing
 from ._session_parts.bash import BashPart
 from ._session_parts.compaction import NOTHING_TO_COMPACT, Compaction
 from ._session_parts.hub import (
@@ -56,15 +55,15 @@ from ._settings import Settings, SettingsStore, coerce_settings
 from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
 from .providers._base import Model, Provider
-from .store._credentials import CredentialStore
-from .store._loaded import runtime_context
-from .store._session_file import SessionFile
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from ._bash import BashRun
+    from ._retry.keys import KeyRing
     from ._tools import Tool  # a type only: a session without tools imports no schema code
+    from .store._credentials import CredentialStore
+    from .store._session_file import SessionFile
 
 __all__ = ["DEFAULT_COMPACTOR", "AgentSession", "EventStream"]
 
@@ -163,8 +162,10 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
         self._compaction = Compaction(
             self._compactor, agent, settings, file, hub, classifier=self._classifier
         )
-        keys = None
+        keys: KeyRing | None = None
         if self._credentials is not None:
+            from ._retry.keys import KeyRing  # only with a store: no storage code otherwise
+
             keys = KeyRing(
                 self._credentials, self._provider.name, self.session_id, agent, settings, observer
             )
@@ -183,12 +184,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
             agent.on_failure = control.ask_store  # R-53b: pi-1.6 asks before deciding
         loaded = file.loaded if file is not None else None
         if loaded is not None:
-            # Resuming: the history is the branch ending at the file's leaf; the context is
-            # what the reference rebuilds from it (compaction summary, kept messages, branch
-            # summaries, custom messages), without retried errors.
-            journal.messages.extend(loaded.branch_messages)
-            agent.messages.extend(runtime_context(loaded))
-            journal.name = loaded.session_name
+            journal.resume(loaded)
         self._init_models_and_thinking(loaded)
         current = settings.current
         agent.steering.mode = current.steering_mode  # settings steeringMode / followUpMode

@@ -70,7 +70,6 @@ from ._retry.classify import Classifier
 from ._retry.decide import profile_classifier
 from ._settings_values import Settings
 from .providers._base import Model
-from .store._credentials import redact
 
 
 class ObservedSession(Protocol):
@@ -539,6 +538,8 @@ def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` replaced by its ``redact`` form, longest first."""
     for secret in sorted(secrets, key=len, reverse=True):
         if secret in text:
+            from .store._credentials import redact  # a key met: the store's short form
+
             text = text.replace(secret, redact(secret))
     return text
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 import trio
@@ -38,10 +38,12 @@ from .._settings_values import RetrySettings
 from .chain import RetryChain
 from .classify import Classifier, parse_retry_after_ms
 from .decide import Next, SettingsSource, asks_for_a_key, decide, profile_classifier
-from .fallback import Fallbacks, model_name
-from .keys import KeyRing
 from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED, overflow_step
 from .profile import is_pi16
+
+if TYPE_CHECKING:  # made by the session only when it has fallbacks or a credential store
+    from .fallback import Fallbacks
+    from .keys import KeyRing
 
 #: ``unwrapped`` keeps no state: one instance serves every prompt.
 _UNWRAPPED = unwrapped()
@@ -159,8 +161,7 @@ class PromptController:
     # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
     _idle: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
-    # pi-1.6: a usage-limit error and what the credential store said about it, asked
-    # before the decision (R-53b); the chain takes the answer instead of asking again.
+    # pi-1.6 (R-53b): a usage-limit error and the store's answer, asked before deciding.
     _told: tuple[AssistantMessage, bool] | None = attrs.field(default=None, init=False)
     # abort() came (or the run was cancelled) during this prompt: its agent_settled says so
     _aborted: bool = attrs.field(default=False, init=False)
@@ -422,7 +423,7 @@ class PromptController:
         was, model = self.fallbacks.switch(self.agent)
         text = message.error_message or f"ended: {message.stop_reason}"
         reason, self._fallback_reason = self._fallback_reason, "retries_exhausted"
-        self.hub.emit(ModelFallback(model_name(was), model_name(model), reason, text))
+        self.hub.emit(ModelFallback(was, model, reason, text))
         self.drop_from_context(message)
         last = await self.agent.continue_(will_continue=self._decide)
         return last, self._take_verdict()

@@ -68,7 +68,7 @@ class Fallbacks:
         """
         return self._find(agent) is not None
 
-    def switch(self, agent: Agent) -> tuple[Model, Model]:
+    def switch(self, agent: Agent) -> tuple[str, str]:
         """Move the agent to the next fallback model (call only when ``left``).
 
         The thinking level is clamped to the new model, as ``set_model`` clamps it;
@@ -78,7 +78,8 @@ class Fallbacks:
             agent: the agent the prompt runs.
 
         Returns:
-            The model given up on and the one the run continues on.
+            The names (``model_name``) of the model given up on and of the one the run
+            continues on, as ``model_fallback`` gives them.
         """
         index = self._find(agent)
         assert index is not None
@@ -89,7 +90,7 @@ class Fallbacks:
         self._next = index + 1
         agent.model = model
         agent.thinking_level = clamp_thinking_level(model, self._level)
-        return was, model
+        return model_name(was), model_name(model)
 
     def restore(self, agent: Agent) -> None:
         """The prompt is over: back to the model it started on, unless ``set_model``

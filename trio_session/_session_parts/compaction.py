@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -28,9 +28,10 @@ from .._messages import CompactionSummaryMessage
 from .._retry.classify import CLASSIFIERS, Classifier
 from .._retry.decide import SettingsSource
 from .._retry.profile import is_pi16
-from .._retry.summary import RetryingAsk
-from ..store._session_file import SessionFile
 from .hub import EventHub
+
+if TYPE_CHECKING:
+    from ..store._session_file import SessionFile
 
 logger = logging.getLogger("trio_session")
 
@@ -117,6 +118,8 @@ class Compaction:
                 return None  # R-56a: pi 1.6.0 finds nothing to summarize before it starts
         ask = agent.complete
         if pi16:  # R-56f: the summary request is retried as a run is
+            from .._retry.summary import RetryingAsk  # pi-1.6 only: the seed never imports it
+
             ask = RetryingAsk(
                 agent.complete,
                 lambda: self.settings.current.retry,

@@ -8,16 +8,19 @@ A failed write is reported once per prompt (``history_write_failed``) and raised
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from .._errors import HistoryError
 from .._events import HistoryWriteFailed
 from .._messages import AssistantMessage, BashExecutionMessage, Message, UserMessage
-from ..store._entries import HistoryError
-from ..store._session_file import SessionFile
 from .hub import EventHub
+
+if TYPE_CHECKING:
+    from ..store._loaded import LoadedSession
+    from ..store._session_file import SessionFile
 
 
 @attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
@@ -41,6 +44,16 @@ class Journal:
     name: str | None = attrs.field(default=None, init=False)
     write_failed: bool = attrs.field(default=False, init=False)
     pending: list[BashExecutionMessage] | None = attrs.field(default=None, init=False)
+
+    def resume(self, loaded: LoadedSession) -> None:
+        """Resuming ``loaded``: the history is the branch ending at the file's leaf; the
+        context is what the reference rebuilds from it (compaction summary, kept messages,
+        branch summaries, custom messages), without retried errors (R-20)."""
+        from ..store._loaded import runtime_context  # a file was read: storage is loaded
+
+        self.messages.extend(loaded.branch_messages)
+        self.context.extend(runtime_context(loaded))
+        self.name = loaded.session_name
 
     def record(self, message: Message) -> None:
         """A ``message_end``: the message joins the history and is staged for the file.

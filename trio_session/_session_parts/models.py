@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from .._errors import TrioSessionError
 from .._events import ThinkingLevelChanged
-from .._retry.fallback import Fallbacks
 from ..providers._base import (
     DEFAULT_THINKING_LEVEL,
     THINKING_LEVELS,
@@ -21,14 +20,13 @@ from ..providers._base import (
     clamp_thinking_level,
     supported_thinking_levels,
 )
-from ..store._entries import ModelChangeEntry, ThinkingLevelChangeEntry
-from ..store._loaded import LoadedSession
 
 if TYPE_CHECKING:
     from .._agent import Agent
     from .._retry.controller import PromptController
     from .._settings import SettingsStore
     from ..providers._base import Provider
+    from ..store._loaded import LoadedSession
     from .hub import EventHub
     from .journal import Journal
 
@@ -73,12 +71,16 @@ class ModelsPart:
         """Resume the model and thinking level a session file last recorded, if any;
         hand the fallback models to the prompts (R-65)."""
         if self._fallback_models:
+            from .._retry.fallback import Fallbacks  # only with fallback models
+
             self._control.fallbacks = Fallbacks(self._fallback_models)
         level = self._preferred_thinking
         if level is not None and level not in THINKING_LEVELS:
             msg = f"thinking_level must be one of {', '.join(THINKING_LEVELS)}, not {level!r}"
             raise ValueError(msg)
         if loaded is not None:
+            from ..store._entries import ModelChangeEntry, ThinkingLevelChangeEntry
+
             for entry in loaded.entries:
                 if isinstance(entry, ModelChangeEntry):
                     found = self._find_model(entry.provider, entry.model_id)

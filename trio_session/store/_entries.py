@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import attrs
 
 from .._codec import to_json
-from .._errors import TrioSessionError
+from .._errors import HistoryError as HistoryError
 from .._messages import (
     BranchSummaryMessage,
     CustomMessage,
@@ -30,21 +29,6 @@ SUFFIX = ".jsonl"
 #: The largest session file read, in bytes (512 MiB: pi, whose reader makes one
 #: JavaScript string of the file, cannot read a larger one either).
 MAX_SESSION_FILE_BYTES = 512 << 20
-
-
-class HistoryError(TrioSessionError):
-    """A session file cannot be created, read or written; the message names the file.
-
-    Attributes:
-        path: the session file.
-
-    Args:
-        message: what went wrong, naming the file.
-    """
-
-    def __init__(self, message: str, *, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 # -- the records ------------------------------------------------------------------------
