@@ -48,6 +48,11 @@ from .decide import Next
 CANCELLED = "Retry cancelled"
 
 
+def _abort_succeeds(_: object) -> trio.lowlevel.Abort:
+    """The backoff sleep's abort function: a cancel (the deadline's too) always ends it."""
+    return trio.lowlevel.Abort.SUCCEEDED
+
+
 class ChainHost(Protocol):
     """What a chain needs from the prompt that runs it (``PromptController`` is the one
     host): declared here, below its implementer, so the chain imports nothing above it."""
@@ -172,7 +177,9 @@ class RetryChain:
                     # The sleep (R-21): the scope's deadline is the delay's end.
                     wait.deadline = trio.current_time() + self._pending_delay_ms / 1000
                     self._sleeping = True
-                    await trio.sleep_forever()
+                    # trio.sleep_forever() without its frame and the lambda it makes per
+                    # call: a chain in backoff holds ~340 bytes less (memory.backoff).
+                    await trio.lowlevel.wait_task_rescheduled(_abort_succeeds)
                 self._sleeping = False
                 if self._aborted:
                     return None  # R-29: the finally says "Retry cancelled"
