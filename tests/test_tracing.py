@@ -367,6 +367,45 @@ def test_without_opentelemetry_no_span_code_runs() -> None:
     assert result.stdout.splitlines() == ["fine 0", "['opentelemetry']"]
 
 
+NAMED = textwrap.dedent(
+    """
+    import os, sys
+    import trio
+    from trio_session import FauxProvider, FauxReply, open_session
+
+    async def main():
+        provider = FauxProvider([FauxReply(text="one"), FauxReply(text="two")])
+        async with open_session(provider) as session:
+            first = await session.prompt("hi")
+            print("opentelemetry.trace" in sys.modules)
+            os.environ.pop("OTEL_PYTHON_TRACER_PROVIDER", None)  # read once: still named
+            second = await session.prompt("again")
+        print(first.text)
+        print(second.text)
+
+    trio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("named", [None, "sdk_tracer_provider", "no_such_provider"])
+def test_a_provider_named_in_the_environment_is_asked_for(named: str | None) -> None:
+    """OpenTelemetry installed but never imported: a prompt imports it only when
+    ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider (read at the first prompt). A name
+    that does not load (OpenTelemetry raises, after logging why) costs no prompt."""
+    env = {k: v for k, v in os.environ.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"}
+    if named is not None:
+        env["OTEL_PYTHON_TRACER_PROVIDER"] = named
+    result = subprocess.run(
+        [sys.executable, "-c", NAMED], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [str(named is not None), "one", "two"]
+    assert result.stderr.count("Failed to load configured provider") == (
+        1 if named == "no_such_provider" else 0
+    )
+
+
 def test_observe_example_prints_the_story() -> None:
     """docs/examples/observe.py: the retry lines, then prompt → attempts → backoffs."""
     example = Path(__file__).parent.parent / "docs" / "examples" / "observe.py"

@@ -99,6 +99,33 @@ AVAILABLE = importlib.util.find_spec("opentelemetry") is not None
 #: The environment variable that names a tracer provider for OpenTelemetry's API to load.
 _PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
 
+
+#: Whether OpenTelemetry failed to load the provider its environment variable names.
+_UNLOADABLE: set[bool] = set()
+
+
+def _global_provider() -> TracerProvider:
+    """OpenTelemetry's global tracer provider, or its no-op proxy when the one
+    ``OTEL_PYTHON_TRACER_PROVIDER`` names cannot be loaded. OpenTelemetry raises then
+    (``StopIteration`` for an unknown name), at every call, after logging why; a prompt
+    must not fail for it, so after the first failure it is not asked again."""
+    if not _UNLOADABLE:
+        try:
+            return _otel_trace.get_tracer_provider()
+        except Exception:  # OpenTelemetry logged it, with its reason
+            _UNLOADABLE.add(True)
+    return _otel_trace.ProxyTracerProvider()
+
+
+@functools.cache
+def _provider_named_in_environment() -> bool:
+    """Whether ``OTEL_PYTHON_TRACER_PROVIDER`` is set: read once per process, when the
+    first prompt asks. A variable set before the first prompt is seen; one set later is
+    not. (Looking it up in ``os.environ`` at every prompt cost about 0.6 µs: a miss
+    raises and catches a ``KeyError`` inside the mapping.)"""
+    return _PROVIDER_VARIABLE in os.environ
+
+
 if TYPE_CHECKING:
     from opentelemetry import context as _otel_context
     from opentelemetry import trace as _otel_trace
@@ -181,24 +208,23 @@ class SessionTracer:
         """Whether every tracer asked now would be the API's no-op: no provider given
         but its proxy, and none installed globally (asked at each prompt, so one
         installed later is used from the next prompt on). Nobody has installed one
-        while OpenTelemetry's ``trace`` is not even imported (and no environment
-        variable names one): then it is not imported here either."""
+        while OpenTelemetry's ``trace`` is not even imported (and the environment
+        variable named no provider when the first prompt asked): then it is not
+        imported here either."""
         given = self._tracer_provider
         imported = "opentelemetry.trace" in sys.modules
-        if given is None and not imported and _PROVIDER_VARIABLE not in os.environ:
+        if given is None and not imported and not _provider_named_in_environment():
             return True
         if not _import_opentelemetry():  # pragma: no cover - found, but broken
             return True
         proxy = _otel_trace.ProxyTracerProvider
-        return (given is None or isinstance(given, proxy)) and isinstance(
-            _otel_trace.get_tracer_provider(), proxy
-        )
+        return (given is None or isinstance(given, proxy)) and isinstance(_global_provider(), proxy)
 
     def _lookup(self) -> Tracer:
         """The OpenTelemetry tracer of the provider in force now (see ``tracer_of``)."""
         _import_opentelemetry()  # a span outside a prompt may be the first one wanted
         provider = self._tracer_provider
-        return tracer_of(provider if provider is not None else _otel_trace.get_tracer_provider())
+        return tracer_of(provider if provider is not None else _global_provider())
 
     def _describe(self) -> tuple[str, str, str]:
         return describe_session(self._session)
