@@ -11,14 +11,16 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 import attrs
 
 from .._prompt_input import PromptInput
 from .._session import AgentSession
-from ._bash import BashRunner
 from ._protocol import Command, Response
+
+if TYPE_CHECKING:  # the server makes it at the first bash command
+    from ._bash import BashRunner
 
 #: ``data`` of a message queued into a run (pi 1.6.0's ``disposition``, R-54).
 QUEUED: Final[Mapping[str, Any]] = {"disposition": "queued"}

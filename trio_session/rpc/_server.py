@@ -38,7 +38,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -49,7 +49,6 @@ from .._groups import unwrapped as _unwrapped
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
 from . import _handlers_session, _handlers_tree
-from ._bash import BashRunner
 from ._handlers_tree import NO_FACTORY as NO_FACTORY
 from ._host import QUEUED, Handlers, takes_request
 from ._host import SessionFactory as SessionFactory  # importable from here as always
@@ -69,6 +68,9 @@ from ._protocol import (
     parse_command,
     response_to_json,
 )
+
+if TYPE_CHECKING:  # made at the first bash command
+    from ._bash import BashRunner
 
 logger = logging.getLogger("trio_session.rpc")
 
@@ -164,10 +166,15 @@ class RpcServer:
 
     @property
     def bash(self) -> BashRunner:
-        """Runs the ``bash`` commands, one at a time, while other commands are read."""
+        """Runs the ``bash`` commands, one at a time, while other commands are read; made
+        at the first one (a server that is sent none never loads it)."""
         if self._bash is None:
-            msg = "the server has not started"
-            raise RuntimeError(msg)
+            if self._nursery is None:
+                msg = "the server has not started"
+                raise RuntimeError(msg)
+            from ._bash import BashRunner
+
+            self._bash = BashRunner(self._nursery, self._outbox.put)
         return self._bash
 
     @property
@@ -221,7 +228,6 @@ class RpcServer:
     async def _serve(self, task_status: trio.TaskStatus[RpcServer]) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self._bash = BashRunner(nursery, self._outbox.put)
             nursery.start_soon(self._outbox.pump, self._stream, self.shutdown)
             self._host = await self._open()
             task_status.started(self)
@@ -229,7 +235,8 @@ class RpcServer:
                 await self._read_commands()
             finally:
                 self._done_reading = True
-                await self.bash.abort(self._host.session)  # answered before the output closes
+                if self._bash is not None:  # answered before the output closes
+                    await self._bash.abort(self._host.session)
                 await self.abort_run()
                 await self._host.close()
                 self._outbox.close()
