@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
+from ._classes import define
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -64,7 +65,7 @@ def request_messages(messages: Iterable[Message]) -> tuple[Message, ...]:
     return to_llm(m for m in messages if not (isinstance(m, AssistantMessage) and m.failed))
 
 
-@attrs.define(eq=False, slots=True)
+@define(eq=False, slots=True)
 class _RequestCache:
     """``request_messages`` of a context that grows at its end, kept between requests.
 
@@ -100,7 +101,7 @@ QueueMode = Literal["all", "one-at-a-time"]
 QUEUE_MODES: tuple[QueueMode, ...] = ("all", "one-at-a-time")
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class MessageQueue:
     """Messages waiting to be delivered into a run (the reference's pending-message queue).
 
@@ -136,7 +137,7 @@ class MessageQueue:
         return tuple(m.text for m in self.messages)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Agent:
     """The agent loop over one runtime context.
 

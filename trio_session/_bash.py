@@ -36,6 +36,8 @@ from typing import IO
 import attrs
 import trio
 
+from ._classes import define, frozen
+
 #: Most lines a bash result keeps (the reference's ``DEFAULT_MAX_LINES``).
 DEFAULT_MAX_LINES = 2000
 
@@ -59,7 +61,7 @@ _ANSI = re.compile(
 _UNPRINTABLE = re.compile("[\u0000-\u0008\u000b-\u001f\ufff9-\ufffb]")
 
 
-@attrs.frozen
+@frozen
 class BashResult:
     """What a shell command did (the reference's ``BashResult``).
 
@@ -130,7 +132,7 @@ def shell_command() -> list[str]:
     return [found, "-c"] if found else ["sh", "-c"]
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class _Output:
     """The reference's output collector: a rolling tail, and a file once it is long."""
 
@@ -180,7 +182,7 @@ class _Output:
         )
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class BashRun:
     """One shell command, run once by ``run``; ``abort`` cancels it from any task.
 

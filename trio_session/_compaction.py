@@ -17,6 +17,7 @@ from typing import Protocol
 
 import attrs
 
+from ._classes import frozen
 from ._events import CompactionReason, CompactionResult
 from ._messages import (
     AssistantMessage,
@@ -34,7 +35,7 @@ from .providers._base import Model
 CHARS_PER_TOKEN = 4
 
 
-@attrs.frozen
+@frozen
 class Compaction:
     """A compactor's answer: the new runtime context and what changed.
 
@@ -126,7 +127,7 @@ def split_turns(messages: Sequence[Message]) -> list[list[Message]]:
     return turns
 
 
-@attrs.frozen
+@frozen
 class DropOldestCompactor:
     """The default compactor: drop the oldest turns until the context fits.
 
@@ -274,7 +275,7 @@ SUMMARY_REQUEST = (
 SUMMARY_PREFIX = "Summary of the earlier conversation (compacted to fit the context window):"
 
 
-@attrs.frozen
+@frozen
 class SummarizingCompactor:
     """The default compactor: summarise the older messages, keep the recent ones.
 

@@ -13,6 +13,8 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._classes import frozen
+
 # pi 1.6.0's events live in _events_pi16 (this file's size); they are named here too.
 from ._events_pi16 import AgentSettled as AgentSettled
 from ._events_pi16 import CompactionReason as CompactionReason
@@ -29,7 +31,7 @@ from ._partial import PartialMessage as PartialMessage
 from ._partial import StreamEvent as StreamEvent
 
 
-@attrs.frozen
+@frozen
 class AgentStart:
     """An agent run began (a prompt, a retry re-attempt, or a continuation).
 
@@ -40,7 +42,7 @@ class AgentStart:
     type: Literal["agent_start"] = "agent_start"
 
 
-@attrs.frozen
+@frozen
 class TurnStart:
     """One model request and its tool calls began.
 
@@ -51,7 +53,7 @@ class TurnStart:
     type: Literal["turn_start"] = "turn_start"
 
 
-@attrs.frozen
+@frozen
 class MessageStart:
     """A message entered the conversation (user, assistant or tool result).
 
@@ -72,7 +74,7 @@ def _as_message(message: AssistantMessage | PartialMessage) -> AssistantMessage:
     return message if isinstance(message, AssistantMessage) else message.message
 
 
-@attrs.frozen(repr=False)
+@frozen(repr=False)
 class MessageUpdate:
     """The streaming assistant message changed.
 
@@ -118,7 +120,7 @@ class MessageUpdate:
         )
 
 
-@attrs.frozen
+@frozen
 class MessageEnd:
     """A message is complete; for the assistant, ``stop_reason`` is now final.
 
@@ -131,7 +133,7 @@ class MessageEnd:
     type: Literal["message_end"] = "message_end"
 
 
-@attrs.frozen
+@frozen
 class ToolExecutionStart:
     """A tool call is about to run.
 
@@ -148,7 +150,7 @@ class ToolExecutionStart:
     type: Literal["tool_execution_start"] = "tool_execution_start"
 
 
-@attrs.frozen
+@frozen
 class ToolExecutionEnd:
     """A tool call finished (``is_error`` when it raised or was aborted).
 
@@ -167,7 +169,7 @@ class ToolExecutionEnd:
     type: Literal["tool_execution_end"] = "tool_execution_end"
 
 
-@attrs.frozen
+@frozen
 class TurnEnd:
     """A turn ended: the assistant message and the tool results it produced.
 
@@ -182,7 +184,7 @@ class TurnEnd:
     type: Literal["turn_end"] = "turn_end"
 
 
-@attrs.frozen
+@frozen
 class AgentEnd:
     """An agent run ended.
 
@@ -203,7 +205,7 @@ class AgentEnd:
     type: Literal["agent_end"] = "agent_end"
 
 
-@attrs.frozen
+@frozen
 class AutoRetryStart:
     """A retryable error ended the run; a re-attempt follows after ``delay_ms`` (R-19).
 
@@ -222,7 +224,7 @@ class AutoRetryStart:
     type: Literal["auto_retry_start"] = "auto_retry_start"
 
 
-@attrs.frozen
+@frozen
 class AutoRetryEnd:
     """A retry chain ended: succeeded, gave up, or was cancelled (R-15, R-23, R-30).
 
@@ -241,7 +243,7 @@ class AutoRetryEnd:
     type: Literal["auto_retry_end"] = "auto_retry_end"
 
 
-@attrs.frozen
+@frozen
 class ModelFallback:
     """The prompt moves to the next fallback model (R-65, ours): the retry policy had
     nothing left to try on the one it was on.
@@ -262,7 +264,7 @@ class ModelFallback:
     type: Literal["model_fallback"] = "model_fallback"
 
 
-@attrs.frozen
+@frozen
 class CompactionResult:
     """What a compaction did to the runtime context.
 
@@ -288,7 +290,7 @@ class CompactionResult:
     details: Mapping[str, Any] | None = None
 
 
-@attrs.frozen
+@frozen
 class CompactionStart:
     """Compaction began (the reference's ``compaction_start``).
 
@@ -305,7 +307,7 @@ class CompactionStart:
     type: Literal["compaction_start"] = "compaction_start"
 
 
-@attrs.frozen
+@frozen
 class CompactionEnd:
     """Compaction ended (the reference's ``compaction_end``).
 
@@ -339,7 +341,7 @@ AutoCompactionEnd = CompactionEnd
 # -- queues --------------------------------------------------------------------
 
 
-@attrs.frozen
+@frozen
 class QueueUpdate:
     """The steering or follow-up queue changed (the reference's ``queue_update``).
 
@@ -361,7 +363,7 @@ class QueueUpdate:
 # -- session settings -------------------------------------------------------------
 
 
-@attrs.frozen
+@frozen
 class ThinkingLevelChanged:
     """The thinking level changed: set, cycled, or clamped by a model switch
     (the reference's ``thinking_level_changed``).
@@ -375,7 +377,7 @@ class ThinkingLevelChanged:
     type: Literal["thinking_level_changed"] = "thinking_level_changed"
 
 
-@attrs.frozen
+@frozen
 class SessionInfoChanged:
     """The session's display name was set or cleared (the reference's ``session_info_changed``).
 
@@ -388,7 +390,7 @@ class SessionInfoChanged:
     type: Literal["session_info_changed"] = "session_info_changed"
 
 
-@attrs.frozen
+@frozen
 class ExtensionError:
     """An extension's handler raised, or ran past its time bound; the session went on.
 
@@ -406,7 +408,7 @@ class ExtensionError:
     type: Literal["extension_error"] = "extension_error"
 
 
-@attrs.frozen
+@frozen
 class HistoryWriteFailed:
     """The session file could not be written (a full disk, a file-size limit …).
 

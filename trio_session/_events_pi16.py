@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
-import attrs
+from ._classes import frozen
 
 #: Why a compaction runs: on demand, past a threshold, or after an overflow (R-50).
 CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
@@ -21,7 +21,7 @@ CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
 SummarySource: TypeAlias = Literal["compaction", "branchSummary"]
 
 
-@attrs.frozen
+@frozen
 class AgentSettled:
     """A session-level run is over: nothing follows it by itself (pi 1.6.0's ``agent_settled``).
 
@@ -39,7 +39,7 @@ class AgentSettled:
     type: Literal["agent_settled"] = "agent_settled"
 
 
-@attrs.frozen
+@frozen
 class SummarizationRetryScheduled:
     """A compaction's summary request failed with a retryable error; it is sent again
     after ``delay_ms`` (pi 1.6.0's ``summarization_retry_scheduled``, R-56f).
@@ -59,7 +59,7 @@ class SummarizationRetryScheduled:
     type: Literal["summarization_retry_scheduled"] = "summarization_retry_scheduled"
 
 
-@attrs.frozen
+@frozen
 class SummarizationRetryAttemptStart:
     """The wait is over: the summary request is sent again
     (pi 1.6.0's ``summarization_retry_attempt_start``, R-56f).
@@ -75,7 +75,7 @@ class SummarizationRetryAttemptStart:
     type: Literal["summarization_retry_attempt_start"] = "summarization_retry_attempt_start"
 
 
-@attrs.frozen
+@frozen
 class SummarizationRetryFinished:
     """The summary request's retries are over: it succeeded, failed for good, or was
     cancelled (pi 1.6.0's ``summarization_retry_finished``, which says no more, R-56f).
@@ -87,7 +87,7 @@ class SummarizationRetryFinished:
     type: Literal["summarization_retry_finished"] = "summarization_retry_finished"
 
 
-@attrs.frozen
+@frozen
 class EntryAppended:
     """An entry was appended to the session file outside the conversation's messages
     (pi 1.6.0's ``entry_appended``): under ``retry.profile`` ``"pi-1.6"``, the

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from ._classes import define
 from ._events import ExtensionError, SessionEvent
 
 DEFAULT_HANDLER_TIMEOUT = 5.0
@@ -43,7 +44,7 @@ class Subscriber(Protocol):
         ...
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class ExtensionRunner:
     """Delivers session events to extensions from its own task.
 

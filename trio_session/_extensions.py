@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ._classes import define, frozen
 from ._errors import TrioSessionError
 from ._extension_runner import ExtensionRunner, Handler
 
@@ -56,7 +57,7 @@ class ExtensionLoadError(TrioSessionError):
     """An extension could not be found, imported or activated."""
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class ExtensionAPI:
     """What ``activate(api)`` receives.
 
@@ -88,7 +89,7 @@ class ExtensionAPI:
         return [*self._handlers.get(event_type, ()), *self._handlers.get("*", ())]
 
 
-@attrs.frozen
+@frozen
 class Extension:
     """A loaded extension: its name and its ``activate`` function.
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from ._classes import frozen
 from ._json import loads
 
 #: The response headers kept, lower-cased, in this order: the retry hints the error
@@ -50,7 +51,7 @@ def _frozen_headers(value: Mapping[str, str]) -> Mapping[str, str]:
     return MappingProxyType(dict(value))
 
 
-@attrs.frozen
+@frozen
 class ProviderFailure:
     """What a failed HTTP response said, as data (R-64); its text is ``error_message``.
 

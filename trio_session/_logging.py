@@ -74,8 +74,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from ._classes import define
 from ._events import (
     AutoRetryEnd,
     AutoRetryStart,
@@ -202,7 +201,7 @@ for _child in (retry_logger, compaction_logger, credentials_logger, provider_log
 _NO_KEYS: frozenset[str] = frozenset()
 
 
-@attrs.define(eq=False, weakref_slot=True)
+@define(eq=False, weakref_slot=True)
 class SessionObserver:
     """One session's logs and spans, fed its events. Made by ``install``.
 

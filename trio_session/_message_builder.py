@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import trio
 
+from ._classes import define
 from ._events import (
     GrowingPart,
     MessageStart,
@@ -53,7 +54,7 @@ def _now() -> float | None:
         return None
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class MessageBuilder:
     """Collects a streaming answer and tells it as the reference's stream events.
 

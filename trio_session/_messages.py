@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._classes import frozen
 from ._failure import ProviderFailure
 
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
@@ -31,7 +32,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@attrs.frozen
+@frozen
 class TextContent:
     """A piece of text in a message.
 
@@ -44,7 +45,7 @@ class TextContent:
     type: Literal["text"] = "text"
 
 
-@attrs.frozen
+@frozen
 class ImageContent:
     """An image in a user message or tool result: base64 ``data`` and its MIME type.
 
@@ -59,7 +60,7 @@ class ImageContent:
     type: Literal["image"] = "image"
 
 
-@attrs.frozen
+@frozen
 class ThinkingContent:
     """Reasoning the model showed before answering (kept, never re-sent as text)."""
 
@@ -68,7 +69,7 @@ class ThinkingContent:
     type: Literal["thinking"] = "thinking"
 
 
-@attrs.frozen
+@frozen
 class ToolCall:
     """The model asking for a tool to be run.
 
@@ -89,7 +90,7 @@ ContentPart: TypeAlias = TextContent | ThinkingContent | ToolCall
 UserContent: TypeAlias = TextContent | ImageContent
 
 
-@attrs.frozen
+@frozen
 class Cost:
     """What one assistant message cost, in dollars, by kind of token.
 
@@ -116,7 +117,7 @@ class Cost:
 ZERO_COST = Cost()
 
 
-@attrs.frozen
+@frozen
 class Usage:
     """Token counts reported by the provider for one assistant message, and their cost.
 
@@ -163,7 +164,7 @@ def _joined_text(content: str | tuple[Any, ...]) -> str:
     return "".join(p.text for p in content if isinstance(p, TextContent))
 
 
-@attrs.frozen
+@frozen
 class UserMessage:
     """A message the user sent: a string, or text and image parts (as the reference writes it).
 
@@ -211,7 +212,7 @@ def _parts(value: Any) -> tuple[ContentPart, ...]:
 IN_MEMORY: Mapping[str, bool] = {"wire": False}
 
 
-@attrs.frozen
+@frozen
 class AssistantMessage:
     """A message produced by the model, possibly ending in an error.
 
@@ -314,7 +315,7 @@ class AssistantMessage:
         raise error
 
 
-@attrs.frozen
+@frozen
 class ToolResultMessage:
     """The outcome of running one tool call.
 
@@ -342,7 +343,7 @@ class ToolResultMessage:
         return _joined_text(self.content)
 
 
-@attrs.frozen
+@frozen
 class BashExecutionMessage:
     """A shell command the user ran (RPC ``bash``) and its output.
 
@@ -385,7 +386,7 @@ class BashExecutionMessage:
         return text
 
 
-@attrs.frozen
+@frozen
 class CustomMessage:
     """A message an extension put into the conversation (the reference's ``custom`` role).
 
@@ -422,7 +423,7 @@ BRANCH_SUMMARY_PREFIX = (
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 
-@attrs.frozen
+@frozen
 class BranchSummaryMessage:
     """What a branch the conversation came back from did (from a ``branch_summary`` entry).
 
@@ -444,7 +445,7 @@ class BranchSummaryMessage:
         return BRANCH_SUMMARY_PREFIX + self.summary + BRANCH_SUMMARY_SUFFIX
 
 
-@attrs.frozen
+@frozen
 class CompactionSummaryMessage:
     """The summary that stands for the messages a compaction removed.
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import attrs
 
+from ._classes import define
 from ._messages import AssistantMessage, ContentPart, TextContent, ThinkingContent
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class GrowingPart:
     """The text or thinking part a streaming answer is still adding to.
 
@@ -56,7 +57,7 @@ class GrowingPart:
         return self._joined
 
 
-@attrs.define(eq=False, repr=False)
+@define(eq=False, repr=False)
 class PartialMessage:
     """A streaming assistant message as it stood at one update; built when first read.
 

@@ -39,6 +39,7 @@ from typing import Any
 
 import attrs
 
+from ._classes import frozen
 from ._errors import SettingsError
 from ._files import RefusedFileError, read_regular
 from ._settings import SettingsLayer, resolve
@@ -57,7 +58,7 @@ MAX_CONFIG_FILE_BYTES = 1 << 20
 COMMAND_TIMEOUT = 10.0
 
 
-@attrs.frozen
+@frozen
 class BuiltInProvider:
     """One of pi's built-in providers: its wire API, endpoint and key variables."""
 
@@ -163,7 +164,7 @@ def agent_dir_from(
     return Path(raw).expanduser() if raw else None
 
 
-@attrs.frozen
+@frozen
 class _ProviderConfig:
     """One provider entry of models.json, as written (key and headers unresolved)."""
 
@@ -174,7 +175,7 @@ class _ProviderConfig:
     model_overrides: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
 
-@attrs.frozen
+@frozen
 class AgentDirConfig:
     """What pi's agent directory says; see the module docstring.
 

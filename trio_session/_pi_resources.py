@@ -37,8 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
-
+from ._classes import frozen
 from ._pi_frontmatter import FrontmatterError, js_trim, parse_frontmatter
 
 #: The largest template or skill file read, in bytes.
@@ -174,7 +173,7 @@ def substitute_args(content: str, args: Sequence[str]) -> str:
     return _PLACEHOLDER.sub(replace, content)
 
 
-@attrs.frozen
+@frozen
 class PromptTemplate:
     """One prompt template: ``/name`` expands to ``content``."""
 
@@ -186,7 +185,7 @@ class PromptTemplate:
     argument_hint: str | None = None
 
 
-@attrs.frozen
+@frozen
 class Skill:
     """One skill: ``/skill:name`` sends its instructions (``path``, re-read then)."""
 
@@ -197,7 +196,7 @@ class Skill:
     disable_model_invocation: bool = False
 
 
-@attrs.frozen
+@frozen
 class PiResources:
     """The prompt templates and skills found, and what could not be read.
 

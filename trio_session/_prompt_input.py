@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
+from ._classes import define
 
 if TYPE_CHECKING:
     from ._pi_resources import PiResources
@@ -24,7 +24,7 @@ class PromptRefused(Exception):
     """The prompt cannot be sent; the text says why, as pi says it."""
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class PromptInput:
     """Expands a prompt's slash command and refuses one that cannot be sent.
 

@@ -28,6 +28,7 @@ import attrs
 import trio
 
 from ._agent import Agent
+from ._classes import define
 from ._compaction import Compactor, SummarizingCompactor
 from ._errors import CompactionError, SessionBusyError
 from ._events import CompactionResult, MessageEnd, SessionEvent
@@ -73,7 +74,7 @@ logger = logging.getLogger("trio_session")
 DEFAULT_COMPACTOR = SummarizingCompactor()
 
 
-@attrs.define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
+@define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
 class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, IdlePart):
     """A conversation with a model, with auto-retry and overflow compaction.
 

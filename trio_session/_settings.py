@@ -33,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from ._classes import define, frozen
 from ._codec import camel, snake
 from ._errors import SettingsError
 from ._settings_files import MAX_SETTINGS_FILE_BYTES as MAX_SETTINGS_FILE_BYTES
@@ -70,7 +71,7 @@ from ._settings_values import Settings as Settings
 from ._settings_values import ThinkingLevel as ThinkingLevel
 
 
-@attrs.frozen
+@frozen
 class SettingsLayer:
     """One validated source of settings: ``{"retry.maxRetries": 5, …}``.
 
@@ -308,7 +309,7 @@ _IDLE_KEY = "retry.provider.idleTimeoutMs"
 _NO_TIMEOUTS: tuple[float | None, float | None] = (None, None)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class SettingsStore:
     """Live, layered settings for one session.
 

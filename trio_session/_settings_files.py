@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import attrs
-
+from ._classes import frozen
 from ._dirs import fsync_directory, user_config_dir
 from ._errors import SettingsError
 from ._settings_values import cut_number, validate_value
@@ -195,7 +194,7 @@ def read_settings_text(path: Path) -> str | None:
         raise SettingsError(msg, source=source) from exc
 
 
-@attrs.frozen(repr=False)
+@frozen(repr=False)
 class _BigNumber:
     """A JSON number Python cannot hold: ``1e400``, or an integer of thousands of digits.
 

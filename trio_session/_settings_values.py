@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._classes import frozen
 from ._errors import SettingsError
 
 Jitter: TypeAlias = Literal["none", "full", "equal"]
@@ -30,7 +31,7 @@ ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "x
 PROGRAMMATIC = "<programmatic>"
 
 
-@attrs.frozen
+@frozen
 class ProviderRetrySettings:
     """The ``retry.provider`` group: how long one request to the provider may take.
 
@@ -58,7 +59,7 @@ class ProviderRetrySettings:
     max_retries: int | None = None
 
 
-@attrs.frozen
+@frozen
 class RetrySettings:
     """The ``retry`` group.
 
@@ -98,7 +99,7 @@ class RetrySettings:
     provider: ProviderRetrySettings = attrs.field(factory=ProviderRetrySettings)
 
 
-@attrs.frozen
+@frozen
 class CompactionSettings:
     """The ``compaction`` group.
 
@@ -118,7 +119,7 @@ class CompactionSettings:
     keep_recent_tokens: int = 20_000
 
 
-@attrs.frozen
+@frozen
 class HttpSettings:
     """The ``http`` group: the HTTP provider ``trio-session`` builds (``chat``, ``rpc``).
 
@@ -136,7 +137,7 @@ class HttpSettings:
     max_connections: int | None = None
 
 
-@attrs.frozen
+@frozen
 class CredentialsSettings:
     """The ``credentials`` group.
 
@@ -150,7 +151,7 @@ class CredentialsSettings:
     url: str | None = None
 
 
-@attrs.frozen
+@frozen
 class Settings:
     """Effective settings: every group, every key resolved.
 
@@ -213,7 +214,7 @@ The defaults stay the reference's, for one user at a terminal (R-16).
 # -- the schema ----------------------------------------------------------------------
 
 
-@attrs.frozen
+@frozen
 class _Rule:
     check: Callable[[Any], bool]
     description: str

@@ -18,8 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
-
+from ._classes import frozen
 from ._messages import (
     AssistantMessage,
     BashExecutionMessage,
@@ -39,7 +38,7 @@ from ._messages import (
 _IMAGE_CHARS = 4800
 
 
-@attrs.frozen
+@frozen
 class ContextUsage:
     """How full the model's context window is.
 
@@ -54,7 +53,7 @@ class ContextUsage:
     percent: float | None
 
 
-@attrs.frozen
+@frozen
 class TokenTotals:
     """Tokens the assistant messages reported, summed by kind.
 
@@ -76,7 +75,7 @@ class TokenTotals:
         return self.input + self.output + self.cache_read + self.cache_write
 
 
-@attrs.frozen
+@frozen
 class SessionStats:
     """What ``AgentSession.stats`` reports (the reference's ``SessionStats``).
 

@@ -34,6 +34,7 @@ from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 import attrs
 import trio
 
+from ._classes import define, frozen
 from ._errors import TrioSessionError
 from ._events import (
     AutoRetryStart,
@@ -63,7 +64,7 @@ class PromptSession(Protocol):
         ...
 
 
-@attrs.frozen
+@frozen
 class ReplyRestart:
     """``ReplyStream.items()``: the attempt you were showing failed; a new one follows.
 
@@ -90,7 +91,7 @@ _KEPT: Final = _Kept()
 _TextItem = str | ReplyRestart | _Kept
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class ReplyStream(Generic[T]):
     """What ``AgentSession.stream`` yields: the prompt's text (or events), live.
 
@@ -240,7 +241,7 @@ class ReplyStream(Generic[T]):
         self._wake.set()
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class ReplyItems:
     """``ReplyStream.items()``: ``str`` pieces as they arrive, and ``ReplyRestart`` marks.
 

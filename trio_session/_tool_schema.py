@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 
+from ._classes import frozen
+
 # --- values as the model sees them ------------------------------------------------------
 
 _BAD: Any = object()  # what a check returns for a value it rejected
@@ -78,7 +80,7 @@ def json_value(value: object) -> Any:
 Check = Callable[[Any, str, list[str]], Any]
 
 
-@attrs.frozen
+@frozen
 class Node:
     """One type: its JSON schema and the check (and conversion) of a value of it.
 
@@ -249,7 +251,7 @@ def _mapping(values: Node | None) -> Node:
     return Node(schema, check, "an object", frozenset({"object"}), False)
 
 
-@attrs.frozen
+@frozen
 class Field:
     """A parameter of the function, or a field of a nested object type."""
 

@@ -32,6 +32,7 @@ from typing import Any, overload
 
 import attrs
 
+from ._classes import frozen
 from ._errors import TrioSessionError
 from ._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth
 from ._tool_schema import (
@@ -79,7 +80,7 @@ class ToolArgumentError(TrioSessionError, ValueError):
         self.problems = tuple(problems)
 
 
-@attrs.frozen
+@frozen
 class Tool:
     """An async function the model may call.
 
@@ -149,7 +150,7 @@ def _encode_result(value: object) -> str:
 # --- functions as tools ---------------------------------------------------------------------
 
 
-@attrs.frozen
+@frozen
 class _FunctionCall:
     """A tool's ``execute``: checks the arguments, then calls the function.
 

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
+from ._classes import define
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -155,7 +156,7 @@ def _version() -> str:
         return "0"
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class SessionTracer:
     """The spans of one session. Made by ``session_tracer``; fed the session's events.
 

@@ -23,6 +23,7 @@ from typing import TypeVar
 import attrs
 import trio
 
+from ._classes import define
 from ._events import SessionEvent
 from ._session import AgentSession
 from .providers._faux import FauxProvider, FauxReply, faux_script
@@ -32,7 +33,7 @@ __all__ = ["EventRecorder", "FauxProvider", "FauxReply", "faux_script"]
 E = TypeVar("E", bound=SessionEvent)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class EventRecorder:
     """Records every event with the ``trio.current_time()`` it arrived at.
 

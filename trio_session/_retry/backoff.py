@@ -29,8 +29,7 @@ import math
 import random
 from typing import Literal
 
-import attrs
-
+from .._classes import frozen
 from .._settings_values import RetrySettings
 from .classify import MAX_HINT_MS
 
@@ -57,7 +56,7 @@ def exponential_delay_ms(attempt: int, base_delay_ms: int) -> int:
     return int(base_delay_ms * 2 ** (attempt - 1))
 
 
-@attrs.frozen
+@frozen
 class DelayPlan:
     """The wait before a re-attempt, or why there is none.
 

@@ -38,6 +38,7 @@ from typing import Protocol
 import attrs
 import trio
 
+from .._classes import define
 from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
 from .._messages import AssistantMessage
 from .._settings_values import RetrySettings
@@ -87,7 +88,7 @@ class ChainHost(Protocol):
         ...
 
 
-@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
+@define(eq=False, on_setattr=attrs.setters.NO_OP)
 class RetryChain:
     """One retry chain, from the first retryable error to its ``auto_retry_end``.
 

@@ -31,8 +31,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
-import attrs
-
+from .._classes import frozen
 from .._errors import ProviderError
 from .._messages import AssistantMessage
 from .._settings_values import RetryProfile
@@ -89,7 +88,7 @@ class Classifier(Protocol):
         ...
 
 
-@attrs.frozen
+@frozen
 class PatternClassifier(PatternRules):
     """A classifier made of regular expressions (R-4 … R-8, R-57 … R-60).
 

@@ -8,9 +8,8 @@ here, never a field read later): nothing, a chain (``settle`` starts its task), 
 compaction then one continuation (R-50). ``saw_message`` announces a chain's success
 right after the good message's ``message_end`` (R-23, R-23a).
 
-What the controller needs from the session it declares below as Protocols
-(``PromptJournal``, ``Recovery``, ``PromptWatcher``): the session's collaborators
-implement them, so nothing here imports the session.
+What the controller needs from the session it declares below as Protocols (``PromptJournal``,
+``Recovery``, ``PromptWatcher``), which its collaborators implement: nothing here imports it.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import attrs
 import trio
 
 from .._agent import Agent
+from .._classes import define
 from .._errors import SessionBusyError, SessionClosedError
 from .._events import (
     AgentSettled,
@@ -119,7 +119,7 @@ class PromptWatcher(Protocol):
         ...
 
 
-@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
+@define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class PromptController:
     """One session's prompts: the scope tree, the decision after each run, the chain.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import attrs
 
 from .._agent import Agent
+from .._classes import define
 from ..providers._base import Model, clamp_thinking_level
 
 
@@ -33,7 +34,7 @@ def _same(a: Model, b: Model) -> bool:
     return a.provider == b.provider and a.id == b.id
 
 
-@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
+@define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class Fallbacks:
     """A session's fallback models, and how far the running prompt has gone down them.
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import attrs
 import trio
 
 from .._agent import Agent
+from .._classes import define
 from ..store._credentials import CooldownStore, CredentialStore
 from .backoff import wait_cap
 from .decide import SettingsSource
@@ -36,7 +36,7 @@ class KeyWatcher(Protocol):
         ...
 
 
-@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
+@define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class KeyRing:
     """One session's credentials: a store, who the session is to it, and its watcher.
 

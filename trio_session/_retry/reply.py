@@ -19,6 +19,7 @@ from typing import Protocol, Self
 
 import attrs
 
+from .._classes import frozen
 from .._errors import (
     AuthenticationError,
     ContextOverflowError,
@@ -74,7 +75,7 @@ class FailedReply(Protocol):
         ...
 
 
-@attrs.frozen
+@frozen
 class PatternRules:
     """The patterns of a ``PatternClassifier`` (``.classify``, which describes each field)
     and their rules, on any ``FailedReply``."""

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-import attrs
 import trio
 
+from .._classes import frozen
 from .._events import (
     CompactionReason,
     SessionEvent,
@@ -41,7 +41,7 @@ from .classify import Classifier
 MAX_SUMMARY_DELAY_MS = 60_000
 
 
-@attrs.frozen
+@frozen
 class RetryingAsk:
     """``ask`` with pi 1.6.0's summary-request retries around each call.
 

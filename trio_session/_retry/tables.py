@@ -24,6 +24,8 @@ from typing import Literal, TypeAlias
 
 import attrs
 
+from .._classes import frozen
+
 Dialect: TypeAlias = Literal["python", "javascript"]
 
 #: What JavaScript's ``\s`` matches (ECMA-262 WhiteSpace and LineTerminator).
@@ -86,7 +88,7 @@ def js_regex(source: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.IGNORECASE | re.ASCII)
 
 
-@attrs.frozen
+@frozen
 class NamedPattern:
     """One pattern of a classifier table.
 
@@ -119,7 +121,7 @@ class NamedPattern:
         return self._regex
 
 
-@attrs.frozen
+@frozen
 class PatternTable:
     """A classifier's patterns, with where they came from.
 

@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from .._agent import Agent
+from .._classes import define
 from .._compaction import Compactor, can_compact, summarizable
 from .._events import CompactionEnd, CompactionReason, CompactionResult, CompactionStart
 from .._messages import CompactionSummaryMessage
@@ -39,7 +40,7 @@ logger = logging.getLogger("trio_session")
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
 
 
-@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
+@define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class Compaction:
     """One session's compactions (``Recovery`` for the controller).
 

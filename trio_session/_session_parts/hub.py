@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import attrs
 import trio
 
+from .._classes import define
 from .._errors import EventStreamLagged
 from .._events import SessionEvent
 from .._extension_runner import ExtensionRunner
@@ -26,7 +27,7 @@ Subscriber = Callable[[SessionEvent], None]
 DEFAULT_EVENT_BUFFER = 4096
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class EventStream:
     """An async iterator over session events, fed without ever blocking the session.
 
@@ -72,7 +73,7 @@ class EventStream:
             raise StopAsyncIteration from None
 
 
-@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
+@define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class EventHub:
     """One session's listeners, in delivery order: the observer first, then the
     subscribers, the event streams and the extensions.

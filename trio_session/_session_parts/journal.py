@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._classes import define
 from .._errors import HistoryError
 from .._events import HistoryWriteFailed
 from .._messages import AssistantMessage, BashExecutionMessage, Message, UserMessage
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ..store._session_file import SessionFile
 
 
-@attrs.define(eq=False, weakref_slot=False)  # nothing refers to it weakly
+@define(eq=False, weakref_slot=False)  # nothing refers to it weakly
 class Journal:
     """One session's history and its file (``PromptJournal`` for the controller).
 

@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-import attrs
-
+from .._classes import frozen
 from .._command_keys import api_key_flag_warning, read_api_key_file
 from .._commands import (
     KEY_VARIABLES,
@@ -196,7 +195,7 @@ def agent_dir(flag: str | None) -> AgentDirConfig | None:
     return config
 
 
-@attrs.frozen
+@frozen
 class SessionStart:
     """Where a ``chat``/``rpc`` session is kept, from pi's session flags.
 

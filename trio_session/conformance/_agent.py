@@ -21,6 +21,8 @@ from typing import Any
 import attrs
 import trio
 
+from .._classes import define, frozen
+
 #: The provider and model the agent directory declares.
 PROVIDER = "conformance"
 MODEL = "conformance-model"
@@ -53,7 +55,7 @@ class AgentError(Exception):
     """The agent did not behave as an RPC agent at all (exited, no response, bad output)."""
 
 
-@attrs.frozen
+@frozen
 class Observed:
     """One event the agent wrote, and when it arrived (Trio clock, seconds)."""
 
@@ -152,7 +154,7 @@ def agent_environment(agent_dir: Path, home: Path) -> dict[str, str]:
     return env
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Agent:
     """A running agent: send commands, read events.
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .._classes import define, frozen
 from ._agent import Agent, Observed
 from ._server import LoopbackLLM
 
@@ -42,7 +43,7 @@ def tolerance_ms(delay_ms: float) -> float:
     return TOLERANCE_RATIO * delay_ms + TOLERANCE_MS
 
 
-@attrs.frozen
+@frozen
 class Check:
     """One comparison: the rules, what they say, what the agent did, and whether it holds."""
 
@@ -55,7 +56,7 @@ class Check:
     row: str | None = None
 
 
-@attrs.frozen
+@frozen
 class Result:
     """A scenario's outcome.
 
@@ -127,7 +128,7 @@ class Result:
         }
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Run:
     """What a scenario's driver works with: the agent, the server, and the checks so far."""
 

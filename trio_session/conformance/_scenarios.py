@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._classes import frozen
 from ._agent import Observed, text_of
 from ._checks import QUIET, RUN_TIMEOUT, SLACK, Run, requests
 from ._server import Hang, HttpError, Step, Stream, error_body
@@ -27,7 +28,7 @@ def _assistants(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 Driver = Callable[[Run], Awaitable[None]]
 
 
-@attrs.frozen
+@frozen
 class Scenario:
     """A named scenario: its rules, the server's script, the retry settings, the driver."""
 

@@ -31,6 +31,8 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import trio
 
+from .._classes import define, frozen
+
 _MAX_HEAD = 64 * 1024
 _REASONS = {
     200: "OK",
@@ -48,7 +50,7 @@ PROMPT_TOKENS = 100
 COMPLETION_TOKENS = 10
 
 
-@attrs.frozen
+@frozen
 class HttpError:
     """Answer with a whole error response."""
 
@@ -62,7 +64,7 @@ class HttpError:
         return f"{self.status}{extra}"
 
 
-@attrs.frozen
+@frozen
 class Stream:
     """Answer with a streamed reply (or the start of one, then a dropped connection)."""
 
@@ -76,7 +78,7 @@ class Stream:
         return "stream" if self.drop is None else f"stream, dropped by {self.drop}"
 
 
-@attrs.frozen
+@frozen
 class Hang:
     """Send the head and the first chunk, then nothing until the client hangs up."""
 
@@ -95,7 +97,7 @@ def error_body(message: str, kind: str = "server_error", code: str | None = None
     return json.dumps({"error": {"message": message, "type": kind, "code": code}})
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Request:
     """A request as the server saw it: its path, body, arrival time (Trio clock), the key
     of its ``Authorization: Bearer`` header (never shown: ``repr=False``), what it was
@@ -118,7 +120,7 @@ class Request:
         return _text(users[-1]) if users else ""
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class LoopbackLLM:
     """A scripted OpenAI-compatible server on 127.0.0.1."""
 

@@ -12,10 +12,10 @@ against its pattern and its profile's classifier.
 
 from __future__ import annotations
 
-import attrs
+from .._classes import frozen
 
 
-@attrs.frozen
+@frozen
 class Text:
     """An error text the kit serves, and what the profile does with it."""
 

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from .._classes import define
 from .._errors import CodecError
 from .._json import TOO_DEEP_ARGUMENTS, loads
 from .._messages import (
@@ -162,7 +163,7 @@ def anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:
     ]
 
 
-@attrs.define
+@define
 class _ToolBlock:
     id: str
     name: str
@@ -170,7 +171,7 @@ class _ToolBlock:
     initial: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class MessagesParser:
     """Reads Messages API events into a sink (see the module docstring)."""
 
@@ -326,7 +327,7 @@ def thinking_budget(base_max_tokens: int, model_max_tokens: int, level: str) -> 
     return max_tokens, budget or _MIN_OUTPUT_TOKENS
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class AnthropicProvider(HttpProvider):
     """A provider speaking the Anthropic Messages API, streamed:
 

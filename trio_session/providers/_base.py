@@ -17,11 +17,12 @@ from typing import Any, Protocol
 
 import attrs
 
+from .._classes import frozen
 from .._failure import ProviderFailure
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 
 
-@attrs.frozen
+@frozen
 class ModelCost:
     """A model's prices in dollars per million tokens (the reference's ``cost``).
 
@@ -46,7 +47,7 @@ def _name_from_id(model: Model) -> str:
     return model.id
 
 
-@attrs.frozen
+@frozen
 class Model:
     """A model at a provider, with the reference's model fields.
 
@@ -142,7 +143,7 @@ def clamp_thinking_level(model: Model, level: str) -> str:
     return available[0]  # pragma: no cover - "off" is always available
 
 
-@attrs.frozen
+@frozen
 class ToolSpec:
     """A tool as the model sees it: name, description, JSON-schema parameters.
 
@@ -159,7 +160,7 @@ class ToolSpec:
     )
 
 
-@attrs.frozen
+@frozen
 class ProviderRequest:
     """Everything one model request needs.
 
@@ -195,7 +196,7 @@ class ProviderRequest:
     idle_timeout: float | None = None
 
 
-@attrs.frozen
+@frozen
 class StreamEnd:
     """How a provider's stream ended.
 

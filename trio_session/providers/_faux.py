@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
+from .._classes import define, frozen
 from .._codec import _decode_attrs
 from .._errors import CodecError, TrioSessionError
 from .._json import loads
@@ -37,7 +38,7 @@ def _steps(value: Iterable[ScriptStep]) -> list[ScriptStep]:
     return list(value)
 
 
-@attrs.frozen
+@frozen
 class FauxReply:
     """One scripted answer.
 
@@ -92,7 +93,7 @@ class FauxReply:
         return (self.text,) if self.text else ()
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class FauxProvider:
     """A provider that answers from a script, one step per request.
 

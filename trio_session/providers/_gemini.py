@@ -63,6 +63,7 @@ from urllib.parse import quote
 
 import attrs
 
+from .._classes import define
 from .._messages import (
     AssistantMessage,
     ImageContent,
@@ -350,7 +351,7 @@ def thinking_config(model: Model, level: str) -> dict[str, Any] | None:
 # -- responses ---------------------------------------------------------------------------------
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class GenerateContentParser:
     """Reads ``GenerateContentResponse`` events into a sink (see the module docstring)."""
 
@@ -467,7 +468,7 @@ class GenerateContentParser:
         return call_id
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class GeminiProvider(HttpProvider):
     """A provider speaking Google's Gemini API (``streamGenerateContent``, SSE):
 

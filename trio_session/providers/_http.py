@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 import attrs
 import trio
 
+from .._classes import define
 from .._text import valid_unicode
 from ._base import Model, ProviderRequest, StreamEnd, StreamSink
 from ._error_text import (
@@ -148,7 +149,7 @@ def json_body(body: Mapping[str, Any]) -> bytes:
         return valid_unicode(text).encode("utf-8")
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class _Attempt:
     """How far one attempt got: what a deadline message says it was doing."""
 
@@ -183,7 +184,7 @@ def unexpected_failure_message(exc: BaseException) -> str:
     return f"Request failed: the provider adapter raised {type(exc).__name__}"
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class HttpProvider:
     """Base of the HTTP adapters: owns the client, sends one request, maps failures.
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import trio
 
+from .._classes import define
 from .._failure import http_failure
 from .._json import loads
 from .._retry.classify import parse_retry_after_ms
@@ -74,7 +75,7 @@ def content_decoder(response: httpx.Response) -> _ContentDecoder:
     return decoder
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class EventReader:
     """Raw body pieces → content decoding → SSE lines and events → the parser."""
 

@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from .._classes import define
 from .._errors import CodecError
 from .._json import TOO_DEEP_ARGUMENTS, loads
 from .._messages import (
@@ -153,14 +154,14 @@ def openai_tools(tools: tuple[ToolSpec, ...]) -> list[Any]:
     ]
 
 
-@attrs.define
+@define
 class _ToolDraft:
     id: str = ""
     name: str = ""
     arguments: list[str] = attrs.field(factory=list)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class ChatCompletionsParser:
     """Reads Chat Completions chunks into a sink (see the module docstring)."""
 
@@ -280,7 +281,7 @@ class ChatCompletionsParser:
         return StreamEnd(stop_reason=reason, raw_stop_reason=self._finish_reason)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class OpenAIProvider(HttpProvider):
     """A provider speaking the OpenAI Chat Completions API, streamed.
 

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 
 import attrs
 
+from .._classes import define, frozen
+
 #: The longest line an event stream may send (in bytes), and the most data one event
 #: may gather (in characters): 8 MiB. Streamed answers come in small pieces; a line
 #: this long is a broken or hostile server.
@@ -40,7 +42,7 @@ class EventStreamTooLarge(ValueError):
     """A line or an event went past the decoder's limit; the stream cannot go on."""
 
 
-@attrs.frozen
+@frozen
 class ServerSentEvent:
     """One dispatched event.
 
@@ -55,7 +57,7 @@ class ServerSentEvent:
     id: str | None = None
 
 
-@attrs.define
+@define
 class SSEDecoder:
     """Splits a body into lines and lines into events; see the module docstring.
 

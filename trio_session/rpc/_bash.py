@@ -8,6 +8,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from .._classes import define
 from .._errors import SessionBusyError, SessionClosedError
 from .._session import AgentSession
 from ._protocol import Bash, Response, encode_line, response_to_json
@@ -15,7 +16,7 @@ from ._protocol import Bash, Response, encode_line, response_to_json
 BASH_BUSY: Final = 'a bash command is already running; wait for its response or send "abort_bash"'
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class BashRunner:
     """Runs one ``bash`` command at a time in the server's nursery; writes its answer.
 

@@ -36,6 +36,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from .._classes import define
 from .._groups import unwrapped as _unwrapped
 from .._json import loads
 from ._client_commands import JSONObject, SessionCommands, disposition
@@ -58,7 +59,7 @@ def default_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "trio_session", "rpc", *args]
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class _Pending:
     """One call waiting for its response."""
 
@@ -67,7 +68,7 @@ class _Pending:
     response: JSONObject | None = None
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class RpcEventStream:
     """Events (and unmatched responses) from the server, as JSON objects.
 
@@ -117,7 +118,7 @@ class RpcEventStream:
         raise RpcConnectionError(msg)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class RpcClient(SessionCommands):
     """A connection to an RPC server; make one with ``open_rpc_client`` or
     ``connect_rpc``.

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-import attrs
-
+from .._classes import frozen
 from .._messages import ImageContent
 from ._fields import (
     COMMAND,
@@ -26,7 +25,7 @@ from ._fields import (
 from ._wire import CommandId
 
 
-@attrs.frozen
+@frozen
 class GetAvailableModels:
     """``{"type": "get_available_models"}`` — ``{"models": [Model, …]}``."""
 
@@ -34,7 +33,7 @@ class GetAvailableModels:
     type: Literal["get_available_models"] = "get_available_models"
 
 
-@attrs.frozen
+@frozen
 class SetModel:
     """``{"type": "set_model", "provider": …, "modelId": …}`` — the Model object it chose."""
 
@@ -44,7 +43,7 @@ class SetModel:
     type: Literal["set_model"] = "set_model"
 
 
-@attrs.frozen
+@frozen
 class CycleModel:
     """``{"type": "cycle_model"}`` — ``{model, thinkingLevel, isScoped}``, or ``null``."""
 
@@ -52,7 +51,7 @@ class CycleModel:
     type: Literal["cycle_model"] = "cycle_model"
 
 
-@attrs.frozen
+@frozen
 class SetThinkingLevel:
     """``{"type": "set_thinking_level", "level": …}`` — clamped to the model."""
 
@@ -61,7 +60,7 @@ class SetThinkingLevel:
     type: Literal["set_thinking_level"] = "set_thinking_level"
 
 
-@attrs.frozen
+@frozen
 class CycleThinkingLevel:
     """``{"type": "cycle_thinking_level"}`` — ``{"level": …}``, or ``null`` without reasoning."""
 
@@ -69,7 +68,7 @@ class CycleThinkingLevel:
     type: Literal["cycle_thinking_level"] = "cycle_thinking_level"
 
 
-@attrs.frozen
+@frozen
 class GetSessionStats:
     """``{"type": "get_session_stats"}`` — counts, tokens, cost, context use."""
 
@@ -77,7 +76,7 @@ class GetSessionStats:
     type: Literal["get_session_stats"] = "get_session_stats"
 
 
-@attrs.frozen
+@frozen
 class GetLastAssistantText:
     """``{"type": "get_last_assistant_text"}`` — ``{"text": …}`` (``null`` if none)."""
 
@@ -85,7 +84,7 @@ class GetLastAssistantText:
     type: Literal["get_last_assistant_text"] = "get_last_assistant_text"
 
 
-@attrs.frozen
+@frozen
 class Bash:
     """``{"type": "bash", "command": …}`` — answered when the command is over."""
 
@@ -94,7 +93,7 @@ class Bash:
     type: Literal["bash"] = "bash"
 
 
-@attrs.frozen
+@frozen
 class AbortBash:
     """``{"type": "abort_bash"}`` — stop the running bash command."""
 
@@ -102,7 +101,7 @@ class AbortBash:
     type: Literal["abort_bash"] = "abort_bash"
 
 
-@attrs.frozen
+@frozen
 class ExportHtml:
     """``{"type": "export_html", "outputPath"?: …}`` — ``{"path": …}``."""
 
@@ -111,7 +110,7 @@ class ExportHtml:
     type: Literal["export_html"] = "export_html"
 
 
-@attrs.frozen
+@frozen
 class GetCommands:
     """``{"type": "get_commands"}`` — ``{"commands": […]}`` (none are registered yet)."""
 
@@ -122,7 +121,7 @@ class GetCommands:
 # -- queues and compaction -------------------------------------------------------
 
 
-@attrs.frozen
+@frozen
 class Steer:
     """``{"type": "steer", "message": …, "images"?: […]}`` — queue a steering message."""
 
@@ -132,7 +131,7 @@ class Steer:
     type: Literal["steer"] = "steer"
 
 
-@attrs.frozen
+@frozen
 class FollowUp:
     """``{"type": "follow_up", "message": …, "images"?: […]}`` — queue a follow-up."""
 
@@ -142,7 +141,7 @@ class FollowUp:
     type: Literal["follow_up"] = "follow_up"
 
 
-@attrs.frozen
+@frozen
 class SetSteeringMode:
     """``{"type": "set_steering_mode", "mode": "all" | "one-at-a-time"}``."""
 
@@ -151,7 +150,7 @@ class SetSteeringMode:
     type: Literal["set_steering_mode"] = "set_steering_mode"
 
 
-@attrs.frozen
+@frozen
 class SetFollowUpMode:
     """``{"type": "set_follow_up_mode", "mode": "all" | "one-at-a-time"}``."""
 
@@ -160,7 +159,7 @@ class SetFollowUpMode:
     type: Literal["set_follow_up_mode"] = "set_follow_up_mode"
 
 
-@attrs.frozen
+@frozen
 class Compact:
     """``{"type": "compact", "customInstructions"?: str}`` — compact now (aborts a run first)."""
 
@@ -169,7 +168,7 @@ class Compact:
     type: Literal["compact"] = "compact"
 
 
-@attrs.frozen
+@frozen
 class ClearQueue:
     """``{"type": "clear_queue"}`` — ``{"steering": [text, …], "followUp": [text, …]}``.
 
@@ -180,7 +179,7 @@ class ClearQueue:
     type: Literal["clear_queue"] = "clear_queue"
 
 
-@attrs.frozen
+@frozen
 class GetAvailableThinkingLevels:
     """``{"type": "get_available_thinking_levels"}`` — ``{"levels": […]}`` (pi 1.6.0)."""
 

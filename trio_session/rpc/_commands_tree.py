@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-import attrs
-
+from .._classes import frozen
 from ._fields import ENTRY_ID, NAME, SESSION_PATH, SINCE, Field
 from ._wire import CommandId
 
 
-@attrs.frozen
+@frozen
 class GetEntries:
     """``{"type": "get_entries", "since"?: entryId}`` — ``{"entries": […], "leafId"}``.
 
@@ -27,7 +26,7 @@ class GetEntries:
     type: Literal["get_entries"] = "get_entries"
 
 
-@attrs.frozen
+@frozen
 class GetTree:
     """``{"type": "get_tree"}`` — ``{"tree": [node, …], "leafId"}`` (pi 1.6.0).
 
@@ -38,7 +37,7 @@ class GetTree:
     type: Literal["get_tree"] = "get_tree"
 
 
-@attrs.frozen
+@frozen
 class SwitchSession:
     """``{"type": "switch_session", "sessionPath": str}`` — abort, then resume that file.
 
@@ -53,7 +52,7 @@ class SwitchSession:
     type: Literal["switch_session"] = "switch_session"
 
 
-@attrs.frozen
+@frozen
 class Fork:
     """``{"type": "fork", "entryId": str}`` — a new session: the branch before that user message.
 
@@ -70,7 +69,7 @@ class Fork:
     type: Literal["fork"] = "fork"
 
 
-@attrs.frozen
+@frozen
 class Clone:
     """``{"type": "clone"}`` — a new session holding the whole current branch.
 
@@ -83,7 +82,7 @@ class Clone:
     type: Literal["clone"] = "clone"
 
 
-@attrs.frozen
+@frozen
 class GetForkMessages:
     """``{"type": "get_fork_messages"}`` — ``{"messages": [{"entryId", "text"}, …]}``.
 
@@ -96,7 +95,7 @@ class GetForkMessages:
     type: Literal["get_fork_messages"] = "get_fork_messages"
 
 
-@attrs.frozen
+@frozen
 class SetSessionName:
     """``{"type": "set_session_name", "name": str}`` — the display name (not empty).
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-import attrs
-
+from .._classes import frozen
 from .._messages import ImageContent
 
 #: The thinking levels ``set_thinking_level`` accepts (the reference's).
 THINKING_LEVEL_NAMES: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 
-@attrs.frozen
+@frozen
 class Field:
     """One field of a command on the wire: its JSON key, attrs name and type check."""
 

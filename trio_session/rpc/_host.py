@@ -13,8 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
-import attrs
-
+from .._classes import frozen
 from .._prompt_input import PromptInput
 from .._session import AgentSession
 from ._protocol import Command, Response
@@ -26,7 +25,7 @@ if TYPE_CHECKING:  # the server makes it at the first bash command
 QUEUED: Final[Mapping[str, Any]] = {"disposition": "queued"}
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class SessionRequest:
     """What the server asks its session factory to open.
 

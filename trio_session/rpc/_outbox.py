@@ -16,6 +16,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from .._classes import define
 from ._protocol import encode_line
 
 #: Largest write the writer task makes at once (it joins queued lines up to this).
@@ -82,7 +83,7 @@ def _joined(
     return merged
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class _Update:
     """A queued ``message_update``, and the later ones merged into it.
 
@@ -135,7 +136,7 @@ class _Update:
         return self.line
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Outbox:
     """Lines waiting for the writer task; the only way anything reaches the output.
 

@@ -27,6 +27,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
+from .._classes import frozen
 from .._messages import ImageContent
 from . import _commands_session, _commands_tree
 from ._commands_session import AbortBash as AbortBash
@@ -73,7 +74,7 @@ from ._wire import json_kind, parse_failure
 from ._wire import response_to_json as response_to_json
 
 
-@attrs.frozen
+@frozen
 class Prompt:
     """``{"type": "prompt", "message": …, "images"?: […], "streamingBehavior"?: …}``.
 
@@ -97,7 +98,7 @@ class Prompt:
     type: Literal["prompt"] = "prompt"
 
 
-@attrs.frozen
+@frozen
 class Abort:
     """``{"type": "abort"}`` — cancel any retry, then the run; answered once idle (R-32).
 
@@ -110,7 +111,7 @@ class Abort:
     type: Literal["abort"] = "abort"
 
 
-@attrs.frozen
+@frozen
 class AbortRetry:
     """``{"type": "abort_retry"}`` — cancel the retry chain, if one is alive (R-29, R-39).
 
@@ -123,7 +124,7 @@ class AbortRetry:
     type: Literal["abort_retry"] = "abort_retry"
 
 
-@attrs.frozen
+@frozen
 class RetryNow:
     """``{"type": "retry_now"}`` — skip the rest of the backoff sleep (R-34a).
 
@@ -136,7 +137,7 @@ class RetryNow:
     type: Literal["retry_now"] = "retry_now"
 
 
-@attrs.frozen
+@frozen
 class SetAutoRetry:
     """``{"type": "set_auto_retry", "enabled": bool}`` — write ``retry.enabled`` (R-39).
 
@@ -151,7 +152,7 @@ class SetAutoRetry:
     type: Literal["set_auto_retry"] = "set_auto_retry"
 
 
-@attrs.frozen
+@frozen
 class SetAutoCompaction:
     """``{"type": "set_auto_compaction", "enabled": bool}`` — write ``compaction.enabled``.
 
@@ -166,7 +167,7 @@ class SetAutoCompaction:
     type: Literal["set_auto_compaction"] = "set_auto_compaction"
 
 
-@attrs.frozen
+@frozen
 class GetState:
     """``{"type": "get_state"}`` — the session's state, with the retry state (R-41).
 
@@ -179,7 +180,7 @@ class GetState:
     type: Literal["get_state"] = "get_state"
 
 
-@attrs.frozen
+@frozen
 class GetMessages:
     """``{"type": "get_messages"}`` — the runtime context, as message objects.
 
@@ -192,7 +193,7 @@ class GetMessages:
     type: Literal["get_messages"] = "get_messages"
 
 
-@attrs.frozen
+@frozen
 class NewSession:
     """``{"type": "new_session", "parentSession"?: str}`` — abort, then start afresh.
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
+from .._classes import define, frozen
 from .._codec import event_to_json, model_to_json, update_to_json
 from .._events import MessageUpdate, SessionEvent
 from .._groups import unwrapped as _unwrapped
@@ -91,7 +92,7 @@ BUSY: Final = (
 )
 
 
-@attrs.frozen
+@frozen
 class _Host:
     """The session being served, and how to let go of it."""
 
@@ -99,7 +100,7 @@ class _Host:
     close: Callable[[], Awaitable[None]]
 
 
-@attrs.frozen
+@frozen
 class _Run:
     """A prompt the server started: the scope around it and when it is over."""
 
@@ -108,7 +109,7 @@ class _Run:
     done: trio.Event = attrs.field(factory=trio.Event)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class RpcServer:
     """Serves one client: JSON-lines commands on ``stream``, answers and events back.
 

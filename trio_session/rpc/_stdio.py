@@ -33,9 +33,9 @@ from collections.abc import AsyncIterator
 from contextlib import suppress
 from typing import Final
 
-import attrs
 import trio
 
+from .._classes import define
 from .._prompt_input import PromptInput
 from ._protocol import MAX_LINE_BYTES
 from ._server import RpcServer, SessionFactory, SessionRequest
@@ -44,7 +44,7 @@ from ._server import RpcServer, SessionFactory, SessionRequest
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class _Stopper:
     """pi's shutdown protocol: a stop signal while serving starts the shutdown (and is
     remembered); the second signal, whatever started the shutdown, exits at once."""

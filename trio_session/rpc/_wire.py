@@ -14,6 +14,7 @@ from typing import Any, Final, Protocol, TypeAlias
 
 import attrs
 
+from .._classes import define, frozen
 from .._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth, loads
 
 MAX_LINE_BYTES: Final = 1024 * 1024
@@ -41,7 +42,7 @@ class Named(Protocol):
         ...
 
 
-@attrs.frozen
+@frozen
 class Rejected:
     """A line that is not a command this server runs; it gets exactly one error response.
 
@@ -119,7 +120,7 @@ def decode_json_line(line: bytes) -> Any | Rejected:
     return data
 
 
-@attrs.frozen
+@frozen
 class Response:
     """The answer to one command line.
 
@@ -218,7 +219,7 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
     return data + b"\n"
 
 
-@attrs.frozen
+@frozen
 class Overlong:
     """Stands for a line longer than the splitter's cap; its bytes were dropped.
 
@@ -234,7 +235,7 @@ class Overlong:
         return parse_failure(f"the line is longer than {self.limit} bytes")
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class LineSplitter:
     """Cuts a byte stream into lines at ``\\n``, holding at most ``max_line_bytes``.
 

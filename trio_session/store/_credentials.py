@@ -19,6 +19,8 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from .._classes import define
+
 DEFAULT_BLOCK_MS = 60_000
 
 
@@ -91,7 +93,7 @@ def with_jitter(wait_ms: int, rng: random.Random) -> int:
     return wait_ms + round(rng.uniform(0, min(wait_ms / 5, 2000)))
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class InMemoryCredentialStore:
     """Several API keys per provider, held in memory.
 

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-import attrs
-
+from .._classes import frozen
 from .._dirs import make_private_dirs, user_data_dir
 from .._errors import TrioSessionError
 
@@ -74,7 +73,7 @@ class CredentialStoreError(TrioSessionError):
         self.path = path
 
 
-@attrs.frozen
+@frozen
 class CredentialInfo:
     """One credential as ``SqliteCredentialStore.list`` shows it: never the whole key.
 

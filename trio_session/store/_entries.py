@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from .._classes import frozen
 from .._codec import to_json
 from .._errors import HistoryError as HistoryError
 from .._messages import (
@@ -34,7 +35,7 @@ MAX_SESSION_FILE_BYTES = 512 << 20
 # -- the records ------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class SessionHeader:
     """The first line of a session file."""
 
@@ -46,7 +47,7 @@ class SessionHeader:
     type: Literal["session"] = "session"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class MessageEntry:
     """A message of the conversation, failed attempts included."""
 
@@ -57,7 +58,7 @@ class MessageEntry:
     type: Literal["message"] = "message"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class CompactionEntry:
     """A compaction: the summary stands for what came before ``first_kept_entry_id``.
 
@@ -86,7 +87,7 @@ class CompactionEntry:
     type: Literal["compaction"] = "compaction"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class SettingsChangeEntry:
     """A programmatic settings change made during the session (``retry.enabled`` …)."""
 
@@ -98,7 +99,7 @@ class SettingsChangeEntry:
     type: Literal["settings_change"] = "settings_change"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class ModelChangeEntry:
     """The session switched to another model (the reference's ``model_change``)."""
 
@@ -110,7 +111,7 @@ class ModelChangeEntry:
     type: Literal["model_change"] = "model_change"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class ThinkingLevelChangeEntry:
     """The thinking level changed (the reference's ``thinking_level_change``)."""
 
@@ -121,7 +122,7 @@ class ThinkingLevelChangeEntry:
     type: Literal["thinking_level_change"] = "thinking_level_change"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class SessionInfoEntry:
     """The session's display name was set (the reference's ``session_info``)."""
 
@@ -136,7 +137,7 @@ def _content(value: Any) -> str | tuple[UserContent, ...]:
     return value if isinstance(value, str) else tuple(value)
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class BranchSummaryEntry:
     """A summary of the branch the conversation came back from (the reference's ``branch_summary``).
 
@@ -153,7 +154,7 @@ class BranchSummaryEntry:
     type: Literal["branch_summary"] = "branch_summary"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class CustomEntry:
     """An extension's saved state (the reference's ``custom``); not part of the context."""
 
@@ -165,7 +166,7 @@ class CustomEntry:
     type: Literal["custom"] = "custom"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class CustomMessageEntry:
     """A message an extension put into the context (the reference's ``custom_message``).
 
@@ -182,7 +183,7 @@ class CustomMessageEntry:
     type: Literal["custom_message"] = "custom_message"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class LabelEntry:
     """A bookmark on an entry (the reference's ``label``); ``None`` clears it."""
 
@@ -194,7 +195,7 @@ class LabelEntry:
     type: Literal["label"] = "label"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class SystemMessageEntry:
     """pi 1.6.0's system prompt as a message entry (``message`` with role ``system``).
 
@@ -210,7 +211,7 @@ class SystemMessageEntry:
     type: Literal["message"] = "message"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class ContextEditEntry:
     """pi 1.6.0's edit of one earlier entry's part in later context (``context_edit``).
 
@@ -228,7 +229,7 @@ class ContextEditEntry:
     type: Literal["context_edit"] = "context_edit"
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class OtherEntry:
     """An entry of a type this version does not know (a newer writer's, an extension's).
 

@@ -74,6 +74,7 @@ from typing import Any
 
 import attrs
 
+from .._classes import define
 from .._codec import _decode_attrs
 from .._errors import CodecError
 from .._files import open_regular, read_fd
@@ -269,7 +270,7 @@ def _parse(path: Path, data: bytes) -> LoadedSession:
     )
 
 
-@attrs.define
+@define
 class _Migration:
     """The reference's migrations, applied to each entry object as it is read.
 

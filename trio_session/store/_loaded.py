@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from .._classes import frozen
 from .._codec import message_from_json, message_to_json
 from .._errors import CodecError
 from .._messages import (
@@ -38,7 +39,7 @@ from ._entries import (
 )
 
 
-@attrs.frozen
+@frozen
 class LoadedSession:
     """What ``load_session`` read.
 

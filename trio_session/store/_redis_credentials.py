@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 import trio
 
+from .._classes import define
 from .._errors import TrioSessionError
 from ._credentials import DEFAULT_BLOCK_MS, with_jitter
 from ._credentials_file import DEFAULT_ENV_VARS, fingerprint
@@ -166,7 +167,7 @@ def _url_id(base_url: str | None) -> str:
     return hashlib.sha256((base_url or "").encode("utf-8")).hexdigest()[:16]
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class RedisCredentialStore:
     """A ``._credentials.CredentialStore`` whose blocks live in Redis, shared by a fleet.
 

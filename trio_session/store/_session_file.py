@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._classes import define, frozen
 from .._dirs import fsync_directory
 from .._events import CompactionResult
 from .._messages import Message, UserMessage
@@ -61,7 +62,7 @@ from ._tree_appends import TreeAppends
 __all__ = ["SessionFile", "fork_session"]
 
 
-@attrs.frozen
+@frozen
 class _Staged:
     """An entry staged for the next flush."""
 
@@ -70,7 +71,7 @@ class _Staged:
     line: bytes
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class SessionFile(TreeAppends):
     """An open session file that entries are appended to.
 

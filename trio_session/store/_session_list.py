@@ -8,8 +8,7 @@ import os
 import re
 from pathlib import Path
 
-import attrs
-
+from .._classes import frozen
 from .._dirs import user_data_dir
 from .._files import open_regular
 from .._messages import (
@@ -102,7 +101,7 @@ def latest_session(directory: str | os.PathLike[str]) -> Path | None:
     return None if best is None else best[2]
 
 
-@attrs.frozen
+@frozen
 class SessionSummary:
     """One session file as a picker lists it (``/resume`` in the chat).
 

@@ -58,6 +58,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from .._classes import define
 from ._credentials import DEFAULT_BLOCK_MS, redact
 from ._credentials_file import (
     DEFAULT_ENV_VARS,
@@ -77,7 +78,7 @@ SESSION_TTL = 30 * 24 * 3600.0
 _TOUCH_AFTER = 3600.0
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class SqliteCredentialStore:
     """A ``._credentials.CredentialStore`` in a SQLite file, shared between processes.
 

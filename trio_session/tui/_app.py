@@ -1,12 +1,11 @@
 """The interactive chat: a multi-line editor, Markdown replies, a footer, a retry loader.
 
-Everything here is glue between parts that are tested on their own: the session
-(events in; ``prompt``, ``steer``, ``abort``, ``abort_retry`` out), the
-``EventController`` (events → loader, status, Esc binding), the ``Editor`` and
-``KeyDecoder`` (keys → text), the renderers and ``compose`` (text → lines that
-fit), and the terminal (``KeyReader``, ``Screen``). One Trio nursery holds it all:
-the key reader, the event reader, a frame task that redraws at most
-``FRAMES_PER_SECOND`` times a second, a SIGWINCH watcher, and the prompt tasks.
+Everything here is glue between parts that are tested on their own: the session (events in;
+``prompt``, ``steer``, ``abort``, ``abort_retry`` out), the ``EventController`` (events →
+loader, status, Esc binding), the ``Editor`` and ``KeyDecoder`` (keys → text), the renderers
+and ``compose`` (text → lines that fit), and the terminal (``KeyReader``, ``Screen``). One
+Trio nursery holds it all: the key reader, the event reader, a frame task that redraws at
+most ``FRAMES_PER_SECOND`` times a second, a SIGWINCH watcher, and the prompt tasks.
 
 Keys (all in ``_help.KEYS``): Enter sends (a steer while the agent works); Esc aborts,
 or cancels a waiting retry; Ctrl+C aborts, else clears the editor; twice, it exits.
@@ -25,6 +24,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._classes import define, frozen
 from .._errors import SessionBusyError, TrioSessionError
 from .._events import MessageEnd, MessageStart, MessageUpdate, SessionEvent
 from .._messages import AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
@@ -57,14 +57,14 @@ SessionOpener = Callable[[Path | None], AbstractAsyncContextManager[AgentSession
 Banner = str | Callable[[AgentSession], str]
 
 
-@attrs.frozen
+@frozen
 class _Switch:
     """The user asked for another session: a new one (``path`` None) or that file."""
 
     path: Path | None
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class ChatApp:
     """One interactive chat, in a terminal (``screen`` and ``keys`` are injected).
 

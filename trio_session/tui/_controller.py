@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import attrs
 
+from .._classes import define
 from .._events import (
     AgentEnd,
     AgentStart,
@@ -70,7 +71,7 @@ def loader_text(
     return f"Retrying ({attempt}/{max_attempts}) in {seconds}s… (esc to cancel)"
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class EventController:
     """Turns session events into UI state and owns the Esc binding.
 

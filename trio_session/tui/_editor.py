@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import attrs
 import wcwidth
 
+from .._classes import define, frozen
 from ._input_history import InputHistory
 from ._keys import Key, clean_text
 
@@ -64,7 +65,7 @@ def _is_word(grapheme: str) -> bool:
     return grapheme[0].isalnum() or grapheme[0] == "_"
 
 
-@attrs.frozen
+@frozen
 class Row:
     """One screen row of the text: ``text[start:end]``.
 
@@ -137,7 +138,7 @@ def _wrap_line(line: str, first_cells: int, rest_cells: int) -> _Spans:
     return tuple(spans)
 
 
-@attrs.frozen
+@frozen
 class EditorLayout:
     """The editor on screen: rows (prefixes included) and where the cursor is.
 
@@ -150,7 +151,7 @@ class EditorLayout:
     cursor_col: int
 
 
-@attrs.frozen
+@frozen
 class _Screen:
     """The full layout before the ``max_rows`` window, for drawing and for up/down."""
 
@@ -178,7 +179,7 @@ YANKS = frozenset({"ctrl_y", "alt_y"})
 KILL_RING = 30
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Editor:
     """A multi-line input: text and a cursor, edited by ``Key`` values.
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import attrs
 
+from .._classes import define
 from .._dirs import fsync_directory, make_private_dirs, user_data_dir
 from .._files import RefusedFileError, describe_size, open_regular, read_regular
 
@@ -43,7 +44,7 @@ def _describe(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class InputHistory:
     """The chat's input history; ``path`` None keeps it in memory only."""
 

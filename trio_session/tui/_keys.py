@@ -37,6 +37,8 @@ import re
 
 import attrs
 
+from .._classes import define, frozen
+
 ESC_TIMEOUT = 0.05
 """Seconds to wait after a lone ESC byte before it counts as the Esc key."""
 
@@ -88,7 +90,7 @@ def _check_name(_instance: object, _attribute: object, value: str) -> None:
         raise ValueError(msg)
 
 
-@attrs.frozen
+@frozen
 class Key:
     """One key press.
 
@@ -247,7 +249,7 @@ def _codepoint_key(code: str, mods: int) -> str | None:
     return None
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class KeyDecoder:
     """Turns the bytes a terminal sends into ``Key`` values, across reads."""
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import attrs
-
+from .._classes import frozen
 from ._render import Style, display_width, fit
 from ._transcript import styled
 
@@ -36,7 +35,7 @@ def format_tokens(count: int) -> str:
     return f"{round(count / 1_000_000)}M"
 
 
-@attrs.frozen
+@frozen
 class FooterInfo:
     """What the footer says; the app fills it from the session."""
 
@@ -78,7 +77,7 @@ def footer_lines(info: FooterInfo, width: int, style: Style) -> list[str]:
     return [fit(styled(top, "2", style), width), fit(styled(bottom, "2", style), width)]
 
 
-@attrs.frozen
+@frozen
 class Frame:
     """The live region: its lines and where the cursor goes (row, column)."""
 

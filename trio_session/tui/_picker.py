@@ -12,6 +12,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
+from .._classes import define
 from ._keys import Key
 from ._render import Style, display_width, fit
 from ._transcript import styled
@@ -19,7 +20,7 @@ from ._transcript import styled
 T = TypeVar("T")
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Picker(Generic[T]):
     """A titled list of ``(label, value)`` items with a selection and a filter."""
 

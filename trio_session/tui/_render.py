@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, ClassVar
 import attrs
 import wcwidth
 
+from .._classes import define, frozen
+
 if TYPE_CHECKING:
     from rich.color import ColorSystem
     from rich.console import Console, JustifyMethod
@@ -220,7 +222,7 @@ def _cut(parts: list[str], graphemes: list[str], keep: int) -> str:
     return "".join(out)
 
 
-@attrs.frozen
+@frozen
 class Style:
     """How lines are styled: ``color=False`` means no SGR sequence at all.
 
@@ -278,7 +280,7 @@ def _fence_closes(line: str, fence: str) -> bool:
     )
 
 
-@attrs.frozen
+@frozen
 class Chunk:
     """A piece of a reply's Markdown that is rendered on its own (and cached).
 
@@ -470,7 +472,7 @@ def _line_text(segments: list[Segment], style: Style, color_system: ColorSystem 
     return "".join(out)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class MarkdownRenderer:
     """Markdown replies as terminal lines, for a reply that grows while it streams.
 

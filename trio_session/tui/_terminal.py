@@ -27,6 +27,7 @@ from typing import Any, Protocol, TextIO
 import attrs
 import trio
 
+from .._classes import define
 from ._keys import ESC_TIMEOUT, Key, KeyDecoder
 
 #: Synchronized output (terminals that know it draw a frame at once; others ignore it).
@@ -95,7 +96,7 @@ def cooked_terminal(fd: int, saved: list[Any], out: TextIO) -> Iterator[None]:
             out.flush()
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class KeyReader:
     """Reads keys from a terminal file descriptor through Trio."""
 
@@ -144,7 +145,7 @@ def terminal_size(out: object) -> tuple[int, int]:
     return max(size.columns, 1), max(size.lines, 1)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Screen:
     """Scrollback lines above, a live region below, redrawn by difference.
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from .._classes import define
 from .._messages import (
     AssistantMessage,
     BashExecutionMessage,
@@ -50,7 +51,7 @@ def styled(text: str, sgr: str, style: Style) -> str:
     return f"\x1b[{sgr}m{text}\x1b[0m" if style.color else text
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class ReplyView:
     """One assistant reply, streaming or finished, as lines for a width.
 
@@ -121,7 +122,7 @@ def render_tool_result(
     return [fit(line, width) for line in lines]
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Block:
     """A finished piece of the transcript; its lines are kept per width."""
 
@@ -154,7 +155,7 @@ class Block:
         return render_note(self.text, width, style=self.style)
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class Transcript:
     """The finished blocks of the chat, in order; ``printed`` of them are on screen."""
 
