@@ -47,7 +47,7 @@ def _sharing_repr(make: Any, maybe_cls: type | None, options: dict[str, Any]) ->
     return wrap if maybe_cls is None else wrap(maybe_cls)
 
 
-#: The ids of the instances this thread is printing (attrs keeps the same set).
+#: The ids of the instances this thread is printing (attrs' own reprs keep such a set).
 _printing = threading.local()
 
 

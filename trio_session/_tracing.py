@@ -102,7 +102,7 @@ _PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
 
 
 #: Whether OpenTelemetry failed to load the provider its environment variable names.
-_UNLOADABLE: set[bool] = set()
+_unloadable = False
 
 
 def _global_provider() -> TracerProvider:
@@ -110,11 +110,12 @@ def _global_provider() -> TracerProvider:
     ``OTEL_PYTHON_TRACER_PROVIDER`` names cannot be loaded. OpenTelemetry raises then
     (``StopIteration`` for an unknown name), at every call, after logging why; a prompt
     must not fail for it, so after the first failure it is not asked again."""
-    if not _UNLOADABLE:
+    global _unloadable
+    if not _unloadable:
         try:
             return _otel_trace.get_tracer_provider()
         except Exception:  # OpenTelemetry logged it, with its reason
-            _UNLOADABLE.add(True)
+            _unloadable = True
     return _otel_trace.ProxyTracerProvider()
 
 
