@@ -8,6 +8,8 @@ in one place.
 
 from __future__ import annotations
 
+import weakref
+
 import attrs
 import pytest
 import trio
@@ -156,6 +158,35 @@ async def test_r30_cancelled_in_the_sleep(
     assert [type(e) for e in host.events] == [AutoRetryStart, AutoRetryEnd]
     assert host.reattempts == []
     assert trio.current_time() == moment
+
+
+async def test_a_cancelled_sleep_keeps_nothing_of_the_canceller(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The sleep's ``Cancelled`` is raised in the chain's own task, not in the call that
+    cancelled it: that call's frame (here holding a marker) is freed on return, not kept
+    by a traceback until the chain next runs (``cancel_all.abort_retry`` cancels 10 000
+    sessions in one scheduler pass)."""
+
+    class Marker:
+        pass
+
+    def cancel_holding(marker: Marker) -> None:
+        host.chain.cancel()
+
+    host = _host((ANSWER, Next.DONE))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(host.chain.run, host, ERROR, Next.RETRY)
+        await trio.sleep(1)
+        marker = Marker()
+        gone = weakref.ref(marker)
+        cancel_holding(marker)
+        del marker
+        assert gone() is None  # no checkpoint since the cancel: the chain has not run yet
+        assert host.chain.alive
+    assert host.events[-1] == AutoRetryEnd(False, 1, CANCELLED)
+    assert host.reattempts == []
+    assert trio.current_time() == 1
 
 
 @PROFILES

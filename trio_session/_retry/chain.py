@@ -33,7 +33,8 @@ way out. Emission is synchronous, so it cannot be skipped by cancellation (R-34)
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import NoReturn, Protocol
 
 import attrs
 import trio
@@ -47,11 +48,6 @@ from .classify import is_usage_limit_error, parse_retry_after_ms
 from .decide import Next
 
 CANCELLED = "Retry cancelled"
-
-
-def _abort_succeeds(_: object) -> trio.lowlevel.Abort:
-    """The backoff sleep's abort function: a cancel (the deadline's too) always ends it."""
-    return trio.lowlevel.Abort.SUCCEEDED
 
 
 class ChainHost(Protocol):
@@ -111,6 +107,9 @@ class RetryChain:
     _sleeping: bool = attrs.field(default=False, init=False)  # in the wait's sleep
     _pending_delay_ms: int = attrs.field(default=0, init=False)
     _began: float = attrs.field(default=0.0, init=False)  # trio time of the first error
+    _task: trio.lowlevel.Task | None = attrs.field(default=None, init=False)  # run()'s
+    # the cancel a sleeping chain was woken with, raised in its own task (_abort_sleep)
+    _raise_cancel: Callable[[], NoReturn] | None = attrs.field(default=None, init=False)
 
     @property
     def alive(self) -> bool:
@@ -169,6 +168,7 @@ class RetryChain:
         """
         message = error
         self._began = trio.current_time()  # retry.maxTotalMs counts from here (R-61)
+        self._task = trio.lowlevel.current_task()
         try:
             while True:
                 with self._scope as wait:  # made with the chain, or as the last phase ended
@@ -178,9 +178,8 @@ class RetryChain:
                     # The sleep (R-21): the scope's deadline is the delay's end.
                     wait.deadline = trio.current_time() + self._pending_delay_ms / 1000
                     self._sleeping = True
-                    # trio.sleep_forever() without its frame and the lambda it makes per
-                    # call: a chain in backoff holds ~340 bytes less (memory.backoff).
-                    await trio.lowlevel.wait_task_rescheduled(_abort_succeeds)
+                    await trio.lowlevel.wait_task_rescheduled(self._abort_sleep)
+                    self._wake_cancelled()
                 self._sleeping = False
                 if self._aborted:
                     return None  # R-29: the finally says "Retry cancelled"
@@ -202,6 +201,27 @@ class RetryChain:
             self._sleeping = False
             if not self.ended:
                 self._end(host, AutoRetryEnd(False, self.attempt, CANCELLED))  # R-30
+
+    def _abort_sleep(self, raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
+        """The backoff sleep's abort function: any cancel (the deadline's too) ends it.
+
+        It wakes the chain and leaves the ``Cancelled`` to be raised in the chain's own
+        task (``_wake_cancelled``), the way ``wait_task_rescheduled`` documents for a
+        cancel reported late. Returning ``SUCCEEDED`` would have trio raise it here, in
+        the canceller's call: its traceback would then keep the ``abort_retry()``
+        caller's frames alive until the chain runs -- ten objects a session that the
+        collector ages with every session cancelled at once (``cancel_all.abort_retry``).
+        """
+        self._raise_cancel = raise_cancel
+        assert self._task is not None  # set by run() before any sleep
+        trio.lowlevel.reschedule(self._task)
+        return trio.lowlevel.Abort.FAILED
+
+    def _wake_cancelled(self) -> NoReturn:
+        """Raise, in the chain's task, the cancel that woke the sleep (only a cancel does)."""
+        raise_cancel, self._raise_cancel = self._raise_cancel, None
+        assert raise_cancel is not None
+        raise_cancel()
 
     def _next_scope(self) -> trio.CancelScope:
         """The scope of the chain's next phase, made as the last one is left (no
