@@ -8,6 +8,7 @@ in one place.
 
 from __future__ import annotations
 
+import gc
 import weakref
 
 import attrs
@@ -187,6 +188,23 @@ async def test_a_cancelled_sleep_keeps_nothing_of_the_canceller(
     assert host.events[-1] == AutoRetryEnd(False, 1, CANCELLED)
     assert host.reattempts == []
     assert trio.current_time() == 1
+
+
+async def test_an_ended_chain_keeps_no_task(autojump_clock: trio.testing.MockClock) -> None:
+    """The session keeps its last chain until the next prompt; the task that ran it
+    (and what that task holds) is not kept with it."""
+    host = _host((ANSWER, Next.DONE))
+    ran_in: list[weakref.ref[trio.lowlevel.Task]] = []
+
+    async def run() -> None:
+        ran_in.append(weakref.ref(trio.lowlevel.current_task()))
+        await host.chain.run(host, ERROR, Next.RETRY)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+    gc.collect()
+    assert ran_in[0]() is None
+    assert host.chain.ended
 
 
 @PROFILES

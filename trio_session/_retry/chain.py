@@ -199,6 +199,7 @@ class RetryChain:
             raise
         finally:
             self._sleeping = False
+            self._task = None  # an ended chain, kept until the next prompt, holds no task
             if not self.ended:
                 self._end(host, AutoRetryEnd(False, self.attempt, CANCELLED))
 
