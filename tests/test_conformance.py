@@ -168,6 +168,26 @@ def test_a_user_mistake_is_a_clear_error() -> None:
         assert "Traceback" not in result.stderr
 
 
+def test_an_agent_path_is_read_from_where_the_kit_runs(tmp_path: Path) -> None:
+    """``-- ./agent`` names a file in the caller's directory, though the agent then runs
+    in a scratch project directory of the kit's."""
+    agent = tmp_path / "agent"
+    agent.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m trio_session rpc --no-session\n')
+    agent.chmod(0o755)
+    command = [sys.executable, "-m", "trio_session", "conformance", "--only", "retry-disabled"]
+    result = subprocess.run(
+        [*command, "--", "./agent"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 of 1 scenarios pass" in result.stdout
+
+
 def test_an_agent_that_is_not_an_rpc_agent_is_an_error_row() -> None:
     result = conformance("--only", "retry-disabled", "--", sys.executable, "-c", "pass")
     assert result.returncode == 1

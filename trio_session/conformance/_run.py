@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -350,8 +351,12 @@ def run_command(
             "conformance needs the agent's command after '--', for example: "
             "trio-session conformance -- trio-session rpc --no-session"
         )
-    if shutil.which(command[0]) is None:
+    found = shutil.which(command[0])
+    if found is None:
         raise ValueError(f"cannot find the agent command {command[0]!r}")
+    if os.path.dirname(command[0]):
+        # A path is the user's, from here: the agent runs in a scratch project directory.
+        command = [os.path.abspath(found), *command[1:]]
     scenarios = select(only, profile)
 
     def said(result: Result) -> None:
