@@ -70,8 +70,14 @@ class ForwardProxy:
 
 
 async def _pump(source: trio.SocketStream, sink: trio.SocketStream) -> None:
-    while data := await source.receive_some(65536):
-        await sink.send_all(data)
+    """Copy ``source`` to ``sink`` until either side is done. A side may also reset its
+    connection (the rpc process exits once it has its answer): for a proxy that is an
+    end like any other."""
+    try:
+        while data := await source.receive_some(65536):
+            await sink.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return
 
 
 def environment(tmp_path: Path, **proxies: str) -> dict[str, str]:
