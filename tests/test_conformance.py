@@ -31,8 +31,10 @@ BAD_AGENT = [sys.executable, str(HERE / "conformance_bad_agents.py")]
 OUR_AGENT = [sys.executable, "-m", "trio_session", "rpc", "--no-session"]
 
 
-def conformance(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m trio_session conformance ARGS``."""
+def conformance(
+    *args: str, timeout: float = 600, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m trio_session conformance ARGS`` (in ``cwd``, if given)."""
     return subprocess.run(
         [sys.executable, "-m", "trio_session", "conformance", *args],
         capture_output=True,
@@ -40,6 +42,7 @@ def conformance(*args: str, timeout: float = 600) -> subprocess.CompletedProcess
         timeout=timeout,
         check=False,
         stdin=subprocess.DEVNULL,
+        cwd=cwd,
     )
 
 
@@ -174,16 +177,7 @@ def test_an_agent_path_is_read_from_where_the_kit_runs(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     agent.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m trio_session rpc --no-session\n')
     agent.chmod(0o755)
-    command = [sys.executable, "-m", "trio_session", "conformance", "--only", "retry-disabled"]
-    result = subprocess.run(
-        [*command, "--", "./agent"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-    )
+    result = conformance("--only", "retry-disabled", "--", "./agent", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 of 1 scenarios pass" in result.stdout
 
