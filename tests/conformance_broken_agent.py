@@ -89,7 +89,7 @@ def run_rewritten(mode: str, args: list[str]) -> int:
 def _patch(mode: str) -> None:
     """Replace one piece of the retry policy in this process."""
     from trio_session import AgentSession
-    from trio_session._retry import backoff, chain, controller
+    from trio_session._retry import backoff, chain, policy
     from trio_session._retry.classify import CLASSIFIERS
     from trio_session._retry.decide import Next
 
@@ -114,7 +114,7 @@ def _patch(mode: str) -> None:
 
         chain.RetryChain._start_attempt = one_more  # type: ignore[method-assign]
     elif mode in ("retries-overflow", "retries-never-retry"):
-        real_choice: Callable[..., Any] = getattr(controller, "profile_classifier")  # noqa: B009
+        real_choice: Callable[..., Any] = getattr(policy, "classifier_of")  # noqa: B009
         seed = CLASSIFIERS["seed"]
 
         class Broken:
@@ -137,7 +137,7 @@ def _patch(mode: str) -> None:
             def __getattr__(self, name: str) -> Any:
                 return getattr(self.real, name)
 
-        setattr(controller, "profile_classifier", lambda retry: Broken(real_choice(retry)))  # noqa: B010
+        setattr(policy, "classifier_of", lambda retry, own=None: Broken(real_choice(retry, own)))  # noqa: B010
     elif mode == "ignores-abort-retry":
         setattr(AgentSession, "abort_retry", lambda self: None)  # noqa: B010
     elif mode == "no-cap":

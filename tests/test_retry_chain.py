@@ -16,10 +16,11 @@ import pytest
 import trio
 import trio.testing
 
-from trio_session import AutoRetryEnd, AutoRetryStart, RetrySettings, SessionEvent
+from trio_session import AutoRetryEnd, AutoRetryStart, RetrySettings, SessionEvent, Settings
 from trio_session._messages import AssistantMessage, TextContent
 from trio_session._retry.chain import CANCELLED, RetryChain
 from trio_session._retry.decide import Next
+from trio_session._retry.policy import RetryPolicy
 
 from .conftest import PROFILES
 
@@ -43,8 +44,8 @@ class ScriptHost:
     streams_for: float = 0.0  #: seconds each re-attempt's request takes
 
     @property
-    def retry_settings(self) -> RetrySettings:
-        return self.settings
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy.resolve(Settings(retry=self.settings))
 
     def emit(self, event: SessionEvent) -> None:
         self.events.append(event)

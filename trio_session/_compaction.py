@@ -272,7 +272,6 @@ SUMMARY_REQUEST = (
     "was decided and done, facts learned, open questions, and every file name, "
     "identifier or number that still matters. Write only the summary."
 )
-SUMMARY_PREFIX = "Summary of the earlier conversation (compacted to fit the context window):"
 
 
 @frozen

@@ -68,7 +68,7 @@ from ._events import (
 )
 from ._messages import AssistantMessage
 from ._retry.classify import Classifier
-from ._retry.decide import profile_classifier
+from ._retry.policy import RetryPolicy
 from ._settings_values import Settings
 from .providers._base import Model
 
@@ -553,13 +553,8 @@ def classify_for(
     session = ref()
     if session is None:  # pragma: no cover - events come from a live session
         return "fatal"
-    classifier = own or profile_classifier(session.settings.retry)
-    window = session.model.context_window
-    if classifier.is_retryable(message, window):
-        return "retryable"
-    if classifier.is_context_overflow(message, window):
-        return "overflow"
-    return "fatal"
+    policy = RetryPolicy.resolve(session.settings, own)
+    return policy.label(message, session.model.context_window)
 
 
 def scrub_secrets(text: str, secrets: Iterable[str]) -> str:

@@ -7,15 +7,31 @@ modules, lowest first (each imports only those above it in this list):
 tables.py       the classifier tables: each profile's named patterns         pure
 reply.py        the rules on a failed reply (FailedReply), its ProviderError  pure
 classify.py     which errors retry, which overflow, the server's wait hint   pure
-backoff.py      the delay before a re-attempt; the one cap rule wait_cap    pure
-decide.py       the one decision after a run, the one maximum check         pure
-profile.py      which profile's rules apply: retry.profile                   pure
+profile.py      the one reader of retry.profile; the one classifier choice   pure
+backoff.py      the one delay function, every cap, and the one stop rule     pure
+decide.py       the one decision after a run                                 pure
 overflow.py     the overflow path's rules per profile, on decide's answer     pure
+policy.py       RetryPolicy: the rules above bound to the settings in effect  pure
 chain.py        the retry chain: one task, a scope per phase, one end       trio
 summary.py      a compaction's summary request retried (pi-1.6)             trio
 keys.py         credentials: the key per request, rotation, cooldowns        the store
 fallback.py     fallback models: the next model, for one prompt             the agent
 controller.py   the prompt's scope tree: run, settle, join, abort, succeed   the agent
+```
+
+Every decision asks one ``policy.py:RetryPolicy``, resolved from the settings at the
+decision (R-11): the run's end (``PromptController._decide``), the chain before each
+wait (``RetryChain._start_attempt``), a summary request (``summary.py:RetryingAsk``),
+the tracer's failure label (``_tracing.classify_for``). Each rule has one home:
+
+```text
+the classifier in effect      profile.py:classifier_of    (R-8, R-53, R-57)
+retry.profile, read           profile.py:retry_profile    (R-53; is_pi16 asks it)
+the stop rule: max + budget   backoff.py:stop             (R-13, R-15, R-27, R-61)
+the delay, every cap          backoff.py:plan_delay       (R-16, R-26, R-28, R-53a)
+                              backoff.py:summary_delay_ms (R-56f: pi 1.6.0's own cap)
+```
+
 ```
 
 Where each rule of SPEC §1–§6 and §12 lives (``file:function``):
@@ -27,7 +43,7 @@ R-7             classify.py:PatternClassifier.is_context_overflow
                 (reply.py:PatternRules._overflow_of)
 R-8             classify.py:STRICT_CLASSIFIER
 R-57            tables.py (SEED_PATTERNS, PI_1_6_PATTERNS, STRICT_PATTERNS),
-                classify.py:classifier_for, PatternClassifier.from_table
+                profile.py:classifier_of, PatternClassifier.from_table
 R-58            tables.py:PI_1_6_PATTERNS, classify.py:PI_1_6_CLASSIFIER
 R-59            tables.py:SEED_PATTERNS (R-5, R-7 as written, not 0.73.1's code)
 R-60            tables.py:STRICT_PATTERNS, classify.py:STRICT_CLASSIFIER
@@ -35,7 +51,7 @@ R-9             chain.py:RetryChain.attempt
 R-10 R-14       controller.py:PromptController._settle
 R-11            decide.py:decide, chain.py:RetryChain._start_attempt
 R-12            decide.py:decide
-R-13 R-15 R-27  decide.py:decide (the one maximum check)
+R-13 R-15 R-27  backoff.py:stop (the one stop rule), asked by decide.py:decide
                 chain.py:RetryChain._start_attempt (count; end on GIVE_UP)
 R-15a           controller.py:PromptController._settle
 R-16            backoff.py:exponential_delay_ms
@@ -49,7 +65,7 @@ R-23 R-23a      controller.py:PromptController.saw_message, chain.py:RetryChain.
 R-24 R-25       chain.py:RetryChain.run, controller.py:PromptController._run_chain
 R-26 R-28       backoff.py:plan_delay, backoff.py:wait_cap (the one cap rule)
 R-28a           this folder: the one owner of the loop
-R-61            backoff.py:over_budget, chain.py:RetryChain._start_attempt
+R-61            backoff.py:stop, backoff.py:over_budget, chain.py:RetryChain._start_attempt
 R-62            trio_session._settings_values.SERVICE_SETTINGS (the preset is settings)
 R-63            chain.py:RetryChain.retrying, controller.py:PromptController.reattempt
                 (sets Agent.retried), _messages.py:AssistantMessage.raise_for_error
@@ -65,14 +81,16 @@ R-35            controller.py:PromptController.run
 R-36            controller.py:PromptController.refuse
 R-36a           controller.py:PromptController.end
 R-53            profile.py:retry_profile (the one reader of retry.profile),
-                decide.py:profile_classifier (the one call site of a profile's classifier)
+                profile.py:classifier_of (the one choice of a classifier),
+                policy.py:RetryPolicy.resolve (the one value every decision asks)
 R-53a           backoff.py:agent_delay_cap, backoff.py:plan_delay
 R-53b R-56      decide.py:asks_for_a_key, decide.py:decide (rotated),
                 controller.py:PromptController.ask_store
-R-56 R-56a-d    overflow.py:overflow_step, via controller.py:PromptController._decide
+R-56 R-56a-d    overflow.py:overflow_step, via policy.py:RetryPolicy.decide
 R-56c           controller.py:PromptController._settle (the "recovery failed" end)
 R-56e           controller.py:PromptController.drop_from_context
-R-56f           summary.py:RetryingAsk
+R-56f           summary.py:RetryingAsk, policy.py:RetryPolicy.retries_summary,
+                backoff.py:summary_delay_ms
 R-65            controller.py:PromptController._decide (willRetry, no_key_left),
                 PromptController._run_chain (a chain gave up: chain.py:RetryChain.gave_up),
                 PromptController._fall_back; fallback.py:Fallbacks.switch

@@ -1,4 +1,5 @@
-"""How long to wait before a re-attempt (R-16, R-28), and the one cap on any wait.
+"""How long to wait before a re-attempt (R-16, R-28), the one cap on any wait, and the
+one stop rule (R-13, R-15, R-27, R-61).
 
 Pure functions, no I/O.
 
@@ -32,6 +33,10 @@ from typing import Literal
 from .._classes import frozen
 from .._settings_values import RetrySettings
 from .classify import MAX_HINT_MS
+from .profile import is_pi16
+
+#: Why a chain may not make its next re-attempt (``stop``).
+Stop = Literal["max", "budget"]
 
 #: The longest wait ever planned, in milliseconds: 2**53 - 1 (about 285 000 years),
 #: the largest integer a JSON client reading doubles holds exactly.
@@ -116,12 +121,43 @@ def plan_delay(
     return DelayPlan(delay_ms=delay)
 
 
+def stop(
+    attempt: int, settings: RetrySettings, *, spent_ms: int | None = None, delay_ms: int = 0
+) -> Stop | None:
+    """The one stop rule: whether re-attempt number ``attempt`` may not be made.
+
+    ```text
+    attempt > retry.maxRetries                          → "max"     (R-13, R-15, R-27)
+    spent_ms + delay_ms > retry.maxTotalMs (when set)   → "budget"  (R-61)
+    otherwise                                           → None: the re-attempt is made
+    ```
+
+    The maximum and the time budget are one condition, as in stamina's stop rule: a run's
+    end (``decide``), a chain before its wait, and a compaction's summary request all ask
+    it. The budget is only judged where time is counted (``spent_ms`` given): the chain's.
+
+    Args:
+        attempt: the 1-based re-attempt about to be made.
+        settings: the ``retry`` group (R-11: read at the decision).
+        spent_ms: milliseconds since the chain's first error; ``None`` where no time is
+            counted (the budget is then not judged).
+        delay_ms: the wait planned before that re-attempt.
+    """
+    if attempt > settings.max_retries:
+        return "max"
+    budget = settings.max_total_ms
+    if spent_ms is not None and budget is not None and spent_ms + delay_ms > budget:
+        return "budget"
+    return None
+
+
 def over_budget(spent_ms: int, delay_ms: int, settings: RetrySettings, error: str) -> str | None:
     """R-61: the ``finalError`` of a chain whose next wait would pass ``retry.maxTotalMs``.
 
     The budget is the time since the chain's first error: the waits slept and the
     re-attempts made. The chain gives up before a wait that would end past it, rather
-    than sleep and give up after; ``None`` when there is no budget or the wait fits.
+    than sleep and give up after (``stop``'s ``"budget"``); ``None`` when there is no
+    budget or the wait fits.
 
     Args:
         spent_ms: milliseconds since the chain began (its first error).
@@ -133,13 +169,30 @@ def over_budget(spent_ms: int, delay_ms: int, settings: RetrySettings, error: st
         One line naming the budget, the wait and the last error, or ``None``.
     """
     budget = settings.max_total_ms
-    if budget is None or spent_ms + delay_ms <= budget:
+    if budget is None or stop(0, settings, spent_ms=spent_ms, delay_ms=delay_ms) is None:
         return None
     last = error.strip().splitlines()[0] if error.strip() else "none"
     return (
         f"retry budget spent: waiting {delay_ms} ms more would take this chain to "
         f"{spent_ms + delay_ms} ms, past retry.maxTotalMs ({budget} ms); last error: {last}"
     )
+
+
+#: pi 1.6.0's cap on one summary-request delay (its ``DEFAULT_MAX_AGENT_RETRY_DELAY_MS``).
+MAX_SUMMARY_DELAY_MS = 60_000
+
+
+def summary_delay_ms(attempt: int, settings: RetrySettings) -> int:
+    """R-56f: the wait before a compaction's summary request is sent again (pi-1.6).
+
+    ``min(baseDelayMs * 2 ** (attempt - 1), 60 000)``: pi 1.6.0 caps it with its fixed
+    default, not the setting, and honours no server hint, jitter or ``maxDelayMs`` there.
+
+    Args:
+        attempt: the 1-based re-attempt about to be made.
+        settings: the ``retry`` group.
+    """
+    return min(exponential_delay_ms(attempt, settings.base_delay_ms), MAX_SUMMARY_DELAY_MS)
 
 
 def agent_delay_cap(settings: RetrySettings) -> int | None:
@@ -156,7 +209,7 @@ def agent_delay_cap(settings: RetrySettings) -> int | None:
     Returns:
         The cap in milliseconds, or ``None`` for none.
     """
-    if settings.profile == "pi-1.6":
+    if is_pi16(settings):
         return settings.max_agent_delay_ms
     return None
 

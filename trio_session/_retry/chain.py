@@ -42,10 +42,9 @@ import trio
 from .._classes import define
 from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
 from .._messages import AssistantMessage
-from .._settings_values import RetrySettings
-from .backoff import over_budget, plan_delay
-from .classify import is_usage_limit_error, parse_retry_after_ms
+from .classify import parse_retry_after_ms
 from .decide import Next
+from .policy import RetryPolicy
 
 CANCELLED = "Retry cancelled"
 
@@ -55,8 +54,8 @@ class ChainHost(Protocol):
     host): declared here, below its implementer, so the chain imports nothing above it."""
 
     @property
-    def retry_settings(self) -> RetrySettings:
-        """The ``retry`` group, read fresh (R-11)."""
+    def policy(self) -> RetryPolicy:
+        """The policy in effect now, resolved from the settings at each read (R-11)."""
         ...
 
     def emit(self, event: SessionEvent) -> None:
@@ -234,31 +233,30 @@ class RetryChain:
         return scope
 
     async def _start_attempt(self, host: ChainHost, message: AssistantMessage, step: Next) -> bool:
-        settings = host.retry_settings  # R-11
+        policy = host.policy  # R-11
         text = message.error_message or ""
         if step is Next.GIVE_UP:  # decide() found attempt + 1 > maxRetries (R-15)
             self._end(host, AutoRetryEnd(False, self.attempt, text))
             return False
         self.attempt += 1  # R-13
         hint = parse_retry_after_ms(text)  # R-18
-        plan = plan_delay(self.attempt, settings, hint_ms=hint)  # R-16, R-28
+        plan = policy.delay(self.attempt, hint_ms=hint)  # R-16, R-28
         delay = plan.delay_ms
         if hint is not None:
             await host.share_cooldown(hint)  # retry.sharedCooldown: the fleet holds the key
-        usage_limit = is_usage_limit_error(text, profile=settings.profile)
-        if usage_limit and await host.rotate_credential(hint):  # R-17
+        if policy.is_usage_limit(text) and await host.rotate_credential(hint):  # R-17
             delay = 0
         if delay is None:
             self._end(host, AutoRetryEnd(False, self.attempt, plan.refusal))
             return False
         delay = await host.cooldown_delay(delay)  # at least the key's shared cooldown
         spent = round((trio.current_time() - self._began) * 1000)
-        refusal = over_budget(spent, delay, settings, text)  # R-61
+        refusal = policy.over_budget(spent, delay, text)  # R-61
         if refusal is not None:  # not made: the last retry tried is reported (as R-27's)
             self.attempt -= 1
             self._end(host, AutoRetryEnd(False, self.attempt, refusal))
             return False
-        host.emit(AutoRetryStart(self.attempt, settings.max_retries, delay, text))  # R-19
+        host.emit(AutoRetryStart(self.attempt, policy.retry.max_retries, delay, text))  # R-19
         host.drop_from_context(message)  # R-20
         self.retrying = message
         self._pending_delay_ms = delay

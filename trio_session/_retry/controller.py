@@ -34,12 +34,11 @@ from .._events import (
 )
 from .._groups import unwrapped
 from .._messages import AssistantMessage, Message, UserMessage
-from .._settings_values import RetrySettings
 from .chain import RetryChain
 from .classify import Classifier, parse_retry_after_ms
-from .decide import Next, SettingsSource, asks_for_a_key, decide, profile_classifier
-from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED, overflow_step
-from .profile import is_pi16
+from .decide import Next, SettingsSource
+from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED
+from .policy import RetryPolicy
 
 if TYPE_CHECKING:  # made by the session only when it has fallbacks or a credential store
     from .fallback import Fallbacks
@@ -183,9 +182,10 @@ class PromptController:
         """Prompts that joined the waiting retry; ``None`` until there is one."""
         return self._joined
 
-    def policy(self) -> Classifier:
-        """The classifier in effect: the session's own, else the profile's (R-53)."""
-        return self.classifier or profile_classifier(self.settings.current.retry)
+    @property
+    def policy(self) -> RetryPolicy:
+        """The policy in effect now (R-11: resolved at each decision; R-53)."""
+        return RetryPolicy.resolve(self.settings.current, self.classifier)
 
     # -- a prompt ------------------------------------------------------------------
 
@@ -304,8 +304,7 @@ class PromptController:
     def _decide(self, message: AssistantMessage) -> bool:
         """The agent's ``will_continue``: decide (R-1, R-2) just before ``agent_end``."""
         chain = self.live_chain
-        settings = self.settings.current
-        classifier = self.policy()
+        policy = self.policy
         model = self.agent.model
         window = model.context_window
         attempt = chain.attempt if chain is not None else 0
@@ -313,30 +312,17 @@ class PromptController:
         rotated = told[1] if told is not None and told[0] is message else None
         if rotated is None and self.keys is None and message.stop_reason == "error":
             # R-53b: no credential store, no free key (``ask_store`` asks when there is one)
-            asked = asks_for_a_key(
-                message, settings, classifier, context_window=window, attempt=attempt
-            )
+            asked = policy.asks_for_a_key(message, context_window=window, attempt=attempt)
             rotated = False if asked else None
-        step = decide(
+        step = policy.decide(
             message,
-            settings,
-            classifier,
             context_window=window,
+            max_tokens=model.max_tokens,
             attempt=attempt,
             compacted=self._compacted,
             rotated=rotated,
+            can_compact=lambda: self.recovery.can_compact(without_last=True),
         )
-        if step is not Next.RETRY and step is not Next.GIVE_UP:  # the overflow path (R-56)
-            step = overflow_step(
-                step,
-                message,
-                settings,
-                classifier,
-                context_window=window,
-                max_tokens=model.max_tokens,
-                compacted=self._compacted,
-                can_compact=lambda: self.recovery.can_compact(without_last=True),
-            )
         fallbacks = self.fallbacks
         if fallbacks is not None and fallbacks.left(self.agent):  # R-65
             if step is Next.DONE and rotated is False:  # pi-1.6: no free key (R-53b)
@@ -361,10 +347,8 @@ class PromptController:
         """
         self._told = None
         chain = self.live_chain
-        asked = self.keys is not None and asks_for_a_key(
+        asked = self.keys is not None and self.policy.asks_for_a_key(
             message,
-            self.settings.current,
-            self.policy(),
             context_window=self.agent.model.context_window,
             attempt=chain.attempt if chain is not None else 0,
         )
@@ -464,11 +448,6 @@ class PromptController:
 
     # -- what a chain needs (``ChainHost``) -----------------------------------------
 
-    @property
-    def retry_settings(self) -> RetrySettings:
-        """The ``retry`` group, read fresh (R-11)."""
-        return self.settings.current.retry
-
     def emit(self, event: SessionEvent) -> None:
         """Deliver a chain's event; an end wakes ``wait_for_retry_end``.
 
@@ -491,7 +470,7 @@ class PromptController:
         """
         if self.agent.messages and self.agent.messages[-1] is message:
             self.agent.messages.pop()
-            if self.journal.file is not None and is_pi16(self.settings.current):
+            if self.journal.file is not None and self.policy.pi16:
                 entry = self.journal.omit(message)
                 if entry is not None:
                     self.hub.emit(EntryAppended(entry))

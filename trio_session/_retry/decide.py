@@ -2,8 +2,8 @@
 
 ``decide`` is asked once per run, just before its ``agent_end`` (whose ``willRetry``
 it fills in, R-45a), and its answer is what happens next: the controller acts on it,
-and a chain that is already running reads it to go on or to end. It is the only place
-the maximum is checked (R-13, R-15, R-27):
+and a chain that is already running reads it to go on or to end. The maximum is
+``backoff.stop``'s (the one stop rule, R-13, R-15, R-27):
 
 ```text
 store asked (R-53b)?  a free key         → RETRY     (pi-1.6: a usage limit, R-55)
@@ -36,8 +36,10 @@ import enum
 from typing import Protocol
 
 from .._messages import AssistantMessage
-from .._settings_values import RetrySettings, Settings
-from .classify import CLASSIFIERS, Classifier, is_usage_limit_error
+from .._settings_values import Settings
+from .backoff import stop
+from .classify import Classifier, is_usage_limit_error
+from .profile import is_pi16, retry_profile
 
 
 class SettingsSource(Protocol):
@@ -47,22 +49,6 @@ class SettingsSource(Protocol):
     def current(self) -> Settings:
         """The effective settings now."""
         ...
-
-
-def profile_classifier(retry: RetrySettings) -> Classifier:
-    """The classifier of the settings' ``retry.profile`` (R-53): the one place it is chosen.
-
-    ``retry.classifier: "strict"`` is ours and wins in either profile (R-8); otherwise
-    the profile's own table decides: pi 0.73.1's under ``"seed"``, pi 1.6.0's under
-    ``"pi-1.6"`` (R-57). A usage limit under ``"pi-1.6"`` is put to the credential store
-    before the classifier is asked (``asks_for_a_key``, R-55).
-
-    Args:
-        retry: the ``retry`` group (``profile`` and ``classifier``).
-    """
-    if retry.classifier == "strict":
-        return CLASSIFIERS["strict"]
-    return CLASSIFIERS[retry.profile]
 
 
 class Next(enum.Enum):
@@ -125,7 +111,7 @@ def decide(
         retry = settings.retry
         if not retry.enabled:
             return Next.DONE  # R-12
-        if attempt + 1 > retry.max_retries:  # R-13, R-15, R-27: the one maximum check
+        if stop(attempt + 1, retry) is not None:  # R-13, R-15, R-27: the one stop rule
             return Next.GIVE_UP
         return Next.RETRY
     if classifier.is_context_overflow(message, context_window):
@@ -163,11 +149,11 @@ def asks_for_a_key(
     retry = settings.retry
     text = message.error_message
     return (
-        retry.profile == "pi-1.6"
+        is_pi16(retry)
         and message.stop_reason == "error"
         and bool(text)
-        and is_usage_limit_error(text or "", profile=retry.profile)
+        and is_usage_limit_error(text or "", profile=retry_profile(retry))
         and retry.enabled
-        and attempt + 1 <= retry.max_retries
+        and stop(attempt + 1, retry) is None
         and not classifier.is_context_overflow(message, context_window)
     )

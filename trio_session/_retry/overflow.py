@@ -73,7 +73,7 @@ def overflow_step(
     Returns:
         The step the controller acts on.
     """
-    if step is Next.DONE and settings.compaction.enabled and is_pi16(settings):
+    if step is Next.DONE and settings.compaction.enabled and is_pi16(settings.retry):
         length = is_recoverable_length(message, max_tokens)
         if compacted and (length or classifier.is_context_overflow(message, context_window)):
             return Next.OVERFLOW_FAILED

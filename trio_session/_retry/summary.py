@@ -33,12 +33,7 @@ from .._events import (
     SummarizationRetryScheduled,
 )
 from .._messages import AssistantMessage, Message
-from .._settings_values import RetrySettings
-from .backoff import exponential_delay_ms
-from .classify import Classifier
-
-#: pi 1.6.0's cap on one delay (its ``DEFAULT_MAX_AGENT_RETRY_DELAY_MS``).
-MAX_SUMMARY_DELAY_MS = 60_000
+from .policy import RetryPolicy
 
 
 @frozen
@@ -47,16 +42,15 @@ class RetryingAsk:
 
     Attributes:
         ask: asks the model once (``Agent.complete``).
-        settings: the ``retry`` group, read fresh at each call.
-        classifier: which errors are retryable (the session's, R-4).
+        policy: the policy in effect, resolved fresh at each call (R-11): its classifier,
+            its stop rule and its summary delay.
         emit: where the three events go.
         reason: the compaction's reason, for ``summarization_retry_attempt_start``.
         context_window: the model's context window, for the classifier.
     """
 
     ask: Callable[..., Awaitable[AssistantMessage]]
-    settings: Callable[[], RetrySettings]
-    classifier: Classifier
+    policy: Callable[[], RetryPolicy]
     emit: Callable[[SessionEvent], None]
     reason: CompactionReason
     context_window: int | None = None
@@ -70,22 +64,16 @@ class RetryingAsk:
             messages: the messages to send.
             system_prompt: the system prompt to send with them.
         """
-        settings = self.settings()
-        most = settings.max_retries if settings.enabled else 0
+        policy = self.policy()
+        most = policy.retry.max_retries if policy.retry.enabled else 0
         attempt = 0
         try:
             while True:
                 reply = await self.ask(messages, system_prompt=system_prompt)
-                if (
-                    reply.stop_reason != "error"
-                    or attempt >= most
-                    or not self.classifier.is_retryable(reply, self.context_window)
-                ):
+                if not policy.retries_summary(reply, attempt + 1, self.context_window):
                     return reply
                 attempt += 1
-                delay = min(
-                    exponential_delay_ms(attempt, settings.base_delay_ms), MAX_SUMMARY_DELAY_MS
-                )
+                delay = policy.summary_delay(attempt)
                 text = reply.error_message or "Unknown error"
                 self.emit(SummarizationRetryScheduled(attempt, most, delay, text))
                 await trio.sleep(delay / 1000)

@@ -481,8 +481,3 @@ STRICT_PATTERNS = PatternTable(
 )
 """The strict table (R-8, R-60): pi 1.6.0's wider set with our standalone status codes and
 never-retry list, checked against the R-8 corpus."""
-
-TABLES: dict[str, PatternTable] = {
-    table.name: table for table in (SEED_PATTERNS, PI_1_6_PATTERNS, STRICT_PATTERNS)
-}
-"""Each shipped table by its name (``"seed"``, ``"pi-1.6"``, ``"strict"``)."""

@@ -26,9 +26,9 @@ from .._classes import define
 from .._compaction import Compactor, can_compact, summarizable
 from .._events import CompactionEnd, CompactionReason, CompactionResult, CompactionStart
 from .._messages import CompactionSummaryMessage
-from .._retry.classify import CLASSIFIERS, Classifier
+from .._retry.classify import Classifier
 from .._retry.decide import SettingsSource
-from .._retry.profile import is_pi16
+from .._retry.policy import RetryPolicy
 from .hub import EventHub
 
 if TYPE_CHECKING:
@@ -50,8 +50,8 @@ class Compaction:
         settings: the effective settings, read fresh (the ``compaction`` group).
         file: the session file the compaction is recorded in, if any.
         hub: where ``compaction_start`` and ``compaction_end`` go.
-        classifier: the session's own classifier, if any (else ``retry.classifier``),
-            for the summary request's retries.
+        classifier: the session's own classifier, if any (else the policy's choice,
+            ``RetryPolicy.resolve``), for the summary request's retries.
         running: a compaction is in progress (``is_compacting``).
     """
 
@@ -110,7 +110,7 @@ class Compaction:
         """
         agent = self.agent
         settings = self.settings.current
-        pi16 = is_pi16(settings)
+        pi16 = RetryPolicy.resolve(settings, self.classifier).pi16
         if reason == "manual":  # R-56a: the reference's cut, whatever the compactor
             nothing = pi16 and not summarizable(agent.messages, settings.compaction)
         else:
@@ -123,8 +123,7 @@ class Compaction:
 
             ask = RetryingAsk(
                 agent.complete,
-                lambda: self.settings.current.retry,
-                self.classifier or CLASSIFIERS[settings.retry.classifier],
+                lambda: RetryPolicy.resolve(self.settings.current, self.classifier),
                 self.hub.emit,
                 reason,
                 agent.model.context_window,

@@ -105,14 +105,6 @@ _BY_API: Mapping[str, Mapping[str, Model]] = {
     "google-generative-ai": {m.id: m for m in _GEMINI},
 }
 
-#: The model each provider name uses when none is named.
-DEFAULT_MODEL_IDS: Mapping[str, str] = {
-    "openai": "gpt-4.1-mini",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-    "google": "gemini-2.5-flash",
-}
-
 
 def builtin_model(provider: str, id: str, *, base_url: str | None = None) -> Model | None:
     """The built-in ``Model`` for ``provider``/``id`` — context window, token limit,
@@ -134,10 +126,3 @@ def builtin_model(provider: str, id: str, *, base_url: str | None = None) -> Mod
     if known is None:
         return None
     return attrs.evolve(known, provider=provider, api=api or "", base_url=base_url)
-
-
-def builtin_models(provider: str) -> tuple[Model, ...]:
-    """Every built-in model of ``provider`` (empty for a name this module does not know)."""
-    api = PROVIDER_APIS.get(provider)
-    table = _BY_API.get(api, {}) if api is not None else {}
-    return tuple(attrs.evolve(m, provider=provider, api=api or "") for m in table.values())

@@ -27,7 +27,6 @@ DEFAULT_ENV_VARS: Mapping[str, str] = {
 CREDENTIALS_FILE_NAME = "credentials.sqlite3"
 SCHEMA_VERSION = 1
 FILE_MODE = 0o600
-DIR_MODE = 0o700
 
 SCHEMA = """
 CREATE TABLE credentials (

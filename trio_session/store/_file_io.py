@@ -25,9 +25,8 @@ from ._loaded import LoadedSession
 if sys.platform != "win32":
     import fcntl
 
-#: Mode of a new session file, and of a sessions directory this module creates.
+#: Mode of a new session file (its directories are made 0700 by `.._dirs`).
 FILE_MODE = 0o600
-DIR_MODE = 0o700
 
 _O_EXTRA = getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 
