@@ -301,10 +301,12 @@ def print_table(results: Sequence[Result], out: TextIO, verbose: bool = False) -
     total = len(results)
     good = sum(r.verdict == "pass" for r in results)
     beyond = sum(r.verdict == "beyond-differs" for r in results)
-    untested = sum(r.verdict == "not tested" for r in results)
     summary = f"{good} of {total} scenarios pass, {beyond} differ only beyond the reference"
-    if untested:
-        summary += f", {untested} not tested"
+    # Every other verdict is counted too, so the line adds up to the total.
+    for verdict in ("not tested", "FAIL", "error"):
+        count = sum(r.verdict == verdict and r.ran for r in results)
+        if count:
+            summary += f", {count} {verdict}"
     out.write(f"{summary}{f', {len(skipped)} not run' if skipped else ''}\n")
 
 
