@@ -258,7 +258,7 @@ def _classifier_scenario(profile: str, texts: Sequence[Text]) -> Scenario:
     def narrow(names: Sequence[str]) -> Scenario:
         chosen = [(row, members) for row, members in rows.items() if row in names]
         steps: dict[str, Sequence[Step]] = {
-            _prompt(row, n): (HttpError(t.status, error_body_plain(t.text)), Stream())
+            _prompt(row, n): (HttpError(t.status, t.body or error_body_plain(t.text)), Stream())
             for row, members in chosen
             for n, t in enumerate(members, 1)
         }

@@ -12,6 +12,8 @@ against its pattern and its profile's classifier.
 
 from __future__ import annotations
 
+import json
+
 from .._classes import frozen
 
 
@@ -27,6 +29,9 @@ class Text:
     text: str
     #: Whether the profile retries it.
     retried: bool
+    #: The response body, where the provider sends the text in a shape of its own (Z.ai's
+    #: ``{"error": {"code": "1308", …}}``); ``None``: ``{"error": {"message": text}}``.
+    body: str | None = None
 
 
 SEED_TEXTS: tuple[Text, ...] = (
@@ -254,7 +259,17 @@ PI_1_6_TEXTS: tuple[Text, ...] = (
         "429 subscription_sharing_workplace_individual_usage_limit_exceeded",
         False,
     ),
-    Text("never-retry", "zai-1308", 400, '429 {"code":1308}', False),
+    Text(
+        "never-retry",
+        "zai-1308",
+        429,
+        '429 {"code":"1308"}',
+        False,
+        body=json.dumps(
+            {"error": {"code": "1308", "message": "Usage limit reached for 5 hour."}},
+            separators=(",", ":"),
+        ),
+    ),
     Text("overflow", "anthropic", 400, "prompt is too long: 213462 tokens > 200000", False),
     Text("overflow", "zai-cn", 400, "prompt exceeds max length", False),
     Text("overflow", "request-too-large", 400, '{"type":"request_too_large"}', False),
