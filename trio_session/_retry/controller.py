@@ -150,6 +150,8 @@ class PromptController:
     closed: bool = attrs.field(default=False, init=False)
     chain: RetryChain | None = attrs.field(default=None, init=False)
     _run_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    # the policy of the settings last read (a cache: ``policy`` makes a new one on change)
+    _policy: RetryPolicy | None = attrs.field(default=None, init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _verdict: Next = attrs.field(default=Next.DONE, init=False)
     _compacted: bool = attrs.field(default=False, init=False)
@@ -184,8 +186,13 @@ class PromptController:
 
     @property
     def policy(self) -> RetryPolicy:
-        """The policy in effect now (R-11: resolved at each decision; R-53)."""
-        return RetryPolicy.resolve(self.settings.current, self.classifier)
+        """The policy in effect now (R-11: the settings as they are at each decision;
+        R-53). Resolved again whenever the settings change, else the one made last."""
+        settings = self.settings.current
+        policy = self._policy
+        if policy is None or policy.settings is not settings:
+            policy = self._policy = RetryPolicy.resolve(settings, self.classifier)
+        return policy
 
     # -- a prompt ------------------------------------------------------------------
 
