@@ -6,10 +6,11 @@ imports and imports inside functions included — and checked:
 
 * it points to the importer's own layer or below;
 * no two modules import each other, directly or round a circle;
-* no module reads another module's private attribute (``obj._x``, ``getattr(obj, "_x")``
-  where ``obj`` is not ``self`` or ``cls`` and no class of the reading module defines
-  ``_x``);
-* no module is longer than 600 lines.
+* no module reads another module's private attribute (``obj._x``, ``getattr(obj, "_x")``,
+  and ``self._x`` too, where no class of the reading module defines ``_x``).
+
+Size is no rule: one concept per module. A module past 800 lines is named on the terminal
+as worth a look, never failed.
 
 Each exception is listed below with its reason.
 """
@@ -27,10 +28,8 @@ import trio_session
 
 PACKAGE = Path(trio_session.__file__).parent
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
-MAX_LINES = 600
-
-#: Modules other work is splitting now: over the size limit until it lands.
-SPLIT_PENDING: dict[str, str] = {}
+#: Past this many lines a module is named as worth a look (a hint, not a cap).
+LONG_MODULE = 800
 
 #: Import edges allowed to close a circle, each with why it stays for now.
 CIRCLE_EDGES: dict[tuple[str, str], str] = {}
@@ -58,6 +57,23 @@ PRIVATE_READS = {
     ("trio_session.providers._pool", "_requests"): (
         "httpcore's pool names the requests waiting for a connection only here"
     ),
+    # ``self._x`` of a base class in another module: a subclass calling its base's hook.
+    **{
+        ("trio_session._retry.classify", name): "PatternClassifier uses PatternRules' hooks"
+        for name in ("_from_table", "_overflow_of", "_retryable")
+    },
+    **{
+        (f"trio_session.providers.{module}", "_root"): "an HTTP provider's base URL, its base's"
+        for module in ("_anthropic", "_gemini", "_openai")
+    },
+    # ``self._x`` of the class a mixin is mixed into: another object's private state in all
+    # but name. Each goes when its mixin becomes a collaborator given its dependencies in
+    # its constructor (issue 40, item 5: the facade by composition).
+    ("trio_session._session", "_init_models_and_thinking"): "AgentSession's ModelsPart mixin",
+    **{
+        ("trio_session.store._tree_appends", name): "TreeAppends, a mixin of SessionFile"
+        for name in ("_stage", "_ids", "_last_staged", "_last_id")
+    },
 }
 
 #: Reads of private names of other libraries' modules (not of our classes).
@@ -267,7 +283,9 @@ def _own_names(tree: ast.Module) -> set[str]:
     return {n for n in names if n.startswith("_")}
 
 
-def _private_reads(source: str) -> Iterator[tuple[int, str]]:
+def _private_reads(source: str, *, mixin: bool = True) -> Iterator[tuple[int, str]]:
+    """Reads of private names no class of the module defines (``mixin=False``: not
+    counting ``self._x``, the rule before issue 40)."""
     tree = ast.parse(source)
     own = _own_names(tree)
     for node in ast.walk(tree):
@@ -288,7 +306,9 @@ def _private_reads(source: str) -> Iterator[tuple[int, str]]:
             continue
         if not attr.startswith("_") or attr.startswith("__") or attr in own:
             continue
-        if isinstance(base, ast.Name) and base.id in {"self", "cls"}:
+        # ``self._x`` is the module's own state only where a class of the module defines
+        # ``_x``: a mixin reading its host's private field reads another object's state.
+        if isinstance(base, ast.Name) and base.id in {"self", "cls"} and not mixin:
             continue
         if attr in FOREIGN_PRIVATE:
             continue
@@ -307,15 +327,16 @@ def test_no_module_reads_another_modules_private_attributes() -> None:
 
 
 def test_the_private_read_rule_can_fail() -> None:
-    """A read of another class's private attribute is found; ``self._x`` and the same
-    module's own ``_x`` are not."""
+    """A read of another class's private attribute is found, and so is ``self._x`` where
+    no class of the module defines ``_x`` (a mixin reading its host's state); the same
+    module's own ``_x`` is not."""
     source = (
         "class A:\n"
         "    _mine: int\n"
         "    def f(self, other, b):\n"
-        "        return self._x, other._mine, b._theirs, getattr(b, '_hidden')\n"
+        "        return self._x, other._mine, b._theirs, getattr(b, '_hidden'), self._mine\n"
     )
-    assert list(_private_reads(source)) == [(4, "_theirs"), (4, "_hidden")]
+    assert list(_private_reads(source)) == [(4, "_x"), (4, "_theirs"), (4, "_hidden")]
 
 
 def test_every_allowed_private_read_still_happens() -> None:
@@ -331,20 +352,14 @@ def test_every_allowed_private_read_still_happens() -> None:
 # -- size ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_module_size(module: str) -> None:
-    """Each module is at most 600 lines, but those another change is splitting now."""
-    lines = len(MODULES[module].read_text(encoding="utf-8").splitlines())
-    if module in SPLIT_PENDING:
-        pytest.skip(f"{lines} lines: {SPLIT_PENDING[module]}")
-    assert lines <= MAX_LINES
-
-
-def test_every_split_pending_module_is_still_too_long() -> None:
-    """An allowlisted module that fits now must leave the list."""
-    fits = [
-        m
-        for m in SPLIT_PENDING
-        if m in MODULES and len(MODULES[m].read_text(encoding="utf-8").splitlines()) <= MAX_LINES
-    ]
-    assert fits == []
+def test_module_size_is_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """No line cap (issue 40): one concept per module, whatever its length. A module past
+    ``LONG_MODULE`` lines is named on the terminal as worth a look, never failed."""
+    long = {
+        module: lines
+        for module, path in MODULES.items()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > LONG_MODULE
+    }
+    with capsys.disabled():
+        for module, lines in sorted(long.items()):
+            print(f"\nnote: {module} has {lines} lines: does it still hold one concept?")
