@@ -50,6 +50,7 @@ import trio
 
 from .._classes import define, frozen
 from .._codec import event_to_json, model_to_json, update_to_json
+from .._errors import HistoryError
 from .._events import MessageUpdate, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._prompt_input import PromptInput, PromptRefused
@@ -256,9 +257,14 @@ class RpcServer:
         *,
         task_status: trio.TaskStatus[_Host],
     ) -> None:
-        """Keep one session open until its host is closed."""
+        """Keep one session open until its host is closed.
+
+        What cannot be saved as it closes (a full disk) is logged in one line: the
+        server goes on (new_session) or ends as it was ending; the file stays whole.
+        """
         release = trio.Event()
         gone = trio.Event()
+        served = False
 
         async def close() -> None:
             release.set()
@@ -268,8 +274,14 @@ class RpcServer:
             async with factory(request) if takes_request(factory) else factory() as session:
                 unsubscribe = session.subscribe(self._on_event)
                 task_status.started(_Host(session, close))
+                served = True
                 await release.wait()
             unsubscribe()  # after the block: events of its shutdown still go out
+        except HistoryError as exc:
+            if not served:  # it could not be opened: the command that asked says so
+                raise
+            unsubscribe()
+            logger.warning("%s", exc)
         finally:
             gone.set()
 
