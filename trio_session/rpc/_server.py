@@ -432,7 +432,12 @@ class RpcServer:
         return None
 
     async def start_compact(self, command: Compact) -> None:
-        """Abort any run, then start the compaction task, which answers ``command``."""
+        """Abort any run, then start the compaction task, which answers ``command`` when
+        the compaction is over.
+
+        Args:
+            command: the ``compact`` command.
+        """
         await self.abort_run()  # as the reference: a running prompt is aborted first
         run = self._run = _runs.Run(self.session, compaction=True)
         self._start(_runs.run_compaction, run, command, self._send)
