@@ -29,7 +29,7 @@ from trio_session.rpc import RpcServer
 from trio_session.rpc._server import SessionRequest
 from trio_session.store._history import load_session
 
-from .disk_seam import full_from, no_space, session_disk
+from .disk_seam import BeforeWrite, full_from, no_space, session_disk
 from .rpc_helpers import ERR_503, JSON, RawLines, is_type, summarize
 from .test_rpc_server import in_memory
 
@@ -182,6 +182,7 @@ class Sweep:
     after_type: str | None = None
     lines: list[JSON] = attrs.field(factory=list)
     opened: int = 0
+    _sender: tuple[trio.lowlevel.TrioToken, trio.Nursery, RawLines] | None = None
 
     def sessions(self, request: SessionRequest) -> AbstractAsyncContextManager[AgentSession]:
         self.opened += 1
@@ -204,6 +205,7 @@ class Sweep:
         with trio.fail_after(HANG_GUARD):
             async with trio.open_nursery() as nursery:
                 await nursery.start(RpcServer(self.sessions, server_end).serve)
+                self._sender = (trio.lowlevel.current_trio_token(), nursery, raw)
                 for command in OPENING:
                     await raw.send(command)
                 if self.inject is not None and self.after_type is None and self.after_line == 0:
@@ -221,6 +223,21 @@ class Sweep:
                 before_eof()
                 await client.send_eof()
                 self.lines.extend(await raw.rest())
+
+    def inject_at_write(self, at: int) -> BeforeWrite:
+        """A ``before_write`` that sends the injected command while session-file write
+        ``at`` is under way, and lets the server act on it before the write goes on."""
+
+        def before_write(number: int) -> None:
+            if number == at and self._sender is not None and self.inject is not None:
+                token, nursery, raw = self._sender
+                line = self.inject
+                trio.from_thread.run_sync(
+                    lambda: nursery.start_soon(raw.send, line), trio_token=token
+                )
+                trio.from_thread.run(trio.testing.wait_all_tasks_blocked, trio_token=token)
+
+        return before_write
 
     def check(self, caplog: pytest.LogCaptureFixture) -> None:
         """Each command answered once, nothing logged as a failure, every file whole."""
@@ -315,3 +332,25 @@ async def test_a_full_disk_when_new_session_lets_go_of_the_old_one_answers_it_on
     assert answer["success"] is True
     messages = [m.text for m in load_session(tmp_path / "s1.jsonl").messages]
     assert messages == ["use the tool", "queued while idle", "", "echoed"]
+
+
+@pytest.mark.parametrize("command", ["abort", "compact", "new_session"])
+async def test_a_command_during_each_write_of_the_prompt_answers_each_line_once(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    command: str,
+) -> None:
+    """Every line answered once: abort, compact or new_session sent while each write of
+    the prompt path is under way, and acted on before it ends (during the prompt's own
+    write, which its answer waits for, right after); every turn ends with an answer."""
+    for number in range(2, 6):  # the prompt, the steer, the tool turn, the answer
+        sweep = Sweep(tmp_path / f"at-{number}", _script(), {"id": "x", "type": command}, -1)
+        sweep.tmp_path.mkdir()
+        with session_disk(monkeypatch, sweep.tmp_path, sweep.inject_at_write(number)):
+            await sweep.run()
+        sweep.check(caplog)
+        kinds = [o["type"] for o in sweep.lines]
+        assert kinds.count("turn_start") == kinds.count("turn_end"), number
+        settled = [o for o in sweep.lines if o["type"] == "agent_settled"]
+        assert settled[0]["aborted"] is True, number
