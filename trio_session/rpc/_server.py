@@ -356,11 +356,12 @@ class RpcServer:
         ``isStreaming`` is true from a ``prompt`` until its run is completely over —
         backoff sleeps and compaction included — unlike the reference, where it
         drops between attempts; during a manual ``compact`` it is false and
-        ``isCompacting`` true, as the reference's. ``pendingMessageCount``, ``steeringMode`` and
-        ``followUpMode`` are the session's queues. ``credentialStore`` is there when
-        the credential store reports a status (a Redis store). ``retryProfile`` is the
-        settings' ``retry.profile`` (R-53); pi 1.6.0 has no command to change it, nor
-        have we: it is set in a settings file or with ``--retry-profile``.
+        ``isCompacting`` true, as the reference's. ``pendingMessageCount``,
+        ``steeringMode`` and ``followUpMode`` are the session's queues.
+        ``credentialStore`` is there when the credential store reports a status (a
+        Redis store). ``retryProfile`` is the settings' ``retry.profile`` (R-53); pi
+        1.6.0 has no command to change it, nor have we: it is set in a settings file or
+        with ``--retry-profile``.
         """
         session = self.session
         return {
