@@ -70,6 +70,7 @@ PRIVATE_READS = {
     # but name. Each goes when its mixin becomes a collaborator given its dependencies in
     # its constructor (issue 40, item 5: the facade by composition).
     ("trio_session._session", "_init_models_and_thinking"): "AgentSession's ModelsPart mixin",
+    ("trio_session._session", "_start_busy"): "AgentSession's CompactPart mixin",
     **{
         ("trio_session.store._tree_appends", name): "TreeAppends, a mixin of SessionFile"
         for name in ("_stage", "_ids", "_last_staged", "_last_id")

@@ -6,6 +6,7 @@ Times are virtual (autojump_clock) and exact: the default backoff is 2000 ms.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from trio_session import (
     Tool,
     ToolCall,
     UserMessage,
+    event_to_json,
     open_session,
 )
 from trio_session._messages import ImageContent
@@ -28,6 +30,7 @@ from trio_session.rpc._protocol import encode_line
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, err, ok
+from .disk_seam import session_disk
 from .rpc_helpers import summarize
 from .test_rpc_server import in_memory
 
@@ -559,3 +562,43 @@ async def test_rpc_abort_retry_writes_auto_retry_end_before_its_answer(
     assert settled == {"type": "agent_settled", "aborted": False}
     assert second == {"id": 9, "type": "response", "command": "abort_retry", "success": True}
     assert trio.current_time() == 1.0
+
+
+# -- issue 39, F5: a steer queued while idle, then a prompt aborted at once --------------------
+
+
+async def test_abort_while_the_prompt_is_written_ends_the_steered_turn_with_an_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nursery: trio.Nursery
+) -> None:
+    """F5: a steer queued while idle, a prompt, abort() while the prompt is written: the
+    turn that takes the steer ends with an aborted answer, which prompt() returns."""
+    provider = FauxProvider([ok("never sent")])
+    async with open_session(provider, history=tmp_path / "s.jsonl") as session:
+        token = trio.lowlevel.current_trio_token()
+
+        def abort_meanwhile(number: int) -> None:
+            if number == 1:  # the prompt's own entry: abort() has run when it is written
+                trio.from_thread.run_sync(nursery.start_soon, session.abort, trio_token=token)
+                trio.from_thread.run(trio.testing.wait_all_tasks_blocked, trio_token=token)
+
+        session.steer("queued while idle")
+        rec = EventRecorder.attach(session)
+        with session_disk(monkeypatch, tmp_path, abort_meanwhile):
+            reply = await session.prompt("hi")
+        assert (reply.stop_reason, reply.error_message) == ("aborted", "Request was aborted")
+        assert [summarize(event_to_json(e)) for e in rec.events] == [
+            "agent_start",
+            "turn_start",
+            "message_start user",
+            "message_end user",
+            "queue_update",
+            "message_start user",
+            "message_end user",
+            "message_start assistant",
+            "message_end assistant aborted",
+            "turn_end",
+            "agent_end willRetry=false",
+            "agent_settled aborted",
+        ]
+        assert provider.requests == []
+        assert not session.is_running

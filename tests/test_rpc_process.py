@@ -677,3 +677,133 @@ def test_a_stop_signal_after_the_server_returned_is_not_fatal(tmp_path: Path) ->
         assert done.stderr is not None
         stderr = done.stderr.read().decode()
     assert (returncode, stderr) == (0, "survived SIGHUP\n")
+
+
+# -- issue 39: every line answered once, and compact does not hold the reader -----------------
+
+
+def _answered(lines: list[JSON]) -> dict[Any, int]:
+    """How many responses each command id got."""
+    counts: dict[Any, int] = {}
+    for obj in lines:
+        if obj.get("type") == "response":
+            counts[obj.get("id")] = counts.get(obj.get("id"), 0) + 1
+    return counts
+
+
+async def _read_until(raw: RawLines, last: Callable[[JSON], bool]) -> list[JSON]:
+    lines = []
+    while True:
+        lines.append(obj := await raw.read())
+        if last(obj):
+            return lines
+
+
+def _response(command_id: str) -> Callable[[JSON], bool]:
+    return lambda obj: obj.get("type") == "response" and obj.get("id") == command_id
+
+
+@pytest.mark.parametrize("command", ["abort", "compact", "new_session"])
+async def test_a_steer_a_prompt_and_at_once_a_command_answer_each_line_once(
+    tmp_path: Path, command: str
+) -> None:
+    """F5: a steer queued while idle, a prompt, then at once abort, compact or
+    new_session: each line answered once, every turn closed, no traceback, exit 0."""
+    script = [{"text": "answer"}, {"text": "The summary."}, {"text": "spare"}]
+    args = [*rpc_args(tmp_path, script), "--session-dir", str(tmp_path / "sessions")]
+    with trio.fail_after(60):
+        async with raw_process(args, env=own_config(tmp_path)) as (process, raw):
+            for line in (
+                {"id": "s", "type": "steer", "message": "queued while idle"},
+                {"id": "p", "type": "prompt", "message": "hi"},
+                {"id": "x", "type": command},
+            ):
+                await raw.send(line)
+            lines = await _read_until(raw, _response("x"))
+            while command == "compact" and not any(o.get("type") == "agent_settled" for o in lines):
+                lines.append(await raw.read())  # the prompt's end may come after the answer
+            await raw.send_stream.aclose()
+            lines += await raw.rest()
+            assert await process.wait() == 0
+            assert await read_stderr(process) == ""
+    assert _answered(lines) == {"s": 1, "p": 1, "x": 1}
+    kinds = [obj["type"] for obj in lines]
+    assert kinds.count("turn_start") == kinds.count("turn_end")
+    assert kinds.count("agent_settled") == 1
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+async def test_a_full_disk_answers_each_prompt_once_and_end_of_input_exits_0(
+    tmp_path: Path,
+) -> None:
+    """F7: under ``ulimit -f`` a prompt that cannot be saved gets one error response, a
+    reply that cannot be saved its history_write_failed; stderr says each in one line
+    (no traceback); end of input exits 0; the file holds what fit, whole."""
+    import resource
+
+    from trio_session.store._history import load_session
+    from trio_session.store._session_file import SessionFile
+
+    session = tmp_path / "s.jsonl"
+    SessionFile.create(session, cwd=str(tmp_path)).close()
+    script = [{"text": "Hello"}, {"text": "B" * 3000}]
+    args = [*rpc_args(tmp_path, script), "--session", str(session)]
+
+    def small_files() -> None:  # the first exchange fits in 2048 bytes; 3000 do not
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))
+
+    not_saved = f"cannot write session file {session}: File too large"
+    with trio.fail_after(60):
+        async with raw_process(args, env=own_config(tmp_path), preexec_fn=small_files) as (
+            process,
+            raw,
+        ):
+            await raw.send({"id": "1", "type": "prompt", "message": "hi"})
+            lines = await _read_until(raw, lambda obj: obj.get("type") == "agent_settled")
+            await raw.send({"id": "2", "type": "prompt", "message": "x" * 3000})
+            lines += await _read_until(raw, _response("2"))
+            await raw.send({"id": "3", "type": "prompt", "message": "again"})
+            lines += await _read_until(raw, lambda obj: obj.get("type") == "agent_settled")
+            await raw.send_stream.aclose()
+            lines += await raw.rest()
+            assert await process.wait() == 0
+            stderr = await read_stderr(process)
+    assert _answered(lines) == {"1": 1, "2": 1, "3": 1}
+    answers = {o["id"]: o for o in lines if o.get("type") == "response"}
+    assert answers["2"]["error"] == not_saved
+    assert answers["3"]["data"] == {"disposition": "started"}
+    assert [o["error"] for o in lines if o.get("type") == "history_write_failed"] == [not_saved] * 2
+    assert stderr.splitlines() == [
+        f"trio-session: {not_saved}",
+        f"trio-session: {not_saved}",
+        f"trio-session: {not_saved}; 1 entry could not be saved",
+    ]
+    loaded = load_session(session)
+    assert loaded.warnings == ()
+    assert [m.text for m in loaded.messages] == ["hi", "Hello", "again"]
+
+
+async def test_sigterm_ends_a_compaction_whose_summary_never_comes(tmp_path: Path) -> None:
+    """F3: get_state is answered while the summary request hangs, and SIGTERM ends the
+    compaction at once — not after the request's idle timeout: compact is answered
+    "Compaction cancelled" and the process exits 143."""
+    script: list[JSON] = [{"text": "Hello"}, {"text": "never", "delay": 3600}]
+    args = rpc_args(tmp_path, script)
+    with trio.fail_after(30):  # the summary request's idle timeout is 120 s
+        async with raw_process(args, env=own_config(tmp_path)) as (process, raw):
+            await raw.send({"id": "p", "type": "prompt", "message": "hi"})
+            await _read_until(raw, lambda obj: obj.get("type") == "agent_settled")
+            await raw.send({"id": "c", "type": "compact"})
+            await _read_until(raw, lambda obj: obj.get("type") == "compaction_start")
+            await raw.send({"id": "g", "type": "get_state"})
+            (state,) = await _read_until(raw, _response("g"))
+            assert state["data"]["isCompacting"] is True
+            process.send_signal(signal.SIGTERM)
+            rest = await raw.rest()
+            assert await process.wait() == 128 + signal.SIGTERM
+            assert await read_stderr(process) == ""
+    assert [summarize(obj) for obj in rest] == [
+        {"type": "compaction_end", "reason": "manual", "aborted": True, "willRetry": False},
+        "response compact failed",
+    ]
+    assert rest[1]["error"] == "Compaction cancelled"

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import attrs
+import trio
 
 from ._classes import define
 from ._events import (
@@ -350,11 +351,15 @@ class Agent:
                 self.emit(TurnEnd(message=last, tool_results=tuple(results)))
             if last is not None and last.failed and self.on_failure is not None:
                 await self.on_failure(last)
-        except BaseException:
+        except BaseException as exc:
             # Cancelled (or a bug): close what was opened, then let it propagate.
             if turn_open:
                 if last is None:  # cancelled mid-stream: _stream_turn added it aborted
                     last = _last_assistant(produced[turn_from:])
+                if last is None and isinstance(exc, trio.Cancelled):
+                    # Cancelled before the turn's request (writing what it delivered):
+                    # its answer is aborted all the same, so the prompt has one.
+                    last = self._abort_answer(self._builder(), produced)
                 if last is not None:
                     self.emit(TurnEnd(message=last, tool_results=tuple(results)))
             self.emit(AgentEnd(messages=tuple(produced), will_retry=False))
@@ -372,8 +377,21 @@ class Agent:
         self.emit(MessageStart(message=message))
         self.emit(MessageEnd(message=message))
 
+    def _builder(self) -> MessageBuilder:
+        return MessageBuilder(self.emit, self.provider.name, self.model, self.thinking_level)
+
+    def _abort_answer(self, builder: MessageBuilder, produced: list[Message]) -> AssistantMessage:
+        """End the turn's answer as aborted (its partial content kept) and add it."""
+        aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
+        if self.retried is not None:  # R-63: the error the re-attempt retried
+            aborted = attrs.evolve(aborted, last_error=self.retried)
+        self.messages.append(aborted)
+        produced.append(aborted)
+        self.emit(MessageEnd(message=aborted))
+        return aborted
+
     async def _stream_turn(self, produced: list[Message]) -> AssistantMessage:
-        builder = MessageBuilder(self.emit, self.provider.name, self.model, self.thinking_level)
+        builder = self._builder()
         try:
             api_key = await self.key_source() if self.key_source is not None else None
             self.streaming = True
@@ -384,12 +402,7 @@ class Agent:
             finally:
                 self.streaming = False
         except BaseException:
-            aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
-            if self.retried is not None:  # R-63: the error the re-attempt retried
-                aborted = attrs.evolve(aborted, last_error=self.retried)
-            self.messages.append(aborted)
-            produced.append(aborted)
-            self.emit(MessageEnd(message=aborted))
+            self._abort_answer(builder, produced)
             raise
         message = builder.finish(end)
         if self.retried is not None and message.failed:  # R-63

@@ -30,15 +30,14 @@ import trio
 from ._agent import Agent
 from ._classes import define
 from ._compaction import Compactor, SummarizingCompactor
-from ._errors import CompactionError, SessionBusyError
-from ._events import CompactionResult, MessageEnd, SessionEvent
+from ._events import MessageEnd, SessionEvent
 from ._extension_runner import ExtensionRunner
 from ._logging import SessionObserver
 from ._messages import AssistantMessage, ImageContent, Message, UserMessage
 from ._retry.classify import Classifier
-from ._retry.controller import BUSY, PromptController
+from ._retry.controller import PromptController
 from ._session_parts.bash import BashPart
-from ._session_parts.compaction import NOTHING_TO_COMPACT, Compaction
+from ._session_parts.compaction import Compaction, CompactPart
 from ._session_parts.hub import (
     DEFAULT_EVENT_BUFFER,
     EventHub,
@@ -75,7 +74,9 @@ DEFAULT_COMPACTOR = SummarizingCompactor()
 
 
 @define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
-class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, IdlePart):
+class AgentSession(
+    QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, IdlePart, CompactPart
+):
     """A conversation with a model, with auto-retry and overflow compaction.
 
     Make one with ``open_session``. All methods must be called from Trio
@@ -357,6 +358,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
         *,
         images: Sequence[ImageContent] = (),
         raise_on_error: bool = False,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> AssistantMessage:
         """Send a user message and run until the logical prompt is over.
 
@@ -374,6 +376,11 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
         With a session file, the user message is on disk before the request goes
         out, and every run's messages before the next request or backoff sleep.
 
+        Started with ``await nursery.start(functools.partial(session.prompt, text))``,
+        it reports itself started once the prompt is accepted and on disk, just before
+        its run's first event (pi's "preflight"); a prompt that cannot start raises
+        from ``start`` instead (``SessionBusyError``, ``HistoryError``).
+
         Text that cannot be sent (a lone surrogate: half of a character, as a
         JavaScript client that cut an emoji in two sends it) is made valid here:
         each such code point becomes U+FFFD, with a warning logged.
@@ -383,6 +390,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
             images: images sent after the text, in order.
             raise_on_error: raise the ``ProviderError`` the prompt ended in, instead
                 of returning the error message.
+            task_status: told once the prompt has started (``nursery.start``).
 
         Returns:
             The last assistant message of the prompt: the answer, or, when it
@@ -412,7 +420,7 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
             )
         self._start_busy()
         try:
-            await self._control.run(UserMessage.of(text, tuple(images)))
+            await self._control.run(UserMessage.of(text, tuple(images)), task_status)
         finally:
             await self._control.end(settle=True)
         reply = self._journal.last_assistant()
@@ -497,12 +505,6 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
             refuse=self._control.refuse,  # closed, or busy (R-36)
         )
 
-    def _start_busy(self) -> None:
-        """The session runs a prompt or a manual compaction until ``_control.end()``
-        (a plain ``try``: an async context manager costs a generator per prompt)."""
-        self._control.start()
-        self._journal.write_failed = False
-
     def abort_retry(self) -> None:
         """Cancel the retry chain, if one is alive (R-29).
 
@@ -529,57 +531,6 @@ class AgentSession(QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, 
     async def abort(self) -> None:
         """Cancel any retry, then the running prompt; return when the session is idle (R-32)."""
         await self._control.abort()
-
-    # -- manual compaction ------------------------------------------------------------
-
-    @property
-    def is_compacting(self) -> bool:
-        """Whether a compaction (manual or on overflow) is running."""
-        return self._compaction.running
-
-    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
-        """Compact the runtime context now, as the reference's ``compact`` does.
-
-        A running prompt is aborted first (as the reference does). Emits
-        ``compaction_start {reason: "manual"}`` and ``compaction_end``; the
-        compaction is recorded in the session file. ``custom_instructions`` go to
-        compactors whose ``compact`` takes a ``custom_instructions`` argument
-        (``SummarizingCompactor`` adds them to its summary request). ``abort()``
-        cancels it.
-
-        Args:
-            custom_instructions: what the summary should focus on, for compactors that
-                take them.
-
-        Returns:
-            What the compaction did: the summary, the estimated tokens before and
-                after, how many messages left the context.
-
-        Raises:
-            CompactionError: nothing to compact, or it was cancelled by ``abort()``;
-                the context is unchanged.
-            SessionClosedError: the session's block has exited.
-        """
-        self._control.refuse_closed()
-        if self._control.running:
-            await self.abort()
-        if self._control.running:  # another task started a prompt meanwhile
-            raise SessionBusyError(BUSY)
-        result: CompactionResult | None = None
-        self._start_busy()
-        try:
-            with self._control.open_scope():
-                result = await self._compaction.run(
-                    "manual", custom_instructions=custom_instructions
-                )
-                if result is None:
-                    raise CompactionError(NOTHING_TO_COMPACT)
-        finally:
-            await self._control.end()
-        if result is None:  # abort() cancelled it
-            msg = "Compaction cancelled"
-            raise CompactionError(msg)
-        return result
 
     async def aclose(self) -> None:
         """Abort any running prompt, end every event stream, refuse new prompts.

@@ -16,6 +16,7 @@ chain.py        the retry chain: one task, a scope per phase, one end       trio
 summary.py      a compaction's summary request retried (pi-1.6)             trio
 keys.py         credentials: the key per request, rotation, cooldowns        the store
 fallback.py     fallback models: the next model, for one prompt             the agent
+needs.py        what the controller needs of the session, as Protocols      —
 controller.py   the prompt's scope tree: run, settle, join, abort, succeed   the agent
 ```
 

@@ -8,15 +8,15 @@ here, never a field read later): nothing, a chain (``settle`` starts its task), 
 compaction then one continuation (R-50). ``saw_message`` announces a chain's success
 right after the good message's ``message_end`` (R-23, R-23a).
 
-What the controller needs from the session it declares below as Protocols (``PromptJournal``,
-``Recovery``, ``PromptWatcher``), which its collaborators implement: nothing here imports it.
+What the controller needs from the session it declares in ``needs`` as Protocols
+(``PromptJournal``, ``Recovery``, ``PromptWatcher``), which its collaborators implement:
+nothing here imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 import trio
@@ -37,6 +37,7 @@ from .._messages import AssistantMessage, Message, UserMessage
 from .chain import RetryChain
 from .classify import Classifier, parse_retry_after_ms
 from .decide import Next, SettingsSource
+from .needs import Deliver, PromptJournal, PromptWatcher, Recovery
 from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED
 from .policy import RetryPolicy
 
@@ -57,65 +58,6 @@ BUSY = (
     'follow_up() (over RPC: streamingBehavior "steer" or "followUp"), '
     "or await the prompt or abort() first"
 )
-
-
-class Deliver(Protocol):
-    """Where a session's events go (its ``EventHub``)."""
-
-    def emit(self, event: SessionEvent) -> None:
-        """Deliver ``event`` to every listener, synchronously."""
-        ...
-
-
-class PromptJournal(Protocol):
-    """What a prompt needs of the session's history (its ``Journal``)."""
-
-    @property
-    def file(self) -> object | None:
-        """The session file, if the session keeps one (nothing to write without it)."""
-        ...
-
-    async def stage_prompt(self, user: UserMessage) -> None:
-        """Put the prompt on disk before its request goes out (nothing without a file)."""
-        ...
-
-    def flush_pending(self) -> None:
-        """Add what waited for the prompt's end (bash results) to the context."""
-        ...
-
-    async def flush_at_end(self) -> None:
-        """Write what is staged as the prompt ends (nothing after a failed write)."""
-        ...
-
-    def omit(self, message: Message) -> Mapping[str, Any] | None:
-        """Stage a ``context_edit`` leaving ``message`` out of later context (R-56e);
-        the entry as written, or ``None`` without a file or an entry for it."""
-        ...
-
-
-class Recovery(Protocol):
-    """The overflow path's compaction (the session's ``Compaction``)."""
-
-    async def compact(self, reason: Literal["overflow"], *, will_retry: bool) -> object | None:
-        """Compact the runtime context; ``None`` when there was nothing to remove."""
-        ...
-
-    def can_compact(self, *, without_last: bool) -> bool:
-        """Whether compacting would find anything to remove (R-56a), asked before
-        ``agent_end``; ``without_last``: once the last message has left the context."""
-        ...
-
-
-class PromptWatcher(Protocol):
-    """The session's observer, as a prompt sees it: one span per prompt."""
-
-    def prompt(self) -> AbstractContextManager[object]:
-        """The prompt's span (a no-op without OpenTelemetry)."""
-        ...
-
-    def prompt_aborted(self) -> None:
-        """The prompt was cancelled: its span says so."""
-        ...
 
 
 @define(eq=False, weakref_slot=False)  # nothing refers to it weakly
@@ -217,11 +159,14 @@ class PromptController:
         self.running = True
         self._aborted = False
 
-    async def run(self, user: UserMessage) -> None:
+    async def run(
+        self, user: UserMessage, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """One prompt, in the scope tree above: stage it, run it, settle what follows.
 
         Args:
             user: the prompt's message.
+            task_status: told once the prompt is on disk, before the run's first event.
         """
         # The prompt's span, entered and left by hand as ``with`` would, keeping no
         # bound method meanwhile (a no-op without OpenTelemetry).
@@ -232,6 +177,7 @@ class PromptController:
                 self._run_scope = scope
                 if self.journal.file is not None:
                     await self.journal.stage_prompt(user)
+                task_status.started()
                 last = await self.agent.prompt(user, will_continue=self._decide)
             step = self._take_verdict()
             if scope.cancelled_caught:

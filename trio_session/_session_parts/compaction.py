@@ -4,7 +4,9 @@
 compactor; the summary (if the compactor made one) enters the context as a
 ``CompactionSummaryMessage`` and the session file gets a compaction entry whose
 ``firstKeptEntryId`` is the first message kept. The overflow path around it (drop
-the error, compact, continue once) is the controller's (``trio_session._retry``).
+the error, compact, continue once) is the controller's (``trio_session._retry``);
+the manual one, ``AgentSession.compact``, is ``CompactPart``'s, under the session's
+busy bracket and a scope ``abort()`` cancels, as a prompt is.
 
 Under ``retry.profile`` ``"pi-1.6"`` (SPEC R-56) an automatic compaction that would find
 nothing to remove emits nothing (pi 1.6.0 checks before its ``compaction_start``), and
@@ -24,20 +26,26 @@ import trio
 from .._agent import Agent
 from .._classes import define
 from .._compaction import Compactor, can_compact, summarizable
+from .._errors import CompactionError, SessionBusyError
 from .._events import CompactionEnd, CompactionReason, CompactionResult, CompactionStart
 from .._messages import CompactionSummaryMessage
 from .._retry.classify import Classifier
+from .._retry.controller import BUSY
 from .._retry.decide import SettingsSource
 from .._retry.policy import RetryPolicy
 from .hub import EventHub
 
 if TYPE_CHECKING:
+    from .._retry.controller import PromptController
     from ..store._session_file import SessionFile
+    from .journal import Journal
 
 logger = logging.getLogger("trio_session")
 
 #: Why a manual ``compact`` did nothing (the reference's words).
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
+#: What a manual ``compact`` that ``abort()`` cancelled raises (pi's words).
+COMPACTION_CANCELLED = "Compaction cancelled"
 
 
 @define(eq=False, weakref_slot=False)  # nothing refers to it weakly
@@ -205,3 +213,68 @@ def _instructions(compactor: Compactor, custom_instructions: str | None) -> dict
         )
         return {}
     return {"custom_instructions": custom_instructions}
+
+
+class CompactPart:
+    """``AgentSession``'s manual compaction (a base class of the facade)."""
+
+    if not TYPE_CHECKING:
+        __slots__ = ()
+    _control: PromptController
+    _compaction: Compaction
+    _journal: Journal
+
+    def _start_busy(self) -> None:
+        """The session runs a prompt or a manual compaction until ``_control.end()``
+        (a plain ``try``: an async context manager costs a generator per prompt)."""
+        self._control.start()
+        self._journal.write_failed = False
+
+    @property
+    def is_compacting(self) -> bool:
+        """Whether a compaction (manual or on overflow) is running."""
+        return self._compaction.running
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
+        """Compact the runtime context now, as the reference's ``compact`` does.
+
+        A running prompt is aborted first (as the reference does). Emits
+        ``compaction_start {reason: "manual"}`` and ``compaction_end``; the
+        compaction is recorded in the session file. ``custom_instructions`` go to
+        compactors whose ``compact`` takes a ``custom_instructions`` argument
+        (``SummarizingCompactor`` adds them to its summary request). ``abort()``
+        cancels it — its summary request and the request's retries with it.
+
+        Args:
+            custom_instructions: what the summary should focus on, for compactors that
+                take them.
+
+        Returns:
+            What the compaction did: the summary, the estimated tokens before and
+                after, how many messages left the context.
+
+        Raises:
+            CompactionError: nothing to compact, or it was cancelled by ``abort()``
+                (``"Compaction cancelled"``, pi's words); the context is unchanged.
+            SessionClosedError: the session's block has exited.
+        """
+        control = self._control
+        control.refuse_closed()
+        if control.running:
+            await control.abort()
+        if control.running:  # another task started a prompt meanwhile
+            raise SessionBusyError(BUSY)
+        result: CompactionResult | None = None
+        self._start_busy()
+        try:
+            with control.open_scope():
+                result = await self._compaction.run(
+                    "manual", custom_instructions=custom_instructions
+                )
+                if result is None:
+                    raise CompactionError(NOTHING_TO_COMPACT)
+        finally:
+            await control.end()
+        if result is None:  # abort() cancelled it
+            raise CompactionError(COMPACTION_CANCELLED)
+        return result

@@ -8,7 +8,8 @@ import sys
 from collections.abc import AsyncIterator
 
 from .._command_keys import open_credentials
-from .._events import AutoRetryStart, SessionEvent
+from .._errors import HistoryError
+from .._events import AutoRetryStart, HistoryWriteFailed, SessionEvent
 from .._opening import open_session
 from .._session import AgentSession
 from .._settings import SettingsStore
@@ -28,10 +29,21 @@ from ._setup import (
 
 def note_refused(event: SessionEvent) -> None:
     """On stderr, as chat does: nothing listens where the provider was asked (the first
-    retry of a refused connection). stdout is the protocol's; pi's clients keep stderr."""
-    if isinstance(event, AutoRetryStart) and (note := refused_note(event)) is not None:
-        with contextlib.suppress(OSError):
-            print(f"trio-session: {note}", file=sys.stderr, flush=True)
+    retry of a refused connection), or the session file could not be written (a full
+    disk: one line per prompt it ended). stdout is the protocol's; pi's clients keep
+    stderr."""
+    note = None
+    if isinstance(event, AutoRetryStart):
+        note = refused_note(event)
+    elif isinstance(event, HistoryWriteFailed):
+        note = event.error
+    if note is not None:
+        _say(note)
+
+
+def _say(note: str) -> None:
+    with contextlib.suppress(OSError):
+        print(f"trio-session: {note}", file=sys.stderr, flush=True)
 
 
 async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
@@ -67,6 +79,7 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
         @contextlib.asynccontextmanager
         async def sessions(request: SessionRequest) -> AsyncIterator[AgentSession]:
             history: SessionFile | None = None
+            served = False
             try:
                 async with contextlib.AsyncExitStack() as stack:
                     if request.history is not None:
@@ -92,6 +105,13 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                         session.set_session_name(name.pop())
                     session.subscribe(note_refused)
                     yield session
+                    served = True
+            except HistoryError as exc:
+                if not served:  # opening it failed: the command that asked says so
+                    raise
+                # What could not be saved on the way out (a full disk): said on stderr;
+                # the file is whole, and the server goes on (or ends as it was ending).
+                _say(str(exc))
             finally:
                 drop_if_empty(history)  # as pi: no file for a session left unused
 

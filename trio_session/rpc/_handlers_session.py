@@ -1,5 +1,7 @@
 """RPC handlers of the session's settings, queues, models, thinking, stats, bash and info.
 
+(``compact`` runs in a task, as ``prompt`` does: it is the server's, ``_server``.)
+
 Each is a function of the server (a ``Host``) and its command, declared once in
 ``HANDLERS`` at the end; the shapes are the reference's.
 """
@@ -8,14 +10,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._codec import message_to_json, model_to_json, to_json
-from .._errors import CompactionError
+from .._codec import message_to_json, model_to_json
 from ._host import QUEUED, Handlers, Host, null
 from ._protocol import (
     AbortBash,
     Bash,
     ClearQueue,
-    Compact,
     CycleModel,
     CycleThinkingLevel,
     ExportHtml,
@@ -172,15 +172,6 @@ async def _set_follow_up_mode(host: Host, command: SetFollowUpMode) -> Response:
     return Response.ok(command)
 
 
-async def _compact(host: Host, command: Compact) -> Response:
-    await host.abort_run()  # as the reference: a running prompt is aborted first
-    try:
-        result = await host.session.compact(command.custom_instructions)
-    except CompactionError as exc:
-        return Response.failed(command, str(exc))
-    return Response.ok(command, to_json(result))
-
-
 async def _clear_queue(host: Host, command: ClearQueue) -> Response:
     steering, follow_up = host.session.clear_queue()
     return Response.ok(command, {"steering": list(steering), "followUp": list(follow_up)})
@@ -209,6 +200,5 @@ HANDLERS: Final[Handlers] = {
     FollowUp: _follow_up,
     SetSteeringMode: _set_steering_mode,
     SetFollowUpMode: _set_follow_up_mode,
-    Compact: _compact,
     ClearQueue: _clear_queue,
 }

@@ -9,13 +9,18 @@ RpcServer.serve()                 reads lines and answers them, in order
     ├── writer task               the only writer: whole lines from the outbox
     ├── session host task         async with factory() as session (one per
     │                             new_session; the first is opened at start)
-    └── prompt task               await session.prompt(text), under a scope
+    ├── prompt task               await session.prompt(text), under a scope
+    └── compaction task           await session.compact(), under a scope
 ```
 
-- Every line gets exactly one response, in the order the lines came (R-42). Only
-  ``prompt`` starts work that outlives its line: it is answered at once, and its
-  run goes on in the prompt task while later commands are answered — so
-  ``abort_retry`` is answered in the middle of a backoff sleep (R-39).
+- Every line gets exactly one response, in the order the lines came (R-42), whatever
+  fails underneath (``_runs``). ``prompt`` and ``compact`` start work that outlives
+  their line, in a task (one at a time): a prompt is answered once its run has
+  started, and the run goes on while later commands are answered — so
+  ``abort_retry`` is answered in the middle of a backoff sleep (R-39); a compaction is
+  answered when it is over, and the commands after it are answered meanwhile (so
+  ``abort`` cancels it and ``get_state`` answers during it). ``compact`` and ``bash``
+  are the two answered out of order.
 - ``abort`` is answered once the run has ended, after the run's last event.
 - Events are written as they happen (R-44): a synchronous subscriber encodes each
   one with ``trio_session.event_to_json`` and queues the line; the writer task
@@ -35,7 +40,7 @@ RpcServer.serve()                 reads lines and answers them, in order
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -45,11 +50,12 @@ import trio
 
 from .._classes import define, frozen
 from .._codec import event_to_json, model_to_json, update_to_json
+from .._errors import HistoryError
 from .._events import MessageUpdate, SessionEvent
 from .._groups import unwrapped as _unwrapped
 from .._prompt_input import PromptInput, PromptRefused
 from .._session import AgentSession
-from . import _handlers_session, _handlers_tree
+from . import _handlers_session, _handlers_tree, _runs
 from ._handlers_tree import NO_FACTORY as NO_FACTORY
 from ._host import QUEUED, Handlers, takes_request
 from ._host import SessionFactory as SessionFactory  # importable from here as always
@@ -60,6 +66,7 @@ from ._protocol import (
     Abort,
     AbortRetry,
     Command,
+    Compact,
     LineSplitter,
     Overlong,
     Prompt,
@@ -82,10 +89,6 @@ OUTPUT_HIGH_WATER: Final = 16 * 1024 * 1024
 #: Queued output (bytes) past which a ``message_update`` merges into the one before it.
 MERGE_UPDATES_AFTER: Final = 1024 * 1024
 
-#: ``data`` of a prompt that started a run, and of a message queued into one (pi 1.6.0's
-#: ``disposition``, R-54); ``"handled"`` is never ours: no input handler consumes a prompt.
-STARTED: Final[Mapping[str, Any]] = {"disposition": "started"}
-
 BUSY: Final = (
     "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') "
     "to queue the message."
@@ -98,15 +101,6 @@ class _Host:
 
     session: AgentSession
     close: Callable[[], Awaitable[None]]
-
-
-@frozen
-class _Run:
-    """A prompt the server started: the scope around it and when it is over."""
-
-    session: AgentSession
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    done: trio.Event = attrs.field(factory=trio.Event)
 
 
 @define(eq=False)
@@ -147,7 +141,7 @@ class RpcServer:
     _outbox: Outbox = attrs.field(init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _host: _Host | None = attrs.field(default=None, init=False)
-    _run: _Run | None = attrs.field(default=None, init=False)
+    _run: _runs.Run | None = attrs.field(default=None, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
     _done_reading: bool = attrs.field(default=False, init=False)
@@ -263,9 +257,14 @@ class RpcServer:
         *,
         task_status: trio.TaskStatus[_Host],
     ) -> None:
-        """Keep one session open until its host is closed."""
+        """Keep one session open until its host is closed.
+
+        What cannot be saved as it closes (a full disk) is logged in one line: the
+        server goes on (new_session) or ends as it was ending; the file stays whole.
+        """
         release = trio.Event()
         gone = trio.Event()
+        served = False
 
         async def close() -> None:
             release.set()
@@ -275,8 +274,14 @@ class RpcServer:
             async with factory(request) if takes_request(factory) else factory() as session:
                 unsubscribe = session.subscribe(self._on_event)
                 task_status.started(_Host(session, close))
+                served = True
                 await release.wait()
             unsubscribe()  # after the block: events of its shutdown still go out
+        except HistoryError as exc:
+            if not served:  # it could not be opened: the command that asked says so
+                raise
+            unsubscribe()
+            logger.warning("%s", exc)
         finally:
             gone.set()
 
@@ -350,17 +355,19 @@ class RpcServer:
 
         ``isStreaming`` is true from a ``prompt`` until its run is completely over —
         backoff sleeps and compaction included — unlike the reference, where it
-        drops between attempts. ``pendingMessageCount``, ``steeringMode`` and
-        ``followUpMode`` are the session's queues. ``credentialStore`` is there when
-        the credential store reports a status (a Redis store). ``retryProfile`` is the
-        settings' ``retry.profile`` (R-53); pi 1.6.0 has no command to change it, nor
-        have we: it is set in a settings file or with ``--retry-profile``.
+        drops between attempts; during a manual ``compact`` it is false and
+        ``isCompacting`` true, as the reference's. ``pendingMessageCount``,
+        ``steeringMode`` and ``followUpMode`` are the session's queues.
+        ``credentialStore`` is there when the credential store reports a status (a
+        Redis store). ``retryProfile`` is the settings' ``retry.profile`` (R-53); pi
+        1.6.0 has no command to change it, nor have we: it is set in a settings file or
+        with ``--retry-profile``.
         """
         session = self.session
         return {
             "model": model_to_json(session.model),
             "thinkingLevel": session.thinking_level,
-            "isStreaming": self._run is not None or session.is_running,
+            "isStreaming": self._streaming(),
             "isCompacting": session.is_compacting,
             "sessionId": session.session_id,
             **self._session_file_state(),
@@ -376,22 +383,30 @@ class RpcServer:
             **self._credential_store_state(),
         }
 
+    def _streaming(self) -> bool:
+        run = self._run
+        return self.session.is_running if run is None else not run.compaction
+
     def _credential_store_state(self) -> dict[str, Any]:
         """``credentialStore`` for ``get_state`` (``"redis"`` / ``"local-fallback"``), when
         the session's credential store reports a status."""
         status = self.session.credential_store_status
         return {} if status is None else {"credentialStore": status}
 
-    def start_prompt(self, command: Prompt) -> Response:
+    async def start_prompt(self, command: Prompt) -> Response | None:
         """Start ``command``'s run in the prompt task, or queue its message into the run.
 
         Args:
             command: the ``prompt`` command.
 
         Returns:
-            Its answer, queued before the run's first event.
+            Its answer; ``None`` when the prompt task gave it (queued just before the
+                run's first event, or why the run could not start), which this waits for.
         """
-        starting = self._run is None and not self.session.is_running
+        run = self._run
+        if run is not None and run.compaction:  # as pi 1.6.0, queued or not
+            return Response.failed(command, _runs.COMPACTING)
+        starting = run is None and not self.session.is_running
         try:
             text = self.prompt_input.prepare(command.message, self.session.model, starting=starting)
         except PromptRefused as exc:  # as pi: the prompt's answer says it, no run starts
@@ -411,22 +426,35 @@ class RpcServer:
             else:
                 return Response.failed(command, BUSY)
             return Response.ok(command, QUEUED)
-        run = self._run = _Run(self.session)
-        assert self._nursery is not None
-        self._nursery.start_soon(self._prompt_task, command, run)
-        return Response.ok(command, STARTED)  # queued before the task's first event
+        run = self._run = _runs.Run(self.session)
+        answer = _runs.PromptAnswer(command, self._send)
+        self._start(_runs.run_prompt, run, answer)
+        await answer.given.wait()
+        return None
 
-    async def _prompt_task(self, command: Prompt, run: _Run) -> None:
-        try:
-            with run.scope:
-                await run.session.prompt(command.message, images=command.images)
-        except Exception as exc:  # not a model error (those are messages): a bug
-            logger.exception("rpc prompt failed")
-            self._send(Response.failed(command, f"the prompt failed: {type(exc).__name__}: {exc}"))
-        finally:
-            if self._run is run:
-                self._run = None
-            run.done.set()
+    async def start_compact(self, command: Compact) -> None:
+        """Abort any run, then start the compaction task, which answers ``command`` when
+        the compaction is over.
+
+        Args:
+            command: the ``compact`` command.
+        """
+        await self.abort_run()  # as the reference: a running prompt is aborted first
+        run = self._run = _runs.Run(self.session, compaction=True)
+        self._start(_runs.run_compaction, run, command, self._send)
+
+    def _start(self, task: Callable[..., Awaitable[None]], run: _runs.Run, *args: Any) -> None:
+        """Run ``task(run, *args)`` in the server's nursery; ``self._run`` until it ends."""
+
+        async def running() -> None:
+            try:
+                await task(run, *args)
+            finally:
+                if self._run is run:
+                    self._run = None
+
+        assert self._nursery is not None
+        self._nursery.start_soon(running)
 
     async def abort_retry(self) -> None:
         """Cancel the retry chain; return once its ``auto_retry_end`` (and, when the chain
@@ -439,12 +467,13 @@ class RpcServer:
             await run.done.wait()  # and its agent_settled goes out first too
 
     async def abort_run(self) -> None:
-        """Cancel the retry, then the run (R-32); return when the prompt task is over."""
+        """Cancel the retry, then the run (R-32) or the compaction; return when its task
+        is over (its answer queued)."""
         run = self._run
         if run is None:
             return
         await run.session.abort()
-        run.scope.cancel(reason="rpc abort")  # a prompt task that had not started yet
+        run.scope.cancel(reason="rpc abort")  # a task that had not started yet
         await run.done.wait()
 
     def _session_file_state(self) -> dict[str, Any]:
@@ -489,8 +518,12 @@ class RpcServer:
         await old.close()
 
 
-async def _prompt(server: RpcServer, command: Prompt) -> Response:
-    return server.start_prompt(command)
+async def _prompt(server: RpcServer, command: Prompt) -> Response | None:
+    return await server.start_prompt(command)
+
+
+async def _compact(server: RpcServer, command: Compact) -> None:
+    await server.start_compact(command)  # None: its task answers it when it is over
 
 
 async def _abort(server: RpcServer, command: Abort) -> Response:
@@ -506,6 +539,7 @@ async def _abort_retry(server: RpcServer, command: AbortRetry) -> Response:
 #: Every command → its handler: the run's own here, the others from their modules.
 HANDLERS: Final[Handlers] = {
     Prompt: _prompt,
+    Compact: _compact,
     Abort: _abort,
     AbortRetry: _abort_retry,
     **_handlers_session.HANDLERS,
