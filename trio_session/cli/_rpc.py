@@ -17,7 +17,6 @@ from ..store._session_file import SessionFile
 from ._output import refused_note
 from ._setup import (
     credentials_url,
-    drop_if_empty,
     extensions,
     models,
     open_model,
@@ -66,34 +65,31 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
         # as the reference's settings do.
         @contextlib.asynccontextmanager
         async def sessions(request: SessionRequest) -> AsyncIterator[AgentSession]:
-            history: SessionFile | None = None
-            try:
-                async with contextlib.AsyncExitStack() as stack:
-                    if request.history is not None:
-                        history = await stack.enter_async_context(open_history(request.history))
-                    elif directory is not None:
-                        history = await stack.enter_async_context(
-                            open_history(directory=directory, parent_session=request.parent_session)
-                        )
-                    session = await stack.enter_async_context(
-                        open_session(
-                            provider,
-                            model,
-                            settings=settings,
-                            credentials=credentials,
-                            extensions=loaded,
-                            history=history,
-                            system_prompt=args.system_prompt,
-                            models=models(args, model),
-                            thinking_level=args.thinking_level,
-                        )
+            async with contextlib.AsyncExitStack() as stack:
+                history: SessionFile | None = None
+                if request.history is not None:
+                    history = await stack.enter_async_context(open_history(request.history))
+                elif directory is not None:  # a new file, written with its first message
+                    history = await stack.enter_async_context(
+                        open_history(directory=directory, parent_session=request.parent_session)
                     )
-                    if name:  # --name: the first session's
-                        session.set_session_name(name.pop())
-                    session.subscribe(note_refused)
-                    yield session
-            finally:
-                drop_if_empty(history)  # as pi: no file for a session left unused
+                session = await stack.enter_async_context(
+                    open_session(
+                        provider,
+                        model,
+                        settings=settings,
+                        credentials=credentials,
+                        extensions=loaded,
+                        history=history,
+                        system_prompt=args.system_prompt,
+                        models=models(args, model),
+                        thinking_level=args.thinking_level,
+                    )
+                )
+                if name:  # --name: the first session's
+                    session.set_session_name(name.pop())
+                session.subscribe(note_refused)
+                yield session
 
         # The process ends with the server: a stop signal after its last line (a
         # supervisor closes stdin and signals together) changes nothing either.
