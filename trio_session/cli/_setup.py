@@ -275,7 +275,8 @@ def _looks_like_path(arg: str) -> bool:
 
 
 def _session_path(arg: str, directory: Path) -> Path:
-    """``--session``'s file: a path as it is (created if missing), else an id's file."""
+    """``--session``'s file: a path as it is (written with the first prompt if missing),
+    else an id's file."""
     return Path(arg).expanduser() if _looks_like_path(arg) else _find_session(arg, directory)
 
 
