@@ -161,6 +161,7 @@ SLOW_MODULES = frozenset(
         "test_redis_faults.py",  # redis-server killed, frozen, restarted
         "test_rpc_process.py",  # the rpc scenarios through a real process
         "test_service_example.py",  # 130 websocket clients against the example service
+        "test_session_file_creation.py",  # rpc and chat processes sharing session files
         "test_tui_chat_tmux.py",
         "test_tui_tmux.py",
         "test_type_completeness.py",  # pyright on node

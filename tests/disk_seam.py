@@ -2,10 +2,11 @@
 
 The session file writes with ``os.write`` in a worker thread (``SessionFile.flush``).
 ``session_disk`` wraps ``os.write`` so that each write to a ``*.jsonl`` file under a
-directory is numbered, and ``before_write(number)`` runs first, in the writing thread:
-it may raise ``OSError`` as the kernel would (``full_from(3)``: the disk is full from the
-third write on, ``ENOSPC``), or reach into Trio to act at exactly that point. Writes to
-anything else go through untouched.
+directory (or to the temporary file a new one is first written in) is numbered, and
+``before_write(number)`` runs first, in the writing thread: it may raise ``OSError`` as
+the kernel would (``full_from(3)``: the disk is full from the third write on,
+``ENOSPC``), or reach into Trio to act at exactly that point. Writes to anything else go
+through untouched.
 """
 
 from __future__ import annotations
@@ -51,10 +52,10 @@ class SessionDisk:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return False
-        return any(
-            (p.stat().st_dev, p.stat().st_ino) == (st.st_dev, st.st_ino)
-            for p in self.directory.rglob("*.jsonl")
-        )
+        # A session file, or the temporary file its first write is made in (linked to
+        # the session file's name once whole: ``store._file_io.create_locked``).
+        files = [*self.directory.rglob("*.jsonl"), *self.directory.rglob(".*.jsonl.*.tmp")]
+        return any((p.stat().st_dev, p.stat().st_ino) == (st.st_dev, st.st_ino) for p in files)
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         if self._ours(fd):

@@ -23,6 +23,7 @@ import pytest
 import trio
 
 from trio_session import AssistantMessage, UserMessage
+from trio_session.store._entries import SessionHeader, dump_line, encode_record
 from trio_session.store._history import load_session
 from trio_session.store._session_file import SessionFile
 
@@ -78,7 +79,8 @@ def texts(path: Path) -> list[tuple[str, str, str]]:
 def _new_session_file(tmp_path: Path) -> Path:
     """An empty session file (header only), for ``--resume``."""
     path = tmp_path / "s.jsonl"
-    SessionFile.create(path, cwd=str(tmp_path)).close()
+    header = SessionHeader(id="s", timestamp="2026-01-01T00:00:00.000Z", cwd=str(tmp_path))
+    path.write_bytes(dump_line(encode_record(header)))
     return path
 
 

@@ -52,7 +52,13 @@ from trio_session.store._history import load_session
 from trio_session.store._loaded import LoadedSession, runtime_context
 from trio_session.store._open_history import open_history
 from trio_session.store._session_file import SessionFile
-from trio_session.store._session_list import default_sessions_dir, latest_session, session_file_name
+from trio_session.store._session_list import (
+    Latest,
+    default_sessions_dir,
+    find_latest,
+    latest_session,
+    session_file_name,
+)
 
 from .conftest import ERR_503, ERR_OVERFLOW
 
@@ -203,9 +209,10 @@ def test_settings_changes_keep_the_last_value_of_each_key(tmp_path: Path) -> Non
         history.append_settings_change_nowait("retry.enabled", False)
         history.append_settings_change_nowait("retry.maxDelayMs", None)
         history.append_settings_change_nowait("retry.enabled", True)
+        history.append_message_nowait(user())  # a new file is written with its first message
     loaded = load_session(path)
     assert loaded.settings_changes() == {"retry.enabled": True, "retry.maxDelayMs": None}
-    assert [type(e) for e in loaded.entries] == [SettingsChangeEntry] * 3
+    assert [type(e) for e in loaded.entries] == [SettingsChangeEntry] * 3 + [MessageEntry]
 
 
 @posix_only
@@ -281,7 +288,7 @@ async def test_nowait_entries_are_written_by_flush_or_close(tmp_path: Path) -> N
     path = tmp_path / "s.jsonl"
     async with open_history(path) as history:
         history.append_message_nowait(user("a"))
-        assert len(lines(path)) == 1  # staged, not yet written
+        assert not path.exists()  # staged, not yet written: the file is made with it
         await history.flush()
         assert len(lines(path)) == 2
         history.append_message_nowait(user("b"))
@@ -330,6 +337,103 @@ def test_one_writer_at_a_time(tmp_path: Path) -> None:
         with pytest.raises(HistoryError, match=full(expected)):
             SessionFile.resume(path)
     SessionFile.resume(path).close()  # free again once the first one closed
+
+
+def test_a_new_file_is_written_with_its_first_message(tmp_path: Path) -> None:
+    """Issue 39: nothing is on disk until the first message; then the header and every
+    entry staged before it appear at once, the file already locked."""
+    path = tmp_path / "s.jsonl"
+    history = SessionFile.create(path, cwd="/src/app")
+    history.append_session_info_nowait("named")
+    history.append_settings_change_nowait("retry.enabled", False)
+    history.flush_sync()
+    assert not path.exists()  # no message yet: nothing written
+    history.append_message_nowait(user())
+    history.flush_sync()
+    assert [line["type"] for line in lines(path)] == [
+        "session",
+        "session_info",
+        "settings_change",
+        "message",
+    ]
+    if sys.platform != "win32":
+        expected = f"session file {path} is already open for writing (by another process or object)"
+        with pytest.raises(HistoryError, match=full(expected)):
+            SessionFile.resume(path)
+    history.close()
+    assert [e.type for e in load_session(path).entries] == [
+        "session_info",
+        "settings_change",
+        "message",
+    ]
+
+
+def test_a_new_file_left_without_a_message_leaves_nothing(tmp_path: Path) -> None:
+    """Issue 39: a session closed before its first message leaves no file (as pi), and
+    the directory made for it is all that remains."""
+    path = tmp_path / "sessions" / "s.jsonl"
+    with SessionFile.create(path) as history:
+        history.append_session_info_nowait("named")
+    assert history.closed
+    assert list(path.parent.iterdir()) == []
+
+
+def test_a_file_made_at_the_path_meanwhile_is_left_as_it_is(tmp_path: Path) -> None:
+    """Issue 39: another program makes the file after the session started: the first
+    message is refused with a clear error and that file is left exactly as it was."""
+    path = tmp_path / "s.jsonl"
+    history = SessionFile.create(path)
+    theirs = write_session(tmp_path / "theirs.jsonl", user("theirs")).read_bytes()
+    path.write_bytes(theirs)
+    entry = history.append_message_nowait(user("mine"))
+    expected = (
+        f"session file {path} was created by another program after this session started; "
+        "it is left as it is, and nothing was written to it"
+    )
+    with pytest.raises(HistoryError, match=full(expected)):
+        history.flush_sync()
+    assert history.retract(entry)  # still staged: the session takes its prompt back
+    history.close()
+    assert path.read_bytes() == theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "theirs.jsonl"]
+
+
+def test_a_directory_that_cannot_be_made_is_said_at_the_start(tmp_path: Path) -> None:
+    """A new file is not written until its first message, but a directory it could not
+    be written in is reported when the session starts."""
+    (tmp_path / "file").write_text("in the way", encoding="utf-8")
+    path = tmp_path / "file" / "sessions" / "s.jsonl"
+    with pytest.raises(
+        HistoryError, match=rf"^cannot create session file {re.escape(str(path))}: "
+    ):
+        SessionFile.create(path)
+
+
+@posix_only
+@pytest.mark.skipif(sys.platform != "win32" and os.geteuid() == 0, reason="root writes anywhere")
+def test_a_directory_that_cannot_be_written_is_said_at_the_start(tmp_path: Path) -> None:
+    """A sessions directory without write permission is reported when the session starts."""
+    directory = tmp_path / "sessions"
+    directory.mkdir(mode=0o500)
+    path = directory / "s.jsonl"
+    expected = f"cannot create session file {path}: its directory {directory} is not writable"
+    with pytest.raises(HistoryError, match=full(expected)):
+        SessionFile.create(path)
+
+
+def test_a_file_system_without_hard_links_gets_the_file_made_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a hard link cannot be made (FAT, some network shares) the first message
+    still makes the file, whole, and no temporary file is left."""
+
+    def no_links(source: object, target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    path = write_session(tmp_path / "s.jsonl", user("kept"))
+    assert [m.text for m in load_session(path).messages] == ["kept"]
+    assert [p.name for p in tmp_path.iterdir()] == ["s.jsonl"]
 
 
 @posix_only
@@ -888,6 +992,38 @@ def test_latest_session_is_the_most_recently_written(tmp_path: Path) -> None:
     (tmp_path / "z-notes.txt").write_text("x", encoding="utf-8")
     (tmp_path / "z-dir.jsonl").mkdir()
     assert latest_session(tmp_path) == new
+
+
+def test_latest_session_passes_by_a_header_only_file(tmp_path: Path) -> None:
+    """F10: a newer file with no message (an older version's, left by a session ended at
+    once) is not what ``--continue`` goes on with; the last conversation is."""
+    talked = write_session(tmp_path / "a.jsonl", user())
+    os.utime(talked, ns=(1_000_000_000_000, 1_000_000_000_000))
+    empty = tmp_path / "b.jsonl"
+    empty.write_text(json.dumps(lines(talked)[0]) + "\n", encoding="utf-8")
+    named = tmp_path / "c.jsonl"
+    named.write_text(
+        json.dumps(lines(talked)[0])
+        + "\n"
+        + json.dumps({"type": "session_info", "id": "1", "parentId": None, "name": "x"})
+        + "\n",
+        encoding="utf-8",
+    )
+    assert latest_session(tmp_path) == talked
+
+
+@posix_only
+def test_latest_session_passes_by_one_open_for_writing(tmp_path: Path) -> None:
+    """F10: the newest conversation is open for writing (another process's lock): the one
+    before it is continued, and the passed one is named; if all are open, the newest."""
+    older = write_session(tmp_path / "a.jsonl", user())
+    os.utime(older, ns=(1_000_000_000_000, 1_000_000_000_000))
+    busy = write_session(tmp_path / "b.jsonl", user())
+    with SessionFile.resume(busy):
+        assert find_latest(tmp_path) == Latest(older, (busy,))
+        with SessionFile.resume(older):
+            assert find_latest(tmp_path) == Latest(busy)
+    assert find_latest(tmp_path) == Latest(busy)
 
 
 def test_latest_session_of_an_empty_or_missing_directory_is_none(tmp_path: Path) -> None:

@@ -546,7 +546,7 @@ def header(path: str | Path) -> dict[str, Any]:
 async def test_rpc_session_tree_commands(tmp_path: Path) -> None:
     """R-42: get_state's sessionFile/sessionName, set_session_name, get_fork_messages, fork,
     clone, switch_session and new_session {parentSession}, in pi's shapes."""
-    replies = [FauxReply(text=t) for t in ("r1", "r2", "r3")]
+    replies = [FauxReply(text=t) for t in ("r1", "r2", "r3", "r4")]
     sessions = file_sessions(tmp_path / "sessions", FauxProvider(replies))
     with trio.fail_after(30):
         async with rpc_client(sessions) as client:
@@ -591,6 +591,7 @@ async def test_rpc_session_tree_commands(tmp_path: Path) -> None:
             assert await client.new_session(parent_session="/elsewhere/p.jsonl") == {
                 "cancelled": False
             }
+            await ask(client, "four")  # a new file is written with its first message
             assert header((await client.get_state())["sessionFile"])["parentSession"] == (
                 "/elsewhere/p.jsonl"
             )

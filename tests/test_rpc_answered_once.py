@@ -259,10 +259,10 @@ async def test_a_full_disk_at_each_write_of_the_prompt_answers_each_line_once(
     with session_disk(monkeypatch, clean.tmp_path) as disk:
         await clean.run()
     clean.check(caplog)
-    # Write 1 is the new file's header, as the server starts; the prompt path's follow:
-    # the prompt, what the steer delivered, the tool turn, the answer.
-    assert disk.writes == 5
-    for number in range(2, disk.writes + 1):
+    # The prompt path's writes: the new file with the prompt (it is written with its
+    # first message), what the steer delivered, the tool turn, the answer.
+    assert disk.writes == 4
+    for number in range(1, disk.writes + 1):
         sweep = Sweep(tmp_path / f"full-from-{number}", _script())
         sweep.tmp_path.mkdir()
         with session_disk(monkeypatch, sweep.tmp_path, full_from(number)) as full:
@@ -318,15 +318,15 @@ async def test_a_full_disk_when_new_session_lets_go_of_the_old_one_answers_it_on
     cannot be written as it closes; the new session is served, the old file stays whole."""
 
     def full_at(number: int) -> None:
-        # 5: the answer, before agent_end; 6: the new file's header; 7: the old file's
-        # last flush, as new_session lets go of it.
-        if number in (5, 7):
+        # 4: the answer, before agent_end; 5: the old file's last flush, as new_session
+        # lets go of it.
+        if number in (4, 5):
             raise no_space()
 
     sweep = Sweep(tmp_path, _script(), {"id": "x", "type": "new_session"}, 0, "agent_settled")
     with session_disk(monkeypatch, tmp_path, full_at) as disk:
         await sweep.run()
-    assert disk.writes == 8  # 8: the new session's first entries, as it closes
+    assert disk.writes == 5  # the new session, left without a message, writes nothing
     sweep.check(caplog)
     (answer,) = [o for o in sweep.lines if o.get("id") == "x"]
     assert answer["success"] is True
@@ -344,7 +344,7 @@ async def test_a_command_during_each_write_of_the_prompt_answers_each_line_once(
     """Every line answered once: abort, compact or new_session sent while each write of
     the prompt path is under way, and acted on before it ends (during the prompt's own
     write, which its answer waits for, right after); every turn ends with an answer."""
-    for number in range(2, 6):  # the prompt, the steer, the tool turn, the answer
+    for number in range(1, 5):  # the prompt, the steer, the tool turn, the answer
         sweep = Sweep(tmp_path / f"at-{number}", _script(), {"id": "x", "type": command}, -1)
         sweep.tmp_path.mkdir()
         with session_disk(monkeypatch, sweep.tmp_path, sweep.inject_at_write(number)):

@@ -551,14 +551,15 @@ def test_rpc_unknown_provider_is_a_usage_error() -> None:
 
 
 async def test_sessions_left_unused_leave_no_file(tmp_path: Path) -> None:
-    """As pi writes no session file until there is a message: the file of a session the
-    client never prompted -- the first one, or one made by ``new_session`` -- is gone
-    when the process ends; the file of a session that was prompted stays, whole."""
+    """As pi writes no session file until there is a message: a session the client never
+    prompted -- the first one, or one made by ``new_session`` -- never has a file, though
+    ``get_state`` names it; the file of a session that was prompted is written whole."""
     env = {**own_config(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     args = rpc_args(tmp_path, [{"text": "Hello"}])
     async with open_rpc_client(args=args, env=env) as client:
         unused = trio.Path(str((await client.get_state())["sessionFile"]))
-        assert await unused.exists()  # its header is written at once: the directory is checked
+        assert await unused.parent.is_dir()  # made at the start: the directory is checked
+        assert not await unused.exists()
     assert client.stderr == ""
     assert not await unused.exists()
 

@@ -92,7 +92,9 @@ async def test_cycle_model_wraps_and_reclamps_thinking() -> None:
 async def test_resume_restores_model_and_thinking_level(tmp_path: Path) -> None:
     """A resumed file's last model_change (if available) and thinking_level_change apply."""
     path = tmp_path / "s.jsonl"
-    async with open_session(FauxProvider([]), PLAIN, models=[PLAIN, THINKER], history=path) as s:
+    provider = FauxProvider([FauxReply(text="hi")])
+    async with open_session(provider, PLAIN, models=[PLAIN, THINKER], history=path) as s:
+        await s.prompt("hello")  # a new file is written with its first message
         await s.set_model(THINKER)
         s.set_thinking_level("low")
     async with open_session(FauxProvider([]), PLAIN, models=[PLAIN, THINKER], history=path) as s:

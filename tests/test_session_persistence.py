@@ -85,7 +85,8 @@ async def test_r37_toggle_writes_back_to_its_file(
     project_file.write_text(json.dumps({"retry": {"enabled": True}, "other": {"x": 1}}))
     store = SettingsStore.from_files(global_file, project_file)
     history = tmp_path / "session.jsonl"
-    async with open_session(FauxProvider([]), settings=store, history=history) as session:
+    async with open_session(FauxProvider([ok()]), settings=store, history=history) as session:
+        await session.prompt("hi")  # a new file is written with its first message
         session.set_auto_retry_enabled(False)
         assert session.auto_retry_enabled is False
         session.set_auto_compaction_enabled(False)  # set in no file: stays in memory

@@ -155,17 +155,18 @@ def test_a_bracketed_paste_of_three_lines_is_one_message(chat: Chat) -> None:
 
 
 def test_sessions_left_before_their_first_prompt_leave_no_file(chat: Chat) -> None:
-    """The file a chat shows at its start is removed if nothing was said in it: quitting
-    at once leaves no file, and a ``/new`` session left empty goes too, while the one
-    that was talked in stays (pi writes no file until there is a message)."""
+    """The file a chat names at its start is written with its first prompt: quitting at
+    once leaves no file, nor does a ``/new`` session left empty, while the one that was
+    talked in is kept (pi writes no file until there is a message)."""
     tmux = chat.start([reply("Hello")])
     ready(tmux)
-    [first] = chat.session_files()  # made at the start, as the header line says
+    assert chat.session_files() == []  # named on screen, not yet written
     tmux.type("hi")
     tmux.keys("Enter")
     tmux.wait_for(lambda screen: "Hello" in screen and "enter: send" in screen)
+    [first] = chat.session_files()
     tmux.keys("/new", "Enter")
-    tmux.wait_for(lambda _: len(chat.session_files()) == 2)
+    tmux.wait_for(lambda screen: "Hello" not in screen and "enter: send" in screen)
     tmux.keys("/quit", "Enter")
     tmux.wait_for(lambda _: chat.exited(1))
     assert chat.status(1) == "EXIT=0"
@@ -174,7 +175,6 @@ def test_sessions_left_before_their_first_prompt_leave_no_file(chat: Chat) -> No
 
     tmux = chat.start([reply("never asked")])
     ready(tmux)
-    assert len(chat.session_files()) == 2
     tmux.keys("/quit", "Enter")
     tmux.wait_for(lambda _: chat.exited(2))
     assert chat.status(2) == "EXIT=0"

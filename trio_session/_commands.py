@@ -29,7 +29,7 @@ from .providers._base import Model, Provider
 from .providers._error_text import excerpt
 from .providers._models import PROVIDER_APIS, builtin_model
 from .store._entries import MAX_SESSION_FILE_BYTES
-from .store._session_list import default_sessions_dir, latest_session
+from .store._session_list import default_sessions_dir, find_latest
 
 # The HTTP adapters (and httpx), the faux provider and the SQLite credential store are
 # imported where a command needs them: ``rpc --faux`` loads no HTTP client, and a key
@@ -489,6 +489,8 @@ def history_path(
     ``directory`` is where sessions of the cwd are kept (``sessions_dir``); by default
     our own sessions directory for the cwd. ``flag`` names the latest-session flag given
     (``--resume`` without a file asks for it too) in the error when there is none.
+    The latest session is the newest that holds a conversation (``find_latest``): one
+    another process has open for writing is passed by, with a warning, for an older one.
     """
     if resume is not None:
         path = Path(resume)
@@ -501,10 +503,16 @@ def history_path(
         return path
     directory = directory if directory is not None else default_sessions_dir(Path.cwd())
     if continue_latest:
-        latest = latest_session(directory)
-        if latest is None:
+        latest = find_latest(directory)
+        if latest.path is None:
             raise CommandError(f"{flag}: no earlier session in {directory}")
-        return latest
+        for passed in latest.open_elsewhere:
+            print(
+                f"trio-session: warning: {flag}: {passed} is open in another process; "
+                f"continuing {latest.path}",
+                file=sys.stderr,
+            )
+        return latest.path
     if not save:
         return None
     try:

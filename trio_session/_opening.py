@@ -102,11 +102,11 @@ def open_session(
         extension_timeout: seconds one extension handler may run.
         history: a session file (JSON lines) to append every message to: a path —
             resumed if it exists (the context is rebuilt without retried errors),
-            created if not — or an open ``SessionFile``. A prompt is on disk before
-            its request goes out, and a run's messages before its ``agent_end`` (so
-            before any backoff sleep). A resumed file's session id is the
-            session's, and so are the model (if it is among ``models``) and the
-            thinking level it last recorded.
+            written with the first message if not — or an open ``SessionFile``. A
+            prompt is on disk before its request goes out, and a run's messages
+            before its ``agent_end`` (so before any backoff sleep). A resumed file's
+            session id is the session's, and so are the model (if it is among
+            ``models``) and the thinking level it last recorded.
         models: the models ``set_model`` / ``cycle_model`` switch between (they all
             use ``provider``).
         thinking_level: the starting thinking level (see ``AgentSession``).

@@ -346,13 +346,15 @@ def random_session(path: Path, seed: int) -> None:
                     entry = file.append_custom_nowait("ext", {"step": step})
             ids.append(entry)
             branch.append(entry)
+        if not file.has_messages:  # a new file is written with its first message
+            file.append_message_nowait(UserMessage("the first message", timestamp=10**6))
         file.flush_sync()
 
 
 def load_branch(file: SessionFile, leaf: str) -> list[str]:
-    """The ids from the root to ``leaf`` of what ``file`` has written so far."""
+    """The ids from the root to ``leaf`` of what ``file`` has staged or written so far."""
     file.flush_sync()
-    return [e.id for e in load_session(file.path).branch(leaf)]
+    return [e.id for e in file.read_back().branch(leaf)]
 
 
 def test_random_trees_agree_with_pi(pi_package: Path, tmp_path: Path) -> None:

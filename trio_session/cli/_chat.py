@@ -24,7 +24,6 @@ from ..store._entries import HistoryError
 from ._output import Printer, is_terminal, show
 from ._setup import (
     credentials_url,
-    drop_if_empty,
     extensions,
     models,
     open_model,
@@ -231,18 +230,16 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                 file = history_path(
                     resume=None, continue_latest=False, save=True, directory=start.directory
                 )
-            return _dropping_empty(
-                open_session(
-                    provider,
-                    model,
-                    settings=settings,
-                    credentials=credentials,
-                    extensions=loaded,
-                    history=file,
-                    system_prompt=args.system_prompt,
-                    models=models(args, model),
-                    thinking_level=args.thinking_level,
-                )
+            return open_session(
+                provider,
+                model,
+                settings=settings,
+                credentials=credentials,
+                extensions=loaded,
+                history=file,
+                system_prompt=args.system_prompt,
+                models=models(args, model),
+                thinking_level=args.thinking_level,
             )
 
         if args.print:
@@ -257,7 +254,7 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
             from ..tui._terminal_chat import run_terminal_chat
 
             # pi's --resume without a file: a picker of this directory's sessions, over a
-            # new session (removed if the picker is closed and nothing is said in it).
+            # new session (whose file is written only if something is said in it).
             pick = args.resume == "" and not messages and start.directory is not None
             try:
                 await run_terminal_chat(
@@ -282,21 +279,6 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
             if start.path is not None:
                 print(f"trio-session: session file {start.path}", file=sys.stderr)
             return await _chat_lines(session, sys.stdout, sys.stdin.buffer, prompts, messages)
-
-
-@contextlib.asynccontextmanager
-async def _dropping_empty(
-    opened: AbstractAsyncContextManager[AgentSession],
-) -> AsyncIterator[AgentSession]:
-    """``opened``; once it is closed, a session file it created that holds no message is
-    removed (``drop_if_empty``)."""
-    file = None
-    try:
-        async with opened as session:
-            file = session.history_file
-            yield session
-    finally:
-        drop_if_empty(file)
 
 
 def _named(

@@ -18,7 +18,6 @@ from ..store._session_file import SessionFile
 from ._output import refused_note
 from ._setup import (
     credentials_url,
-    drop_if_empty,
     extensions,
     models,
     open_model,
@@ -84,7 +83,7 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                 async with contextlib.AsyncExitStack() as stack:
                     if request.history is not None:
                         history = await stack.enter_async_context(open_history(request.history))
-                    elif directory is not None:
+                    elif directory is not None:  # a new file, written with its first message
                         history = await stack.enter_async_context(
                             open_history(directory=directory, parent_session=request.parent_session)
                         )
@@ -112,8 +111,6 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                 # What could not be saved on the way out (a full disk): said on stderr;
                 # the file is whole, and the server goes on (or ends as it was ending).
                 _say(str(exc))
-            finally:
-                drop_if_empty(history)  # as pi: no file for a session left unused
 
         # The process ends with the server: a stop signal after its last line (a
         # supervisor closes stdin and signals together) changes nothing either.

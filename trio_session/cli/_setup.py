@@ -8,7 +8,6 @@ session file of pi's session flags (``session_start``), the system prompt.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -31,7 +30,6 @@ from .._pi_config import AgentDirConfig, agent_dir_from, available_models, load_
 from .._prompt_input import PromptInput
 from .._settings import SettingsStore
 from ..providers._base import Model, Provider
-from ..store._session_file import SessionFile
 from ._args import THINKING_CHOICES
 
 #: pi's first line when a prompt's provider has no key (its ``formatNoApiKeyFoundMessage``).
@@ -277,7 +275,8 @@ def _looks_like_path(arg: str) -> bool:
 
 
 def _session_path(arg: str, directory: Path) -> Path:
-    """``--session``'s file: a path as it is (created if missing), else an id's file."""
+    """``--session``'s file: a path as it is (written with the first prompt if missing),
+    else an id's file."""
     return Path(arg).expanduser() if _looks_like_path(arg) else _find_session(arg, directory)
 
 
@@ -301,20 +300,6 @@ def _find_session(arg: str, directory: Path) -> Path:
     if not arg or not found:
         raise CommandError(f"No session found matching '{arg}'")
     return found[-1]
-
-
-def drop_if_empty(file: SessionFile | None) -> None:
-    """Remove ``file`` if this process created it, it is closed, and it holds no message.
-
-    pi writes no session file until there is a message; a chat or an RPC session left
-    before its first prompt leaves nothing for ``--continue`` or ``/resume`` to find. The
-    header is still written at the start, so a directory that cannot be written is
-    reported at once. A resumed file is never removed.
-    """
-    if file is None or not file.closed or file.loaded is not None or file.has_messages:
-        return
-    with contextlib.suppress(OSError):  # ours, made moments ago: gone is as good
-        file.path.unlink()
 
 
 def prompt_input(args: argparse.Namespace) -> PromptInput:

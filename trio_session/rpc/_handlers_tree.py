@@ -12,7 +12,7 @@ from typing import Final
 import trio
 
 from .._messages import UserMessage
-from ..store._history import HistoryError, LoadedSession, MessageEntry, load_session
+from ..store._history import HistoryError, LoadedSession, MessageEntry
 from ..store._session_file import fork_session
 from ._entries import entries_json, tree_json
 from ._host import Handlers, Host, SessionRequest
@@ -80,7 +80,7 @@ async def _current_file(host: Host, command: Command) -> tuple[Path, LoadedSessi
     await host.abort_run()
     await file.flush()
     # Reading only: a cancel may leave the thread to finish on its own.
-    loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
+    loaded = await trio.to_thread.run_sync(file.read_back, abandon_on_cancel=True)
     return file.path, loaded
 
 
@@ -94,7 +94,7 @@ async def _entries(host: Host, command: GetEntries | GetTree) -> Response:
         )
     await file.flush()
     # Reading only: a cancel may leave the thread to finish on its own.
-    loaded = await trio.to_thread.run_sync(load_session, file.path, abandon_on_cancel=True)
+    loaded = await trio.to_thread.run_sync(file.read_back, abandon_on_cancel=True)
     if isinstance(command, GetTree):
         return Response.ok(command, tree_json(loaded, file.leaf_id))
     data = entries_json(loaded, file.leaf_id, command.since)

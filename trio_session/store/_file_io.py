@@ -49,25 +49,123 @@ def lock_writer(fd: int, path: Path) -> None:
         pass
 
 
-def create_new(path: Path) -> int:
-    """Create a new session file (its directory too, private) for appending; its descriptor.
+def check_creatable(path: Path) -> None:
+    """Say now, at the start of a session, why its new file ``path`` could not be made later.
 
-    Args:
-        path: the file, which must not exist yet.
+    The file itself is made with the session's first message (``create_locked``); its
+    directory is made here (each missing level private), and must be writable.
 
     Raises:
-        HistoryError: the file exists already, or cannot be created.
+        HistoryError: ``path`` exists already, or its directory cannot be made or written.
     """
+    if os.path.lexists(path):
+        msg = f"session file {path} already exists; resume it instead"
+        raise HistoryError(msg, path=path)
     try:
         make_private_dirs(path.parent)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _O_EXTRA
-        return os.open(path, flags, FILE_MODE)
-    except FileExistsError as exc:
-        msg = f"session file {path} already exists; resume it instead"
-        raise HistoryError(msg, path=path) from exc
     except OSError as exc:
         msg = f"cannot create session file {path}: {exc.strerror or exc}"
         raise HistoryError(msg, path=path) from exc
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        msg = f"cannot create session file {path}: its directory {path.parent} is not writable"
+        raise HistoryError(msg, path=path)
+
+
+def _create_written(path: Path, data: bytes) -> int:
+    """Make ``path`` (which must not exist), lock it, write ``data`` and fsync; its descriptor.
+
+    On a failure the file, made a moment ago by this call and locked by it, is removed.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _O_EXTRA
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        lock_writer(fd, path)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
+    return fd
+
+
+def create_locked(path: Path, data: bytes) -> int:
+    """Create session file ``path`` holding ``data`` (its header and first entries), locked
+    for writing, in one step (blocking); its descriptor, for appending.
+
+    The file appears whole and already locked: ``data`` is written to a new temporary
+    file beside it, which is locked, fsync-ed, then linked to ``path``. A link never
+    replaces a file, so a file that appeared at ``path`` after the session started
+    (another program's) is left exactly as it is, and this fails. On a file system
+    without hard links ``path`` is made with ``O_EXCL`` and written in place.
+
+    Raises:
+        HistoryError: ``path`` exists, or the file cannot be made or written.
+    """
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        make_private_dirs(path.parent)
+        fd = _create_written(temporary, data)
+    except OSError as exc:
+        msg = f"cannot create session file {path}: {exc.strerror or exc}"
+        raise HistoryError(msg, path=path) from exc
+    try:
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here (FAT, some network shares): write in place
+            os.close(fd)
+            fd = -1
+            fd = _create_written(path, data)
+        temporary.unlink()
+        fsync_directory(path.parent)
+    except FileExistsError as exc:
+        if fd >= 0:
+            os.close(fd)
+        msg = (
+            f"session file {path} was created by another program after this session "
+            "started; it is left as it is, and nothing was written to it"
+        )
+        raise HistoryError(msg, path=path) from exc
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        msg = f"cannot create session file {path}: {exc.strerror or exc}"
+        raise HistoryError(msg, path=path) from exc
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+    finally:
+        with contextlib.suppress(OSError):  # ours, made above under a name of our own
+            temporary.unlink()
+    return fd
+
+
+def held_elsewhere(path: Path) -> bool:
+    """Whether another open file holds ``path``'s writer lock (``--continue`` passes it by).
+
+    A shared lock is tried and let go at once; ``False`` when that cannot tell.
+    """
+    if sys.platform == "win32":  # pragma: no cover - no flock
+        return False
+    try:
+        fd = open_regular(path, os.O_RDONLY | _O_EXTRA)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # pragma: no cover - a file system without locks
+        return False
+    finally:
+        os.close(fd)  # which lets the lock go
+    return False
 
 
 def open_repaired(path: Path) -> tuple[int, LoadedSession]:

@@ -143,6 +143,11 @@ def load_fd(path: Path, fd: int) -> LoadedSession:
     return _parse(path, data)
 
 
+def parse_session(path: Path, data: bytes) -> LoadedSession:
+    """``load_session`` of a file's bytes, already read (``SessionFile.read_back``)."""
+    return _parse(path, data)
+
+
 def _lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
     """``(line number, bytes, terminated)`` for each line; only the last may be unterminated."""
     parts = data.split(b"\n")

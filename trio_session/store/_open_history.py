@@ -29,8 +29,9 @@ async def open_history(
 
     ``open_history()`` starts a new file in ``default_sessions_dir``;
     ``open_history(path)`` resumes ``path`` (see ``SessionFile.loaded``) or
-    creates it. ``directory``, ``cwd``, ``session_id`` and ``parent_session`` (the
-    header's ``parentSession``) apply only to a new file;
+    starts it. A new file is written with its first message (``SessionFile.create``):
+    a block left before one leaves no file. ``directory``, ``cwd``, ``session_id``
+    and ``parent_session`` (the header's ``parentSession``) apply only to a new file;
     a resumed one keeps its header (use ``history.header.id`` as the session id).
     Opening and closing run in worker threads; on exit, staged entries are flushed
     and the file is closed, even if the block was cancelled.

@@ -10,8 +10,12 @@ return only once their entry is on disk (the blocking work runs in
 ``trio.to_thread.run_sync``), and per batch for entries staged with the
 ``*_nowait`` methods, which the next ``SessionFile.flush`` writes. A failed
 write is cut back off the file (``ftruncate``), so a full disk never leaves half
-a line behind. A new file gets mode 0600, and each directory created for it mode
-0700 (conversations are private), and its directory entry is fsync-ed too. An
+a line behind. A new file is written first with the session's first message entry,
+its header and every entry staged before it in one step (``create_locked``): a
+session left before its first message leaves no file, as the reference's (which
+writes none before its first answer), so nothing is ever removed. It gets mode 0600,
+and each directory created for it mode 0700 (conversations are private), and its
+directory entry is fsync-ed too. An
 existing file is opened only if it is a regular file of at most
 ``MAX_SESSION_FILE_BYTES`` (see ``.._files``). One writer per file: an
 exclusive, non-blocking ``flock`` (POSIX; not on Windows).
@@ -33,7 +37,6 @@ import attrs
 import trio
 
 from .._classes import define, frozen
-from .._dirs import fsync_directory
 from .._events import CompactionResult
 from .._messages import Message, UserMessage
 from ._entries import (
@@ -52,8 +55,9 @@ from ._entries import (
     encode_record,
     iso_time,
 )
-from ._file_io import create_new, lock_writer, open_repaired
+from ._file_io import check_creatable, create_locked, open_repaired
 from ._fork import fork_session
+from ._history import load_session, parse_session
 from ._loaded import LoadedSession
 from ._session_list import default_sessions_dir, session_file_name
 from ._tree_appends import TreeAppends
@@ -88,12 +92,16 @@ class SessionFile(TreeAppends):
       this batching is "until your next flush".
     * Entries staged by several tasks are written in the order they were staged.
 
+    A new file (``create``) is written with its first message: until then every entry
+    stays staged, and a flush writes nothing (see ``create``).
+
     Attributes:
         path: the file.
         header: its header.
         loaded: what the file held when resumed; ``None`` for a new file.
-        fd: the file's descriptor, opened for appending (``create`` and ``resume`` open it); the
-            file owns it and closes it.
+        fd: the file's descriptor, opened for appending and locked (``resume`` opens it;
+            a new file's is ``None`` until its first message makes it); the file owns
+            it and closes it.
         clock: epoch seconds, for entry timestamps.
     """
 
@@ -109,6 +117,7 @@ class SessionFile(TreeAppends):
     _flush_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _write_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _closing: bool = attrs.field(default=False, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
     _user_texts: list[tuple[str, str]] = attrs.field(factory=list, init=False)
     _name: str | None = attrs.field(default=None, init=False)
     _tree: dict[str, tuple[str | None, str]] = attrs.field(factory=dict, init=False)
@@ -139,7 +148,14 @@ class SessionFile(TreeAppends):
         parent_session: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> SessionFile:
-        """Create a new session file and write its header (blocking).
+        """Start a new session file (blocking); it is written with its first message.
+
+        Nothing is written now: the file is made when the first message entry is
+        flushed, with its header and every entry staged before it, already locked
+        (a session left before its first message leaves no file). What would stop
+        that is said now: the directory is made (private) and must be writable, and
+        ``path`` must not exist. A file that appears at ``path`` meanwhile is left as
+        it is, and the first flush fails with a ``HistoryError`` saying so.
 
         Args:
             path: the file; if omitted, a new ``<time>_<id>.jsonl`` in ``directory``.
@@ -152,7 +168,8 @@ class SessionFile(TreeAppends):
             clock: epoch seconds, for timestamps.
 
         Raises:
-            HistoryError: the file exists already, or cannot be created or written.
+            HistoryError: the file exists already, or its directory cannot be made or
+                written.
         """
         where = str(Path(cwd).absolute()) if cwd is not None else os.getcwd()
         header = SessionHeader(
@@ -165,17 +182,8 @@ class SessionFile(TreeAppends):
             base = Path(directory) if directory is not None else default_sessions_dir(where)
             path = base / session_file_name(header)
         path = Path(path)
-        fd = create_new(path)
-        file = cls(path, header, fd=fd, clock=clock)
-        try:
-            lock_writer(fd, path)
-            file._write(dump_line(encode_record(header)))
-            fsync_directory(path.parent)
-        except BaseException:
-            os.close(fd)
-            path.unlink(missing_ok=True)
-            raise
-        return file
+        check_creatable(path)
+        return cls(path, header, fd=None, clock=clock)
 
     @classmethod
     def resume(
@@ -217,10 +225,10 @@ class SessionFile(TreeAppends):
     @property
     def closed(self) -> bool:
         """Whether ``close`` or ``aclose`` has run."""
-        return self._fd is None
+        return self._closed
 
     def _check_open(self) -> None:
-        if self._fd is None or self._closing:
+        if self._closed or self._closing:
             msg = f"session file {self.path} is closed"
             raise HistoryError(msg, path=self.path)
 
@@ -460,17 +468,37 @@ class SessionFile(TreeAppends):
 
     # -- flushing -------------------------------------------------------------------
 
+    def read_back(self) -> LoadedSession:
+        """What the file holds, read back from disk after a ``flush`` (blocking).
+
+        A new file still waiting for its first message is not on disk: what it will
+        hold is read instead, its header and the entries staged for it.
+        """
+        if self._fd is None and self.loaded is None:
+            lines = [dump_line(encode_record(self.header)), *(s.line for s in self._pending)]
+            return parse_session(self.path, b"".join(lines))
+        return load_session(self.path)
+
     def _take(self) -> list[_Staged]:
+        """The staged entries, to write; none while a new file waits for its first message."""
+        if self._fd is None and not self.has_messages:
+            return []
         batch, self._pending = self._pending, []
         return batch
 
     def _write(self, data: bytes) -> None:
-        """Write and fsync ``data``; on failure cut the file back and raise (blocking)."""
+        """Write and fsync ``data``; on failure cut the file back and raise (blocking).
+
+        A new file's first write makes it, with its header before ``data``.
+        """
         with self._write_lock:
-            fd = self._fd
-            if fd is None:
+            if self._closed:
                 msg = f"session file {self.path} is closed"
                 raise HistoryError(msg, path=self.path)
+            fd = self._fd
+            if fd is None:
+                self._fd = create_locked(self.path, dump_line(encode_record(self.header)) + data)
+                return
             start = os.fstat(fd).st_size
             try:
                 view = memoryview(data)
@@ -514,8 +542,12 @@ class SessionFile(TreeAppends):
             raise
 
     def close(self) -> None:
-        """Flush what is staged and close the file (blocking). Idempotent."""
-        if self._fd is None:
+        """Flush what is staged and close the file (blocking). Idempotent.
+
+        A new file that never got a message is not made: what was staged for it (a
+        name, a settings change) goes with the session, as in the reference.
+        """
+        if self._closed:
             return
         try:
             self.flush_sync()
@@ -525,13 +557,14 @@ class SessionFile(TreeAppends):
             raise HistoryError(msg, path=self.path) from exc
         finally:
             with self._write_lock:
+                self._closed = True
                 fd, self._fd = self._fd, None
                 if fd is not None:
                     os.close(fd)
 
     async def aclose(self) -> None:
         """Flush what is staged and close the file; runs to the end even if cancelled."""
-        if self._fd is None:
+        if self._closed:
             return
         self._closing = True  # nothing more is staged while the last flush runs
         with trio.CancelScope(shield=True):

@@ -14,7 +14,15 @@ from .._files import open_regular
 from .._messages import (
     UserMessage,
 )
-from ._entries import SUFFIX, HistoryError, MessageEntry, SessionHeader, SessionInfoEntry
+from ._entries import (
+    MAX_SESSION_FILE_BYTES,
+    SUFFIX,
+    HistoryError,
+    MessageEntry,
+    SessionHeader,
+    SessionInfoEntry,
+)
+from ._file_io import held_elsewhere
 from ._history import json_line, load_session
 
 #: How much of a file is read to find its header (``list_sessions``, ``latest_session``).
@@ -67,15 +75,45 @@ def _has_header(path: Path) -> bool:
     return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
 
 
-def latest_session(directory: str | os.PathLike[str]) -> Path | None:
-    """The most recently written session file in ``directory``, for ``--continue``.
+def _holds_a_message(path: Path) -> bool:
+    """Whether session file ``path`` holds a message entry after its header: a
+    conversation, not only a header (an older version's file of a session left at once)."""
+    try:
+        fd = open_regular(path, os.O_RDONLY, max_bytes=MAX_SESSION_FILE_BYTES)
+        with open(fd, "rb") as file:
+            next(file, b"")  # the header, read by _has_header
+            return any(_is_message(line) for line in file)
+    except OSError:
+        return False
 
-    Only ``*.jsonl`` files whose first line is a session header count; the newest
-    modification time wins (ties: the later name). ``None`` if there is none or
-    the directory does not exist.
 
-    Args:
-        directory: the directory to look in (see ``default_sessions_dir``).
+def _is_message(line: bytes) -> bool:
+    if b'"message"' not in line:  # most lines, read no further
+        return False
+    try:
+        obj = json_line(line)
+    except (ValueError, RecursionError):  # a damaged line is skipped, as on load
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "message"
+
+
+@frozen
+class Latest:
+    """The conversation ``--continue`` goes on with, and the newer ones it passed by.
+
+    Attributes:
+        path: the newest session file holding a conversation that no other process has
+            open for writing; if every one is open elsewhere, the newest (resuming it
+            then says so); ``None`` if there is none.
+        open_elsewhere: newer conversations passed by, open for writing elsewhere.
+    """
+
+    path: Path | None
+    open_elsewhere: tuple[Path, ...] = ()
+
+
+def find_latest(directory: str | os.PathLike[str]) -> Latest:
+    """The conversation to continue in ``directory``: see ``latest_session``, and ``Latest``.
 
     Raises:
         HistoryError: ``directory`` exists but cannot be listed.
@@ -84,21 +122,45 @@ def latest_session(directory: str | os.PathLike[str]) -> Path | None:
     try:
         names = sorted(directory.iterdir())
     except FileNotFoundError:
-        return None
+        return Latest(None)
     except OSError as exc:
         msg = f"cannot list session directory {directory}: {exc.strerror or exc}"
         raise HistoryError(msg, path=directory) from exc
-    best: tuple[int, str, Path] | None = None
+    dated: list[tuple[int, str, Path]] = []
     for path in names:
         if path.suffix != SUFFIX or not _has_header(path):
             continue
         try:
-            mtime = path.stat().st_mtime_ns
+            dated.append((path.stat().st_mtime_ns, path.name, path))
         except OSError:
             continue
-        if best is None or (mtime, path.name) > best[:2]:
-            best = (mtime, path.name, path)
-    return None if best is None else best[2]
+    passed: list[Path] = []
+    for _, _, path in sorted(dated, reverse=True):
+        if not _holds_a_message(path):
+            continue
+        if not held_elsewhere(path):
+            return Latest(path, tuple(passed))
+        passed.append(path)
+    return Latest(passed[0] if passed else None)
+
+
+def latest_session(directory: str | os.PathLike[str]) -> Path | None:
+    """The most recent conversation in ``directory``, for ``--continue``.
+
+    Only ``*.jsonl`` files whose first line is a session header and that hold a
+    message count (a header-only file, which an older version left for a session
+    ended before its first prompt, is passed by); the newest modification time wins
+    (ties: the later name). A file another process has open for writing is passed
+    by for an older one (see ``find_latest``). ``None`` if there is none or the
+    directory does not exist.
+
+    Args:
+        directory: the directory to look in (see ``default_sessions_dir``).
+
+    Raises:
+        HistoryError: ``directory`` exists but cannot be listed.
+    """
+    return find_latest(directory).path
 
 
 @frozen
