@@ -21,6 +21,25 @@ from .._classes import frozen
 from .._failure import ProviderFailure
 from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
 
+#: The largest token count read from a server: ``2**53 - 1``, the largest integer a
+#: JavaScript reader (pi's) holds exactly. A larger one is read as this, so no price
+#: or sum meets an integer too large for a float.
+MAX_TOKEN_COUNT = 2**53 - 1
+
+
+def token_count(value: Any) -> int:
+    """A token count from a server's usage object, bounded before any arithmetic.
+
+    An integer is clamped to ``[0, MAX_TOKEN_COUNT]``; anything else (missing, a
+    boolean, a float, a string) counts 0.
+
+    Args:
+        value: the field as the server's JSON had it.
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return min(max(value, 0), MAX_TOKEN_COUNT)
+
 
 @frozen
 class ModelCost:
