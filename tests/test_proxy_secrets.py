@@ -73,9 +73,7 @@ class QuotingProxy:
                 if name.lower() == "proxy-authorization":
                     self.authorizations.append(value.strip())
             url = f"http://{USER}:{QUOTED}@127.0.0.1:{self.port}"
-            body = (
-                f"407 refused {request_line} via {url} with\n" + "\n".join(headers)
-            ).encode()
+            body = (f"407 refused {request_line} via {url} with\n" + "\n".join(headers)).encode()
             await client.send_all(
                 b"HTTP/1.1 407 Proxy Authentication Required\r\n"
                 b"Content-Type: text/plain\r\nConnection: close\r\n"
