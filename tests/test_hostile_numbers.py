@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -27,6 +28,7 @@ from trio_session import (
     open_session,
 )
 from trio_session._retry.reply import MAX_HINT_MS, parse_retry_after_ms
+from trio_session.conformance import LoopbackLLM, Stream
 from trio_session.providers._anthropic import MessagesParser
 from trio_session.providers._base import MAX_TOKEN_COUNT, token_count
 from trio_session.providers._gemini import gemini_usage, retry_delay_seconds
@@ -163,3 +165,25 @@ def test_a_gemini_retry_delay_of_400_digits_is_bounded() -> None:
         "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{HUGE}s"}]
     }
     assert retry_delay_seconds(error) == MAX_HINT_MS / 1000
+
+
+@pytest.mark.parametrize(
+    "length", ["9" * 5000, "²", str(10**12)], ids=["5000-digits", "superscript", "a-terabyte"]
+)
+async def test_the_kits_server_ends_a_connection_of_a_hostile_length(length: str) -> None:
+    """F6: the conformance kit's loopback server hangs up on a request whose Content-Length
+    is too long to parse or to read (``int`` raised on 5000 digits and on ``²``), and
+    answers the next connection."""
+    server = LoopbackLLM([Stream("fine")])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        raw = await trio.open_tcp_stream("127.0.0.1", server.port)
+        head = f"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {length}\r\n\r\n"
+        await raw.send_all(head.encode())
+        with trio.fail_after(10):
+            assert await raw.receive_some(65536) == b""
+        await raw.aclose()
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(f"{server.base_url}/chat/completions", json={"n": 1})
+        assert answer.status_code == 200
+        nursery.cancel_scope.cancel()
