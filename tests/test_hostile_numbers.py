@@ -9,6 +9,7 @@ where a float times a 400-digit integer raises too.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,13 +28,16 @@ from trio_session import (
     SessionEvent,
     open_session,
 )
+from trio_session._messages import MAX_TOKEN_COUNT, AssistantMessage
 from trio_session._retry.reply import MAX_HINT_MS, parse_retry_after_ms
 from trio_session.conformance import LoopbackLLM, Stream
 from trio_session.providers._anthropic import MessagesParser
-from trio_session.providers._base import MAX_TOKEN_COUNT, token_count
+from trio_session.providers._base import token_count
 from trio_session.providers._gemini import gemini_usage, retry_delay_seconds
 from trio_session.providers._openai import openai_usage
 from trio_session.providers._sse import ServerSentEvent
+from trio_session.store._history import load_session
+from trio_session.tui._layout import format_tokens
 
 from .conftest import err, ok
 from .provider_support import RecordingSink
@@ -187,3 +191,28 @@ async def test_the_kits_server_ends_a_connection_of_a_hostile_length(length: str
             answer = await client.post(f"{server.base_url}/chat/completions", json={"n": 1})
         assert answer.status_code == 200
         nursery.cancel_scope.cancel()
+
+
+def test_a_session_files_huge_token_counts_are_bounded(tmp_path: Path) -> None:
+    """F6: a session file's answer with a 400-digit token count loads with the count at
+    MAX_TOKEN_COUNT, and the footer can show it (dividing it raised OverflowError)."""
+    time = "2026-01-01T00:00:00.000Z"
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": time, "cwd": "/"}
+    message = {
+        "role": "assistant",
+        "content": [],
+        "api": "faux",
+        "provider": "faux",
+        "model": "m",
+        "usage": {"input": 123456789, "output": -5, "cacheRead": 0, "cacheWrite": 0},
+        "stopReason": "stop",
+        "timestamp": 1,
+    }
+    entry = {"type": "message", "id": "a", "parentId": None, "timestamp": time, "message": message}
+    path = tmp_path / "s.jsonl"
+    lines = (json.dumps(header), json.dumps(entry).replace("123456789", "1" + "0" * 400))
+    path.write_text("\n".join(lines) + "\n")
+    (loaded,) = load_session(path).messages
+    assert isinstance(loaded, AssistantMessage)
+    assert (loaded.usage.input, loaded.usage.output) == (MAX_TOKEN_COUNT, 0)
+    assert format_tokens(loaded.usage.context_tokens) == "9007199255M"

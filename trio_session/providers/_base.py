@@ -19,12 +19,15 @@ import attrs
 
 from .._classes import frozen
 from .._failure import ProviderFailure
-from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
-
-#: The largest token count read from a server: ``2**53 - 1``, the largest integer a
-#: JavaScript reader (pi's) holds exactly. A larger one is read as this, so no price
-#: or sum meets an integer too large for a float.
-MAX_TOKEN_COUNT = 2**53 - 1
+from .._messages import (
+    ZERO_COST,
+    Cost,
+    Message,
+    StopReason,
+    ToolCall,
+    Usage,
+    bounded_count,
+)
 
 
 def token_count(value: Any) -> int:
@@ -38,7 +41,7 @@ def token_count(value: Any) -> int:
     """
     if not isinstance(value, int) or isinstance(value, bool):
         return 0
-    return min(max(value, 0), MAX_TOKEN_COUNT)
+    return bounded_count(value)
 
 
 @frozen
