@@ -25,7 +25,7 @@ EXPECTED = "a file path (a string without NUL characters or lone surrogates)"
 @pytest.mark.parametrize(
     ("command", "field", "value", "shown"),
     [
-        ("switch_session", "sessionPath", "/tmp/a\0b.jsonl", '"/tmp/a\\u0000b.jsonl"'),
+        ("switch_session", "sessionPath", "s/a\0b.jsonl", '"s/a\\u0000b.jsonl"'),
         ("export_html", "outputPath", "page\0.html", '"page\\u0000.html"'),
         ("new_session", "parentSession", "/p\0.jsonl", '"/p\\u0000.jsonl"'),
         ("switch_session", "sessionPath", "\ud800.jsonl", '"\ud800.jsonl"'),
