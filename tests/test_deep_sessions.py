@@ -12,10 +12,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from trio_session import FauxProvider, Model, open_session
+from trio_session import FauxProvider, Model, _json_deep, open_session
 from trio_session._json_deep import dumps, loads
 from trio_session.rpc import open_rpc_client
 from trio_session.rpc._entries import entries_json, tree_json
@@ -177,3 +180,28 @@ def test_deep_json_is_written_and_read_as_json_would() -> None:
         assert (back["level"], back["children"][1]) == (level, "x")
         back = back["children"][0]
     assert back == {"leaf": ["é\u2028", 1.5, None, True, {}, []], "7": "int key"}
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(deadline=None, max_examples=200)
+@given(_JSON, st.booleans())
+def test_the_deep_path_writes_what_json_writes(value: Any, ascii_only: bool) -> None:
+    """F4: with every container written by the deep path (``SHALLOW`` 0), the text is
+    ``json.dumps``'s, and ``loads``' deep path reads it back."""
+    separators = (",", ":")
+    with mock.patch.object(_json_deep, "SHALLOW", 0):
+        text = _json_deep._dumps_deep(
+            value,
+            json.JSONEncoder(ensure_ascii=ascii_only, separators=separators).encode,
+            *separators,
+        )
+    assert text == json.dumps(value, ensure_ascii=ascii_only, separators=separators)
+    assert _json_deep._loads_deep(text) == json.loads(text)
