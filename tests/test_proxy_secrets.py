@@ -140,10 +140,21 @@ def test_proxy_secrets_name_every_form() -> None:
         ("Proxy-Authorization: Basic bWU6aHVudGVyMjI=", "Proxy-Authorization: [redacted]"),
         ('"authorization": "Bearer abc.def-ghi"', '"authorization": "[redacted]"'),
         ("a plain http://proxy:3128/ stays", "a plain http://proxy:3128/ stays"),
+        ("authorization: invalid api key", "authorization: invalid api key"),
+        ("Basic authentication required", "Basic authentication required"),
+        ("the key: Bearer sk-live-0123456789", "the key: Bearer [redacted]"),
     ],
-    ids=["url", "proxy-authorization", "authorization-json", "no-userinfo"],
+    ids=[
+        "url",
+        "proxy-authorization",
+        "authorization-json",
+        "no-userinfo",
+        "words-after-authorization",
+        "basic-authentication",
+        "bearer-alone",
+    ],
 )
 def test_credentials_a_server_quotes_are_redacted_unknown(text: str, redacted: str) -> None:
     """F9: a URL's password and an ``Authorization`` header's value are redacted even when
-    the secret is not one the session knows."""
+    the secret is not one the session knows; words that are no credential stay."""
     assert redact(text) == redacted

@@ -310,22 +310,21 @@ def invalid_response_message(what: str) -> str:
 
 #: Credentials a server may quote whoever's they are: a URL's password
 #: (``scheme://user:PASSWORD@``), an ``Authorization`` or ``Proxy-Authorization``
-#: header's value (as a header, or a JSON or form field), and a ``Basic``/``Bearer``
-#: credential standing alone (a token of 8 characters or more with a digit or one of
-#: ``+/=``, so that "Basic authentication" stays).
+#: header's value (as a header, or a JSON or form field) after its scheme, and a
+#: ``Basic``/``Bearer`` credential standing alone. A value without a scheme, and a
+#: credential standing alone, must look like one — 8 characters or more with a digit or
+#: one of ``+/=`` — so that "authorization: invalid api key" and "Basic authentication"
+#: keep their words (the classifier reads them).
+_CREDENTIAL = r"(?=[A-Za-z0-9._~+/-]*[0-9+/=])[A-Za-z0-9._~+/-]{8,}=*"
+_HEADER = r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
 _QUOTED_CREDENTIALS = (
     (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s?#@]+@"), r"\1[redacted]@"),
     (
-        re.compile(
-            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
-            r"(?:(?:basic|bearer|digest|negotiate|token)\s+)?[A-Za-z0-9._~+/=-]+"
-        ),
+        re.compile(_HEADER + r"(?:basic|bearer|digest|negotiate|token)\s+[A-Za-z0-9._~+/=-]+"),
         r"\1[redacted]",
     ),
-    (
-        re.compile(r"(?i)\b(basic|bearer)\s+(?=[A-Za-z0-9._~+/-]*[0-9+/=])[A-Za-z0-9._~+/-]{8,}=*"),
-        r"\1 [redacted]",
-    ),
+    (re.compile(_HEADER + _CREDENTIAL), r"\1[redacted]"),
+    (re.compile(r"(?i)\b(basic|bearer)\s+" + _CREDENTIAL), r"\1 [redacted]"),
 )
 
 
