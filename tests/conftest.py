@@ -180,9 +180,17 @@ SLOW_TESTS = {
         }
     ),
     "test_credential_contract.py": frozenset({"test_rotation_is_atomic_across_processes"}),
+    "test_deep_sessions.py": frozenset(
+        {
+            "test_get_tree_of_a_100_000_entry_session_over_rpc",
+            "test_rpc_client_reads_a_10_000_deep_branch",
+            "test_library_walks_a_10_000_deep_branch",
+        }
+    ),
     "test_docs_hooks.py": frozenset({"test_the_built_site_links_every_rule_id"}),
     "test_rpc_fuzz.py": frozenset({"test_fuzz_real_process"}),
     "test_shared_cooldown.py": frozenset({"test_redis_shares_the_cooldown_between_workers"}),
+    "test_startup_inputs.py": frozenset({"test_the_issue_credentials_line_in_a_real_process"}),
 }
 
 _TESTS_DIR = Path(__file__).resolve().parent

@@ -208,7 +208,8 @@ def test_rpc_start_up_loads_no_ui_no_sqlite_no_http(tmp_path: Path) -> None:
 
 
 def _httpx_url_problem(url: str) -> str | None:
-    """What ``_url_problem`` said before its fast path: httpx's parse, always."""
+    """What ``_url_problem`` said before its fast path: httpx's parse, always (and, since
+    issue 39, a port past 65535, which httpx takes, refused)."""
     import httpx
 
     try:
@@ -219,6 +220,8 @@ def _httpx_url_problem(url: str) -> str | None:
         return "is not an absolute http:// or https:// URL"
     if not parsed.host:
         return "has no host"
+    if parsed.port is not None and parsed.port > 65535:
+        return f"has port {parsed.port}, past the last one (65535)"
     return None
 
 

@@ -171,6 +171,12 @@ def test_proxy_routes(environ: dict[str, str], routes: dict[str, str | None]) ->
 
 
 def test_a_proxy_password_is_a_secret() -> None:
-    """A password in a proxy URL is redacted from error texts, as a key is."""
+    """A password in a proxy URL is redacted from error texts, as a key is: as written,
+    percent-decoded and base64-encoded (issue 39, F9)."""
     environ = {"HTTPS_PROXY": "http://me:s3cr%40t@proxy:3128", "NO_PROXY": "x"}
-    assert sorted(proxy_secrets(environ)) == ["s3cr%40t", "s3cr@t"]
+    assert sorted(proxy_secrets(environ)) == [
+        "bWU6czNjckB0",  # base64("me:s3cr@t"): the Basic credential
+        "czNjckB0",  # base64 of the password alone
+        "s3cr%40t",
+        "s3cr@t",
+    ]

@@ -540,7 +540,11 @@ BAD_LINES = [
     ),
     pytest.param(
         b'{"type": "new_session", "parentSession": 7}',
-        {"command": "new_session", "error": "new_session.parentSession must be a string, not 7"},
+        {
+            "command": "new_session",
+            "error": "new_session.parentSession must be a file path (a string without NUL "
+            "characters or lone surrogates), not 7",
+        },
         id="parent-not-string",
     ),
     pytest.param(

@@ -64,6 +64,27 @@ class CommandError(Exception):
     """A user mistake or an unusable environment, said plainly."""
 
 
+def user_path(text: str, what: str) -> Path:
+    """A path the user wrote (a flag's value, a setting), ``~`` and ``~user`` expanded.
+
+    Args:
+        text: the path as written.
+        what: where it was written, for the error (``--session-dir``, ``sessionDir``).
+
+    Raises:
+        CommandError: ``"--session-dir 'a\\x00b': a path cannot contain a NUL character"``;
+            ``"--session-dir ~nosuchuser/x: cannot expand ~nosuchuser: no such user"``.
+    """
+    if "\0" in text:
+        raise CommandError(f"{what} {text!r}: a path cannot contain a NUL character")
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # pathlib's "Could not determine home directory."
+        head = text.split("/", 1)[0]
+        why = "no home directory ($HOME is not set)" if head == "~" else "no such user"
+        raise CommandError(f"{what} {text}: cannot expand {head}: {why}") from None
+
+
 # -- settings ----------------------------------------------------------------------------
 
 
@@ -312,7 +333,7 @@ def endpoint(model: Model, base_url: str | None = None) -> tuple[str, str]:
 #: an ASCII host of lowercase letters, digits, dots and hyphens, a port of digits, a
 #: path of unreserved characters. (httpx checks a dotted-quad host as an IPv4 address,
 #: so ``_url_problem`` does too.) Anything else is parsed by httpx itself.
-_PLAIN_HTTP_URL = re.compile(r"https?://([a-z0-9.-]+)(?::[0-9]+)?(?:/[A-Za-z0-9._~/-]*)?")
+_PLAIN_HTTP_URL = re.compile(r"https?://([a-z0-9.-]+)(?::([0-9]{1,5}))?(?:/[A-Za-z0-9._~/-]*)?")
 _DOTTED_QUAD = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
 
 
@@ -324,8 +345,8 @@ def _url_problem(url: str) -> str | None:
     """
     plain = _PLAIN_HTTP_URL.fullmatch(url) if isinstance(url, str) else None
     if plain is not None and len(url) <= MAX_PLAIN_URL:
-        host = plain.group(1)
-        if not _DOTTED_QUAD.fullmatch(host) or _is_ipv4(host):
+        host, port = plain.groups()
+        if (not _DOTTED_QUAD.fullmatch(host) or _is_ipv4(host)) and int(port or 0) <= MAX_PORT:
             return None
     import httpx  # only a command that talks HTTP pays for it
 
@@ -337,7 +358,13 @@ def _url_problem(url: str) -> str | None:
         return "is not an absolute http:// or https:// URL"
     if not parsed.host:
         return "has no host"
+    if parsed.port is not None and parsed.port > MAX_PORT:
+        return f"has port {parsed.port}, past the last one ({MAX_PORT})"
     return None
+
+
+#: The highest TCP port; httpx takes a larger one and fails only when it connects.
+MAX_PORT = 65535
 
 
 #: httpx refuses a URL longer than this.
@@ -470,7 +497,7 @@ def sessions_dir(settings: SettingsStore, agent_dir: Path | None = None) -> Path
     ``DIR/sessions/--<cwd>--``; else our own sessions directory for the cwd."""
     configured = settings.current.session_dir
     if configured:
-        return Path.cwd() / Path(configured).expanduser()
+        return Path.cwd() / user_path(configured, "sessionDir")
     if agent_dir is not None:
         return default_sessions_dir(Path.cwd(), data_dir=agent_dir)
     return default_sessions_dir(Path.cwd())

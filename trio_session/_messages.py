@@ -117,9 +117,27 @@ class Cost:
 ZERO_COST = Cost()
 
 
+#: The largest token count a ``Usage`` holds: ``2**53 - 1``, the largest integer a
+#: JavaScript reader (pi's) holds exactly. A count from a server or a session file is
+#: clamped to ``[0, MAX_TOKEN_COUNT]``, so no price, sum or ratio of counts meets an
+#: integer too large for a float.
+MAX_TOKEN_COUNT = 2**53 - 1
+
+
+def bounded_count(value: int) -> int:
+    """``value`` clamped to ``[0, MAX_TOKEN_COUNT]`` (``Usage``'s converter)."""
+    return min(max(value, 0), MAX_TOKEN_COUNT)
+
+
+def _bounded_or_none(value: int | None) -> int | None:
+    return None if value is None else bounded_count(value)
+
+
 @frozen
 class Usage:
     """Token counts reported by the provider for one assistant message, and their cost.
+
+    Every count is clamped to ``[0, MAX_TOKEN_COUNT]``.
 
     Attributes:
         input: input tokens, not counting cache reads.
@@ -132,12 +150,12 @@ class Usage:
             ``None`` when it gives no breakdown.
     """
 
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
+    input: int = attrs.field(default=0, converter=bounded_count)
+    output: int = attrs.field(default=0, converter=bounded_count)
+    cache_read: int = attrs.field(default=0, converter=bounded_count)
+    cache_write: int = attrs.field(default=0, converter=bounded_count)
     cost: Cost = ZERO_COST
-    reasoning: int | None = None
+    reasoning: int | None = attrs.field(default=None, converter=_bounded_or_none)
 
     @property
     def total_tokens(self) -> int:

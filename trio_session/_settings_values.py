@@ -249,6 +249,15 @@ def _text(*, null: bool = False) -> _Rule:
     )
 
 
+def _path(*, null: bool = False) -> _Rule:
+    return _Rule(
+        lambda v: (
+            (v is None and null) or (isinstance(v, str) and bool(v.strip()) and "\0" not in v)
+        ),
+        "a non-empty path without a NUL character" + (", or null" if null else ""),
+    )
+
+
 _BOOL = _Rule(_is_bool, "true or false")
 
 #: Every number's inclusive range: dotted key -> (lowest, highest). The bounds make
@@ -303,7 +312,7 @@ SCHEMA: dict[str, _Rule] = {
     "defaultThinkingLevel": _one_of("off", "minimal", "low", "medium", "high", "xhigh", null=True),
     "defaultProvider": _text(null=True),
     "defaultModel": _text(null=True),
-    "sessionDir": _text(null=True),
+    "sessionDir": _path(null=True),
 }
 GROUPS = ("retry", "compaction", "credentials", "http")
 #: Groups inside a group: their keys are nested one level deeper in a file.

@@ -204,7 +204,9 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
     4. ``x-ratelimit-reset: N`` — epoch seconds if N > 1e9, else seconds.
 
     Negative results clamp to 0, and waits longer than ``MAX_HINT_MS``
-    (``2**53 - 1``, about 285 000 years; ``retry-after: 1e999`` too) to that.
+    (``2**53 - 1``, about 285 000 years; ``retry-after: 1e999`` too) to that, however
+    many digits the number has (``retry-after: -99…9`` of 400 digits is 0). It never
+    raises: a text is the server's, and anything it says is a hint or none.
     ``now_ms`` (wall-clock epoch milliseconds) defaults to the current time; it only
     matters for dates and epoch values.
 
@@ -227,20 +229,19 @@ def parse_retry_after_ms(text: str, *, now_ms: float | None = None) -> int | Non
             import email.utils  # only for an HTTP date: the package costs a session's import
 
             try:
-                when = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError):
+                ms = email.utils.parsedate_to_datetime(value).timestamp() * 1000 - now
+            except (TypeError, ValueError, OverflowError):
                 ms = None
-            else:
-                ms = when.timestamp() * 1000 - now
     if ms is None and (m := re.search(_RESET_MS, text)):
         value_ms = float(m.group(1))
         ms = value_ms - now if value_ms > 1e12 else value_ms
     if ms is None and (m := re.search(_RESET, text)):
         value_s = float(m.group(1))
         ms = value_s * 1000 - now if value_s > 1e9 else value_s * 1000
-    if ms is None:
+    if ms is None or ms != ms:  # no hint; NaN (inf - inf) is none either
         return None
-    return max(0, round(min(ms, MAX_HINT_MS)))
+    # Clamped as a float first: ``round`` of an infinity (a 400-digit number) raises.
+    return round(min(max(ms, 0.0), MAX_HINT_MS))
 
 
 _STATUS = r"(?i)^\s*(?:HTTP\s+)?([1-5]\d\d)(?!\d)|status(?: code)?:?\s*([1-5]\d\d)(?!\d)"

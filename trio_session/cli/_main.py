@@ -16,7 +16,7 @@ from .._commands import CommandError, load_settings
 from .._errors import TrioSessionError
 from ._args import parser, print_shorthand
 from ._output import is_terminal
-from ._setup import agent_dir, extensions, provider_inputs
+from ._setup import agent_dir, check_path_flags, extensions, provider_inputs
 
 # The terminal UI and the RPC server are imported by the command that runs them: ``rpc``
 # does not load the UI, and ``chat`` on a pipe loads neither.
@@ -100,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_auth(args)
     if args.command == "conformance":
         return _conformance(args)
+    check_path_flags(args)
     args.settings = _existing_settings(args.settings, ignore_missing=args.ignore_broken_settings)
     # pi's agent directory is for chat and rpc only; the demo reads nothing of the user's.
     args.agent_dir_config = agent_dir(args.agent_dir) if args.command != "demo" else None

@@ -8,6 +8,7 @@ session file of pi's session flags (``session_start``), the system prompt.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -24,9 +25,16 @@ from .._commands import (
     preflight,
     select_model,
     sessions_dir,
+    user_path,
 )
 from .._extensions import Extension, load_entry_point_extensions, load_extension_file
-from .._pi_config import AgentDirConfig, agent_dir_from, available_models, load_agent_dir
+from .._pi_config import (
+    AGENT_DIR_VARIABLE,
+    AgentDirConfig,
+    agent_dir_from,
+    available_models,
+    load_agent_dir,
+)
 from .._prompt_input import PromptInput
 from .._settings import SettingsStore
 from ..providers._base import Model, Provider
@@ -34,6 +42,38 @@ from ._args import THINKING_CHOICES
 
 #: pi's first line when a prompt's provider has no key (its ``formatNoApiKeyFoundMessage``).
 NO_API_KEY = "No API key found for {provider}."
+
+
+#: The flags whose values are paths: ``(dest, flag)``. A list (``--settings``) is each.
+PATH_FLAGS = (
+    ("agent_dir", "--agent-dir"),
+    ("api_key_file", "--api-key-file"),
+    ("faux", "--faux"),
+    ("settings", "--settings"),
+    ("extension", "--extension"),
+    ("resume", "--resume"),
+    ("session_dir", "--session-dir"),
+)
+#: ``FILE|ID`` flags: a path when the value looks like one (``_looks_like_path``).
+SESSION_FLAGS = (("session", "--session"), ("fork", "--fork"))
+
+
+def check_path_flags(args: argparse.Namespace) -> None:
+    """Refuse, before anything is read, a path flag that is no path: a NUL in it, or a
+    ``~user`` with no such user (``user_path``); the flags a command lacks are skipped.
+
+    Raises:
+        CommandError: naming the flag and its value.
+    """
+    for dest, flag in PATH_FLAGS:
+        value = getattr(args, dest, None)
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and text:
+                user_path(text, flag)
+    for dest, flag in SESSION_FLAGS:
+        text = getattr(args, dest, None)
+        if isinstance(text, str) and _looks_like_path(text):
+            user_path(text, flag)
 
 
 def provider_inputs(args: argparse.Namespace, settings: SettingsStore) -> None:
@@ -113,7 +153,10 @@ def _system_prompt(value: str | None) -> str | None:
     """``--system-prompt TEXT|FILE``: a path to an existing file gives its contents."""
     if value is None:
         return None
-    path = Path(value).expanduser()
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:  # "~nosuchuser/…": no such file, so the text itself
+        return value
     try:
         if path.is_file():
             return path.read_text(encoding="utf-8")
@@ -182,6 +225,9 @@ def models(args: argparse.Namespace, model: Model) -> tuple[Model, ...]:
 
 def agent_dir(flag: str | None) -> AgentDirConfig | None:
     """pi's agent directory of ``--agent-dir`` or ``$PI_CODING_AGENT_DIR``, its warnings said."""
+    raw = flag if flag is not None else os.environ.get(AGENT_DIR_VARIABLE, "")
+    if raw:  # its ~ expanded as agent_dir_from does, or a one-line error
+        user_path(raw, "--agent-dir" if flag is not None else f"${AGENT_DIR_VARIABLE}")
     path = agent_dir_from(flag)
     if path is None:
         return None

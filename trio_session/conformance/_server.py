@@ -34,6 +34,9 @@ import trio
 from .._classes import define, frozen
 
 _MAX_HEAD = 64 * 1024
+#: The largest request body the kit's server reads; a longer one ends the connection.
+_MAX_BODY = 64 * 1024 * 1024
+_MAX_LENGTH_DIGITS = len(str(_MAX_BODY))
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -329,8 +332,13 @@ async def _read_request(
     for line in header_lines:
         name, _, value = line.partition(":")
         name, value = name.strip().lower(), value.strip()
-        if name == "content-length" and value.isdigit():
+        if name == "content-length":
+            # ASCII digits only ("²".isdigit() is true too), and a body the kit would read
+            if not (value.isascii() and value.isdigit() and len(value) <= _MAX_LENGTH_DIGITS):
+                return None
             length = int(value)
+            if length > _MAX_BODY:
+                return None
         elif name == "authorization" and value[:7].lower() == "bearer ":
             key = value[7:].strip()
     body = bytearray(rest)

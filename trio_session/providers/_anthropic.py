@@ -51,7 +51,15 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from ._base import THINKING_BUDGETS, Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
+from ._base import (
+    THINKING_BUDGETS,
+    Model,
+    ProviderRequest,
+    StreamEnd,
+    StreamSink,
+    ToolSpec,
+    token_count,
+)
 from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
 from ._http import HttpProvider
 from ._http_body import StreamParser
@@ -236,7 +244,7 @@ class MessagesParser:
         for field in _USAGE_FIELDS:
             value = usage.get(field)
             if isinstance(value, int) and not isinstance(value, bool):
-                self._usage[field] = value
+                self._usage[field] = token_count(value)
         self._sink.usage(
             Usage(
                 input=self._usage.get("input_tokens", 0),

@@ -19,7 +19,29 @@ import attrs
 
 from .._classes import frozen
 from .._failure import ProviderFailure
-from .._messages import ZERO_COST, Cost, Message, StopReason, ToolCall, Usage
+from .._messages import (
+    ZERO_COST,
+    Cost,
+    Message,
+    StopReason,
+    ToolCall,
+    Usage,
+    bounded_count,
+)
+
+
+def token_count(value: Any) -> int:
+    """A token count from a server's usage object, bounded before any arithmetic.
+
+    An integer is clamped to ``[0, MAX_TOKEN_COUNT]``; anything else (missing, a
+    boolean, a float, a string) counts 0.
+
+    Args:
+        value: the field as the server's JSON had it.
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return bounded_count(value)
 
 
 @frozen

@@ -308,13 +308,37 @@ def invalid_response_message(what: str) -> str:
     return f"Invalid response from server: {what}"
 
 
+#: Credentials a server may quote whoever's they are: a URL's password
+#: (``scheme://user:PASSWORD@``), an ``Authorization`` or ``Proxy-Authorization``
+#: header's value (as a header, or a JSON or form field) after its scheme, and a
+#: ``Basic``/``Bearer`` credential standing alone. A value without a scheme, and a
+#: credential standing alone, must look like one — 8 characters or more with a digit or
+#: one of ``+/=`` — so that "authorization: invalid api key" and "Basic authentication"
+#: keep their words (the classifier reads them).
+_CREDENTIAL = r"(?=[A-Za-z0-9._~+/-]*[0-9+/=])[A-Za-z0-9._~+/-]{8,}=*"
+_HEADER = r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+_QUOTED_CREDENTIALS = (
+    (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s?#@]+@"), r"\1[redacted]@"),
+    (
+        re.compile(_HEADER + r"(?:basic|bearer|digest|negotiate|token)\s+[A-Za-z0-9._~+/=-]+"),
+        r"\1[redacted]",
+    ),
+    (re.compile(_HEADER + _CREDENTIAL), r"\1[redacted]"),
+    (re.compile(r"(?i)\b(basic|bearer)\s+" + _CREDENTIAL), r"\1 [redacted]"),
+)
+
+
 def redact(text: str, *secrets: str | None, cut: bool = False) -> str:
-    """``text`` with every occurrence of each secret (and its escaped form) replaced.
+    """``text`` with every occurrence of each secret (and its escaped form) replaced, and
+    every credential a server quotes (``_QUOTED_CREDENTIALS``), known or not.
 
     Forms shorter than 4 characters are left alone. With ``cut=True`` the text was cut
     off at its end (the rest was never read), so a start of a secret at its very end —
-    4 characters or more — is replaced too.
+    4 characters or more — is replaced too. The forms a proxy's password takes on the
+    wire (percent-decoded, base64) are secrets of their own (``proxy_secrets``).
     """
+    for pattern, replacement in _QUOTED_CREDENTIALS:
+        text = pattern.sub(replacement, text)
     forms = sorted(
         {
             form

@@ -76,7 +76,8 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
+from .._retry.classify import MAX_HINT_MS
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec, token_count
 from ._error_text import (
     MAX_MESSAGE_CHARS,
     RETRY_HINT_HEADERS,
@@ -131,15 +132,13 @@ _BUDGETS: Mapping[str, Mapping[str, int]] = {
 }
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def gemini_usage(metadata: Mapping[str, Any]) -> Usage:
     """Our ``Usage`` from a ``usageMetadata`` object (missing fields count 0)."""
-    cached = _int(metadata.get("cachedContentTokenCount"))
-    prompt = _int(metadata.get("promptTokenCount"))
-    output = _int(metadata.get("candidatesTokenCount")) + _int(metadata.get("thoughtsTokenCount"))
+    cached = token_count(metadata.get("cachedContentTokenCount"))
+    prompt = token_count(metadata.get("promptTokenCount"))
+    output = token_count(metadata.get("candidatesTokenCount")) + token_count(
+        metadata.get("thoughtsTokenCount")
+    )
     return Usage(input=max(prompt - cached, 0), output=output, cache_read=cached)
 
 
@@ -165,8 +164,8 @@ def retry_delay_seconds(error: Mapping[str, Any]) -> float | None:
         if isinstance(detail, Mapping) and detail.get("@type") == RETRY_INFO_TYPE:
             delay = detail.get("retryDelay")
             match = _DURATION.fullmatch(delay) if isinstance(delay, str) else None
-            if match:
-                return float(match.group(1))
+            if match:  # 400 digits are an infinity: bounded as any hint is
+                return min(float(match.group(1)), MAX_HINT_MS / 1000)
     return None
 
 

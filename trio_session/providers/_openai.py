@@ -48,7 +48,7 @@ from .._messages import (
     Usage,
     UserMessage,
 )
-from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec
+from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec, token_count
 from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
 from ._http import HttpProvider
 from ._http_body import StreamParser
@@ -65,10 +65,6 @@ FINISH_REASONS: Mapping[str, StopReason] = {
 }
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def openai_usage(usage: Mapping[str, Any]) -> Usage:
     """Our ``Usage`` from a Chat Completions ``usage`` object.
 
@@ -79,15 +75,17 @@ def openai_usage(usage: Mapping[str, Any]) -> Usage:
     fields count 0.
     """
     details = usage.get("prompt_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
-    prompt = _int(usage.get("prompt_tokens"))
+    cached = token_count(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+    prompt = token_count(usage.get("prompt_tokens"))
     completion = usage.get("completion_tokens_details")
-    reasoning = _int(completion.get("reasoning_tokens")) if isinstance(completion, Mapping) else 0
+    reasoning = (
+        token_count(completion.get("reasoning_tokens")) if isinstance(completion, Mapping) else 0
+    )
     return Usage(
         input=max(prompt - cached, 0),
-        output=_int(usage.get("completion_tokens")),
+        output=token_count(usage.get("completion_tokens")),
         cache_read=cached,
-        reasoning=reasoning or _int(usage.get("reasoning_tokens")),
+        reasoning=reasoning or token_count(usage.get("reasoning_tokens")),
     )
 
 

@@ -17,6 +17,7 @@ password is a secret like the API key: ``proxy_secrets`` gives it to the redacti
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import os
 from collections.abc import Mapping
@@ -119,22 +120,46 @@ def proxy_mounts(
 
 
 def proxy_secrets(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
-    """The passwords in the environment's proxy URLs, to be redacted like a key.
+    """The passwords in the environment's proxy URLs, to be redacted like a key, in every
+    form a proxy may echo them in.
+
+    httpx sends a proxy URL's ``user:password`` (percent-decoded) as
+    ``Proxy-Authorization: Basic base64(user:password)``; a proxy that refuses the
+    request may quote that header. So each password is a secret as written in the URL,
+    percent-decoded, and base64-encoded — ``user:password`` and the password alone,
+    standard and URL-safe, with and without ``=`` padding.
 
     Args:
         environ: the environment to read.
 
     Returns:
-        Each password (as written, and percent-decoded), if any URL has one.
+        Each form of each password, if any URL has one.
     """
-    secrets: list[str] = []
+    secrets: set[str] = set()
     for name, url in environment_proxies(environ).items():
         if name == "no":
             continue
         try:
-            password = urlsplit(_with_scheme(url)).password
-        except ValueError:
+            parts = urlsplit(_with_scheme(url))
+            user, password = parts.username, parts.password
+        except ValueError:  # a port that is not a number: the password is in the text still
+            user, password = _userinfo(url)
+        if not password:
             continue
-        if password:
-            secrets.extend({password, unquote(password)})
-    return tuple(secrets)
+        plain = unquote(password)
+        secrets |= {password, plain}
+        for text in (f"{unquote(user or '')}:{plain}", plain):
+            for encode in (base64.b64encode, base64.urlsafe_b64encode):
+                encoded = encode(text.encode()).decode("ascii")
+                secrets |= {encoded, encoded.rstrip("=")}
+    return tuple(sorted(secrets))
+
+
+def _userinfo(url: str) -> tuple[str | None, str | None]:
+    """``(user, password)`` of a proxy URL read as text, for one ``urlsplit`` refuses."""
+    authority = url.partition("://")[2] if "://" in url else url
+    userinfo, at, _ = authority.rpartition("@")
+    if not at or ":" not in userinfo:
+        return None, None
+    user, _, password = userinfo.partition(":")
+    return user, password

@@ -38,7 +38,7 @@ import trio
 
 from .._classes import define
 from .._groups import unwrapped as _unwrapped
-from .._json import loads
+from .._json_deep import loads
 from ._client_commands import JSONObject, SessionCommands, disposition
 from ._errors import RpcCommandError, RpcConnectionError
 from ._protocol import LineSplitter, encode_line
@@ -370,8 +370,8 @@ class RpcClient(SessionCommands):
 
     def _dispatch(self, line: bytes) -> None:
         try:
-            data = loads(line)
-        except ValueError:  # not JSON, or too deep for the parser
+            data = loads(line)  # as deep as it is: a long session's get_tree
+        except ValueError:  # not JSON
             logger.warning("rpc server wrote a line that is not JSON: %r", line[:200])
             return
         if not isinstance(data, dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -27,13 +28,29 @@ def _is_str(value: Any) -> bool:
     return isinstance(value, str)
 
 
+def _is_path(value: Any) -> bool:
+    """A string the file system can take as a path: no NUL, nothing ``os.fsencode`` refuses
+    (a lone surrogate from a ``\\ud800`` escape)."""
+    if not isinstance(value, str) or "\0" in value:
+        return False
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: What a path field must be, as its error says.
+PATH_EXPECTED: Final = "a file path (a string without NUL characters or lone surrogates)"
+
+
 def _is_bool(value: Any) -> bool:
     return isinstance(value, bool)
 
 
 MESSAGE = Field("message", "message", _is_str, "a string")
 ENABLED = Field("enabled", "enabled", _is_bool, "true or false")
-PARENT = Field("parentSession", "parent_session", _is_str, "a string", required=False)
+PARENT = Field("parentSession", "parent_session", _is_path, PATH_EXPECTED, required=False)
 PROVIDER = Field("provider", "provider", _is_str, "a string")
 MODEL_ID = Field("modelId", "model_id", _is_str, "a string")
 LEVEL = Field(
@@ -43,7 +60,7 @@ LEVEL = Field(
     "one of " + ", ".join(f'"{name}"' for name in THINKING_LEVEL_NAMES),
 )
 COMMAND = Field("command", "command", _is_str, "a string")
-OUTPUT_PATH = Field("outputPath", "output_path", _is_str, "a string", required=False)
+OUTPUT_PATH = Field("outputPath", "output_path", _is_path, PATH_EXPECTED, required=False)
 
 
 def _is_images(value: Any) -> bool:
@@ -84,7 +101,7 @@ INSTRUCTIONS = Field(
 )
 
 SINCE = Field("since", "since", _is_str, "a string", required=False)
-SESSION_PATH = Field("sessionPath", "session_path", _is_str, "a string")
+SESSION_PATH = Field("sessionPath", "session_path", _is_path, PATH_EXPECTED)
 ENTRY_ID = Field("entryId", "entry_id", _is_str, "a string")
 NAME = Field("name", "name", _is_str, "a string")
 

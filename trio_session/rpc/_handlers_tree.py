@@ -93,11 +93,15 @@ async def _entries(host: Host, command: GetEntries | GetTree) -> Response:
             command, f"Cannot {command.type}: this session keeps no session file"
         )
     await file.flush()
+    leaf_id = file.leaf_id
     # Reading only: a cancel may leave the thread to finish on its own.
+    if isinstance(command, GetTree):  # a long session's tree takes a while: off the loop too
+        tree = await trio.to_thread.run_sync(
+            lambda: tree_json(file.read_back(), leaf_id), abandon_on_cancel=True
+        )
+        return Response.ok(command, tree)
     loaded = await trio.to_thread.run_sync(file.read_back, abandon_on_cancel=True)
-    if isinstance(command, GetTree):
-        return Response.ok(command, tree_json(loaded, file.leaf_id))
-    data = entries_json(loaded, file.leaf_id, command.since)
+    data = entries_json(loaded, leaf_id, command.since)
     return Response.failed(command, data) if isinstance(data, str) else Response.ok(command, data)
 
 

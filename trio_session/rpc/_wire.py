@@ -16,6 +16,7 @@ import attrs
 
 from .._classes import define, frozen
 from .._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth, loads
+from .._json_deep import dumps
 
 MAX_LINE_BYTES: Final = 1024 * 1024
 """Longest command line the server reads (bytes, without the newline). A longer line gets one
@@ -201,21 +202,23 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
     """One JSON line: compact, UTF-8, ending in ``\\n``.
 
     U+2028 and U+2029 are escaped, as the reference does, so that readers that
-    split on every Unicode line break still see one object per line. A string
+    split on every Unicode line break still see one object per line. Nested as
+    deeply as it likes (``get_tree`` of a long session), it is written without
+    recursion (``_json_deep.dumps``). A string
     that cannot be UTF-8 (a lone surrogate from a ``\\ud800`` escape) makes the
     whole line ASCII-escaped instead of failing.
 
     Args:
         obj: the JSON object to write.
     """
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    text = dumps(obj, ensure_ascii=False, separators=(",", ":"))
     for raw, escaped in _LINE_SEPARATORS:
         if raw in text:
             text = text.replace(raw, escaped)
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
-        data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        data = dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     return data + b"\n"
 
 

@@ -47,6 +47,7 @@ import hashlib
 import logging
 import os
 import random
+import re
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -120,30 +121,45 @@ class RedisCredentialStoreError(TrioSessionError):
     """
 
 
+_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#]*")
+
+
 def redact_url(url: str) -> str:
-    """``url`` without its password: ``redis://:…@host:6379/0``."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
+    """``url`` without its password: ``redis://:…@host:6379/0``.
+
+    Read as text, not parsed, so that a URL ``urllib`` refuses (a port that is not a
+    number, an unclosed ``[``, a ``/`` in the password) is redacted too: the password
+    is what lies between the first ``:`` and the last ``@`` before the query, and a
+    ``password=`` in the query (``unix:///run/redis.sock?password=…``).
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:…@{host}"))
+    rest = _QUERY_PASSWORD.sub(r"\1…", rest)
+    end = min((i for i in (rest.find(c) for c in "?#") if i >= 0), default=len(rest))
+    userinfo, at, host = rest[:end].rpartition("@")
+    if not at or ":" not in userinfo:
+        return f"{scheme}://{rest}"
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:…@{host}{rest[end:]}"
 
 
 def check_url(url: str) -> str:
     """``url`` if it is a Redis URL ``coredis`` can open, else ``RedisCredentialStoreError``.
 
     ``redis://[[user]:password@]host[:port][/db]``, ``rediss://…`` (TLS) or
-    ``unix://[[user]:password@]/path/to/socket[?db=N]``.
+    ``unix://[[user]:password@]/path/to/socket[?db=N]``. The message of the error names
+    the URL without its password.
     """
+    if "\0" in url:
+        msg = f"not a usable Redis URL {redact_url(url)!r}: it contains a NUL character"
+        raise RedisCredentialStoreError(msg)
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
+    except ValueError as exc:  # the text of these names no part of the URL
         msg = f"not a usable Redis URL {redact_url(url)!r}: {exc}"
-        raise RedisCredentialStoreError(msg) from exc
+        raise RedisCredentialStoreError(msg) from None
     if parts.scheme not in SCHEMES:
         msg = (
             f"not a Redis URL: {redact_url(url)!r} (expected redis://host:port, "
