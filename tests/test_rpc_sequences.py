@@ -4,7 +4,8 @@ hang and drop (issue 39).
 tests/test_rpc_fuzz.py sends malformed *lines*; this sends well-formed *commands* in
 random orders and at random moments — ``prompt`` (alone, or with ``streamingBehavior``),
 ``steer``, ``follow_up``, ``abort``, ``abort_retry``, ``compact``, ``new_session``,
-``switch_session`` (to a file of the run), ``fork`` (to an entry ``get_fork_messages``
+``switch_session`` (to a file of the run, a new path, or a ready-made long session),
+``fork`` (to an entry ``get_fork_messages``
 named), ``get_tree``, ``get_state``, ``get_messages`` — interleaved with waits on what
 the client sees: the next event of a kind, the provider's next request, every command
 answered, the run settled. Each request the provider gets is answered at random: a
@@ -23,16 +24,22 @@ A sequence ends with the end of input; then it checks:
 
 Two targets share the sequences: the real ``trio-session rpc`` process talking OpenAI's
 protocol to a loopback HTTP server (``tests.http_server``), and the in-memory
-``RpcServer`` with a ``FauxProvider`` on a ``MockClock`` (many more sequences per second,
-and every timing of a sequence reproduces from its seed).
+``RpcServer`` with a ``FauxProvider`` on a ``MockClock`` that jumps only when every task
+waits and no worker thread runs (many more sequences per second, and a sequence plays
+the same way every time from its seed; against the process only the commands and the
+provider's answers do).
 
 Seeds: ``RPC_FUZZ_SEED`` (else random, printed) seeds the run; sequence ``i`` plays the
-seed ``"{RPC_FUZZ_SEED}:{i}"``, named in its failure with the whole sequence. For CI
-each test stops starting sequences after ``RPC_FUZZ_SECONDS`` (default 60 for the
-process, 20 in memory); ``RPC_FUZZ_SECONDS=600`` runs longer locally. A wait never
-decides a verdict: it returns when its condition holds, or at once when the condition
-cannot come (a request hangs, a backoff waits for an abort, nothing runs), or after
-``QUIET`` seconds without a line or a request — then the sequence just goes on.
+seed ``"{RPC_FUZZ_SEED}:{i}"``, and ``RPC_FUZZ_SEQUENCE=SEED`` plays that one alone. A
+failing sequence does not stop the run: at the end each symptom (the exception of a
+traceback on stderr, else the first broken rule) is reported once, by its shortest
+sequence — every command sent, the provider's answers, the last lines — with the seeds
+of the others. For CI each test stops starting sequences after ``RPC_FUZZ_SECONDS``
+(default 60 for the process, 20 in memory); ``RPC_FUZZ_SECONDS=600`` runs longer
+locally. A wait never decides a verdict: it returns when its condition holds, or at once
+when the condition cannot come (a request hangs, a backoff waits for an abort, nothing
+runs), or after ``QUIET`` seconds without a line or a request — then the sequence just
+goes on.
 """
 
 from __future__ import annotations
@@ -166,10 +173,12 @@ class Provider:
     rng: random.Random
     outcomes: collections.Counter[str] = attrs.field(factory=collections.Counter)
     requests: int = 0
-    stalled: int = 0  # requests answered with silence that are still open
+    stalled: int = 0  # requests answered with silence, still open (HTTP only: the faux
+    # provider cannot tell when its hang ends; a wait then gives up after QUIET, virtual)
     changed: Callable[[], None] = lambda: None
 
     def next_outcome(self) -> str:
+        """Draw what to do with a new request, and count it."""
         kind = draw(self.rng, OUTCOMES)
         self.requests += 1
         self.outcomes[kind] += 1
@@ -177,6 +186,7 @@ class Provider:
         return kind
 
     def words(self) -> list[str]:
+        """The chunks of a reply: one to four words, named for the request."""
         return [f"w{self.requests}.{i} " for i in range(self.rng.randint(1, 4))]
 
     async def http(self, exchange: Exchange) -> None:
@@ -260,7 +270,7 @@ class Driver:
     lines: list[JSON] = attrs.field(factory=list)
     sent: dict[str, JSON] = attrs.field(factory=dict)
     answers: dict[str, list[JSON]] = attrs.field(factory=lambda: collections.defaultdict(list))
-    strays: list[JSON] = attrs.field(factory=list)  # responses with an id we did not send
+    strays: list[JSON] = attrs.field(factory=list)  # lines no command of ours asked for
     started: int = 0  # prompts answered "started"
     settled: int = 0  # agent_settled events
     long_backoff: bool = False
@@ -285,8 +295,13 @@ class Driver:
     async def read_all(self) -> None:
         """Read every line to the end of output."""
         while (raw := await self.raw.read_raw()) is not None:
-            obj = json.loads(raw)
-            assert isinstance(obj, dict), raw
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                obj = None
+            if not isinstance(obj, dict):
+                self.strays.append({"not a JSON object": raw.decode(errors="replace")})
+                continue
             self.lines.append(obj)
             self._see(obj)
             self.note()
@@ -421,7 +436,7 @@ class Driver:
             count = len(self.answers.get(command_id, []))
             if count != 1:
                 found.append(f"{command_id} {command['type']} answered {count} times")
-        found += [f"a response to no command sent: {json.dumps(o)}" for o in self.strays]
+        found += [f"a line no command asked for: {json.dumps(o)[:300]}" for o in self.strays]
         return found
 
 
