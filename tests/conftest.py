@@ -160,6 +160,7 @@ SLOW_MODULES = frozenset(
         "test_packaging.py",  # builds the sdist and wheel
         "test_redis_faults.py",  # redis-server killed, frozen, restarted
         "test_rpc_process.py",  # the rpc scenarios through a real process
+        "test_rpc_sequences.py",  # fuzzed command sequences, a minute and 20 s
         "test_service_example.py",  # 130 websocket clients against the example service
         "test_session_file_creation.py",  # rpc and chat processes sharing session files
         "test_tui_chat_tmux.py",

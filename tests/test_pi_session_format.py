@@ -598,6 +598,29 @@ async def test_rpc_session_tree_commands(tmp_path: Path) -> None:
     assert load_session(first).session_name == "Named"
 
 
+async def test_rpc_a_refused_fork_leaves_the_run_running(tmp_path: Path) -> None:
+    """As pi's: a fork to an entry that is not a user message is refused before anything
+    is torn down -- the prompt running meanwhile goes on, and ends as it would have."""
+    provider = FauxProvider([FauxReply(text="r1"), FauxReply(chunks=["half"], hang=True)])
+    sessions = file_sessions(tmp_path, provider)
+    with trio.fail_after(30):
+        async with rpc_client(sessions) as client:
+            await ask(client, "one")
+            with client.events() as events:
+                await client.prompt("two")
+                await events.next("message_update")
+                with pytest.raises(
+                    RpcCommandError, match=r"^fork failed: Invalid entry ID for forking$"
+                ):
+                    await client.fork("nope")
+                state = await client.get_state()
+                assert (state["isStreaming"], state["messageCount"]) == (True, 3)
+                seen = {e["type"] for e in events.drain()}
+                assert seen <= {"message_update"}  # no message_end, no agent_settled
+                await client.abort()
+                assert [e["type"] for e in events.drain()][-1] == "agent_settled"
+
+
 async def test_rpc_session_tree_errors_leave_the_session_alone(tmp_path: Path) -> None:
     """A bad entry id, a file that is not a session, or switching to the current file: a clear
     error (or a clean reopen), and the session being served stays."""

@@ -67,8 +67,14 @@ async def _switch_session(host: Host, command: SwitchSession) -> Response:
     return await _open(host, command, SessionRequest(history=Path(command.session_path)))
 
 
-async def _current_file(host: Host, command: Command) -> tuple[Path, LoadedSession] | Response:
-    """The session file on disk, everything staged written first; or why there is none."""
+async def _current_file(
+    host: Host, command: Command, *, abort_first: bool
+) -> tuple[Path, LoadedSession] | Response:
+    """The session file on disk, everything staged written first; or why there is none.
+
+    With ``abort_first`` the run, if any, is aborted before, so its end is in the file;
+    else it goes on, for the caller to abort once the command is known to be good.
+    """
     refused = _file_commands_refused(host, command)
     if refused is not None:
         return refused
@@ -77,7 +83,8 @@ async def _current_file(host: Host, command: Command) -> tuple[Path, LoadedSessi
         return Response.failed(
             command, f"Cannot {command.type}: this session keeps no session file"
         )
-    await host.abort_run()
+    if abort_first:
+        await host.abort_run()
     await file.flush()
     # Reading only: a cancel may leave the thread to finish on its own.
     loaded = await trio.to_thread.run_sync(file.read_back, abandon_on_cancel=True)
@@ -106,13 +113,16 @@ async def _entries(host: Host, command: GetEntries | GetTree) -> Response:
 
 
 async def _fork(host: Host, command: Fork) -> Response:
-    current = await _current_file(host, command)
+    current = await _current_file(host, command, abort_first=False)
     if isinstance(current, Response):
         return current
     path, loaded = current
     entry = loaded.entry(command.entry_id)
     if not (isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage)):
-        return Response.failed(command, "Invalid entry ID for forking")
+        return Response.failed(command, "Invalid entry ID for forking")  # as pi: run untouched
+    # A good one ends the run, as pi's: what the fork copies (the entries before
+    # ``entry``) is on disk already; the run's end goes to this file, not the fork.
+    await host.abort_run()
     try:
         if entry.parent_id is None:
             request = SessionRequest(parent_session=str(path))
@@ -126,7 +136,7 @@ async def _fork(host: Host, command: Fork) -> Response:
 
 
 async def _clone(host: Host, command: Clone) -> Response:
-    current = await _current_file(host, command)
+    current = await _current_file(host, command, abort_first=True)
     if isinstance(current, Response):
         return current
     path, loaded = current
