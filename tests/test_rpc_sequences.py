@@ -73,6 +73,7 @@ from trio_session import (
     UserMessage,
     load_session,
 )
+from trio_session._json_deep import loads as deep_loads
 from trio_session.rpc import RpcServer, encode_line
 from trio_session.rpc._client import default_command
 from trio_session.rpc._server import SessionRequest
@@ -296,7 +297,7 @@ class Driver:
         """Read every line to the end of output."""
         while (raw := await self.raw.read_raw()) is not None:
             try:
-                obj = json.loads(raw)
+                obj = deep_loads(raw)  # a long session's get_tree nests deeper than json's stack
             except ValueError:
                 obj = None
             if not isinstance(obj, dict):
@@ -714,23 +715,18 @@ async def memory_target(
     provider: FauxProvider, directory: Path, settings: JSON, history: Path | None
 ) -> AsyncIterator[Target]:
     """An ``RpcServer`` on memory streams, its sessions opened as ``trio-session rpc``
-    opens them (a file in ``directory``, unused files removed); what the package logs,
-    and a traceback if ``serve`` raised, are its stderr."""
-    from trio_session.cli._setup import drop_if_empty
+    opens them (a file in ``directory``, written with its first message); what the
+    package logs, and a traceback if ``serve`` raised, are its stderr."""
 
     @asynccontextmanager
     async def sessions(request: SessionRequest) -> AsyncIterator[Any]:
-        history: SessionFile | None = None
-        try:
-            async with open_history(
-                request.history, directory=directory, parent_session=request.parent_session
-            ) as history:
-                from trio_session import open_session
+        async with open_history(
+            request.history, directory=directory, parent_session=request.parent_session
+        ) as history:
+            from trio_session import open_session
 
-                async with open_session(provider, settings=settings, history=history) as session:
-                    yield session
-        finally:
-            drop_if_empty(history)
+            async with open_session(provider, settings=settings, history=history) as session:
+                yield session
 
     client, server_end = trio.testing.memory_stream_pair()
     server = RpcServer(sessions, server_end, first_session=SessionRequest(history=history))
