@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from ._classes import define
+from ._errors import ToolError
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -415,6 +416,8 @@ class Agent:
                 else:
                     try:
                         text, is_error = await tool.execute(call.arguments), False
+                    except ToolError as exc:  # the tool's words for the model
+                        text, is_error = str(exc), True
                     except Exception as exc:
                         text, is_error = f"{type(exc).__name__}: {exc}", True
             except BaseException:
