@@ -178,6 +178,9 @@ SLOW_TESTS = {
             "test_our_rpc_passes_every_row",
         }
     ),
+    "test_cli_coding.py": frozenset(
+        {"test_print_mode_runs_the_tools", "test_rpc_takes_the_tool_flags"}
+    ),
     "test_credential_contract.py": frozenset({"test_rotation_is_atomic_across_processes"}),
     "test_docs_hooks.py": frozenset({"test_the_built_site_links_every_rule_id"}),
     "test_rpc_fuzz.py": frozenset({"test_fuzz_real_process"}),

@@ -29,7 +29,13 @@ from ._edit import edit_tool, write_tool
 from ._read import read_tool
 from ._search import find_tool, grep_tool, ls_tool
 
-__all__ = ["CODING_TOOL_NAMES", "DEFAULT_TOOL_NAMES", "coding_tools", "select_tools"]
+__all__ = [
+    "CODING_TOOL_NAMES",
+    "DEFAULT_TOOL_NAMES",
+    "coding_tools",
+    "default_tools",
+    "select_tools",
+]
 
 #: pi's tools on by default (its ``defaultTools``).
 DEFAULT_TOOL_NAMES = ("read", "bash", "edit", "write")
@@ -68,6 +74,36 @@ def coding_tools(cwd: str | Path, names: Iterable[str] = DEFAULT_TOOL_NAMES) -> 
             raise ValueError(msg)
         tools.append(_MAKERS[name](root))
     return tuple(tools)
+
+
+def _is_change(entry: str) -> bool:
+    return entry[:1] in ("+", "-")
+
+
+def default_tools(entries: Sequence[str] | None) -> list[str]:
+    """The ``defaultTools`` setting as a selection (pi's ``resolveDefaultTools``).
+
+    Its plain names are the base (pi's four when it has none, unless the list is
+    empty: then none), and its ``+name`` / ``-name`` entries change that base in order;
+    unset (``None``), pi's four.
+    """
+    if entries is None:
+        return list(DEFAULT_TOOL_NAMES)
+    plain = [e for e in entries if not _is_change(e)]
+    base = plain if plain or not entries else list(DEFAULT_TOOL_NAMES)
+    return _changed(base, [e for e in entries if _is_change(e)])
+
+
+def _changed(base: Sequence[str], changes: Sequence[str]) -> list[str]:
+    """``base`` with each ``+name`` added at the end and each ``-name`` removed, in order."""
+    selected = list(dict.fromkeys(base))
+    for change in changes:
+        name = change[1:]
+        if change[0] == "+" and name and name not in selected:
+            selected.append(name)
+        elif change[0] == "-" and name in selected:
+            selected.remove(name)
+    return selected
 
 
 def select_tools(entries: Sequence[str], base: Sequence[str] = DEFAULT_TOOL_NAMES) -> list[str]:
