@@ -36,6 +36,7 @@ from trio_session import (
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolOutput,
     ToolResultMessage,
     TurnEnd,
     TurnStart,
@@ -408,19 +409,26 @@ def test_user_message_shape() -> None:
 
 
 def test_tool_execution_shapes() -> None:
-    """tool_execution_start/end use toolCallId, toolName, args, result, isError."""
+    """tool_execution_start/end use pi's toolCallId, toolName, args, result: {content,
+    details}, isError, durationMs."""
     assert event_to_json(ToolExecutionStart("c1", "read", {"path": "a"})) == {
         "type": "tool_execution_start",
         "toolCallId": "c1",
         "toolName": "read",
         "args": {"path": "a"},
     }
-    assert event_to_json(ToolExecutionEnd("c1", "read", "ok")) == {
+    assert event_to_json(ToolExecutionEnd("c1", "read", "ok", duration_ms=3)) == {
         "type": "tool_execution_end",
         "toolCallId": "c1",
         "toolName": "read",
-        "result": "ok",
+        "result": {"content": [{"type": "text", "text": "ok"}]},
         "isError": False,
+        "durationMs": 3,
+    }
+    failed = ToolExecutionEnd("c2", "edit", ToolOutput((TextContent("no"),), {}), is_error=True)
+    assert event_to_json(failed)["result"] == {
+        "content": [{"type": "text", "text": "no"}],
+        "details": {},
     }
 
 

@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import ThinkingLevelChanged as ThinkingLevelChanged
     from ._events import ToolExecutionEnd as ToolExecutionEnd
     from ._events import ToolExecutionStart as ToolExecutionStart
+    from ._events import ToolOutput as ToolOutput
     from ._events import TurnEnd as TurnEnd
     from ._events import TurnStart as TurnStart
     from ._extensions import Extension as Extension
@@ -269,6 +270,7 @@ _EXPORTS: dict[str, str] = {
     "ThinkingLevelChanged": "._events",
     "ToolExecutionEnd": "._events",
     "ToolExecutionStart": "._events",
+    "ToolOutput": "._events",
     "TurnEnd": "._events",
     "TurnStart": "._events",
     "Extension": "._extensions",
@@ -503,6 +505,7 @@ __all__ = [
     "ToolError",
     "ToolExecutionEnd",
     "ToolExecutionStart",
+    "ToolOutput",
     "ToolResultMessage",
     "ToolSpec",
     "TrioSessionError",

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import attrs
+import trio
 
 from ._classes import define
 from ._errors import ToolError
@@ -31,6 +32,7 @@ from ._events import (
     QueueUpdate,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolOutput,
     TurnEnd,
     TurnStart,
 )
@@ -410,6 +412,7 @@ class Agent:
         for call in message.tool_calls:
             self.emit(ToolExecutionStart(call.id, call.name, call.arguments))
             tool = by_name.get(call.name)
+            started = trio.current_time()
             try:
                 if tool is None:
                     text, is_error = f"unknown tool {call.name!r}", True
@@ -421,9 +424,9 @@ class Agent:
                     except Exception as exc:
                         text, is_error = f"{type(exc).__name__}: {exc}", True
             except BaseException:
-                self._tool_result(call, "tool call aborted", True, produced, results)
+                self._tool_result(call, "tool call aborted", True, produced, results, started)
                 raise
-            self._tool_result(call, text, is_error, produced, results)
+            self._tool_result(call, text, is_error, produced, results, started)
 
     def _tool_result(
         self,
@@ -432,6 +435,7 @@ class Agent:
         is_error: bool,
         produced: list[Message],
         results: list[ToolResultMessage],
+        started: float,
     ) -> None:
         result = ToolResultMessage(
             tool_call_id=call.id,
@@ -439,6 +443,8 @@ class Agent:
             content=(TextContent(text),),
             is_error=is_error,
         )
-        self.emit(ToolExecutionEnd(call.id, call.name, text, is_error))
+        output = ToolOutput(result.content, {} if is_error else None)
+        duration = round((trio.current_time() - started) * 1000)
+        self.emit(ToolExecutionEnd(call.id, call.name, output, is_error, duration))
         results.append(result)
         self._add(result, produced)
