@@ -36,6 +36,7 @@ from trio_session import (
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
     ToolOutput,
     ToolResultMessage,
     TurnEnd,
@@ -117,6 +118,9 @@ EVENTS: list[SessionEvent] = [
     MessageEnd(TOOL_RESULT),
     ToolExecutionStart(
         tool_call_id="call_01", tool_name="read", args={"path": "README.md", "limit": 20}
+    ),
+    ToolExecutionUpdate(
+        tool_call_id="call_02", tool_name="bash", args={"command": "ls"}, partial_result="a\n"
     ),
     ToolExecutionEnd(tool_call_id="call_01", tool_name="read", result="# trio_session"),
     ToolExecutionEnd(tool_call_id="call_02", tool_name="bash", result="boom", is_error=True),
@@ -468,7 +472,8 @@ def test_discriminator_key_is_first(event: SessionEvent) -> None:
 
 ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
-    "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', 'agent_settled', "
+    "'tool_execution_start', 'tool_execution_update', 'tool_execution_end', 'turn_end', "
+    "'agent_end', 'agent_settled', "
     "'auto_retry_start', 'auto_retry_end', 'model_fallback', 'compaction_start', "
     "'compaction_end', 'queue_update', 'thinking_level_changed', 'session_info_changed', "
     "'extension_error', 'history_write_failed', 'summarization_retry_scheduled', "

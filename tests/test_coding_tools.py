@@ -487,3 +487,34 @@ async def test_a_scripted_task_reads_edits_writes_and_runs(tmp_path: Path) -> No
     assert results[3].text == "200\ndone\n"
     assert len(provider.requests) == 7
     assert [t.name for t in provider.requests[0].tools] == ["read", "bash", "edit", "write"]
+
+
+async def test_bash_reports_its_output_while_it_runs(tmp_path: Path) -> None:
+    """tool_execution_update events carry the output so far, as pi's: an empty one at
+    the start, then the output, the last one the whole of it; the end follows them."""
+    command = "echo one; read _ < go; echo two"
+    os.mkfifo(tmp_path / "go")
+    provider = FauxProvider(
+        [FauxReply(tool_calls=(ToolCall("c1", "bash", {"command": command}),)), FauxReply("ok")]
+    )
+    seen: list[tuple[str, str]] = []
+    async with open_session(provider, tools=coding_tools(tmp_path)) as session:
+
+        def note(event: Any) -> None:
+            if event.type == "tool_execution_update":
+                seen.append((event.type, event.partial_result.text))
+            elif event.type == "tool_execution_end":
+                seen.append((event.type, event.result.text))
+
+        session.subscribe(note)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "run it")
+            while ("tool_execution_update", "one\n") not in seen:  # noqa: ASYNC110
+                await trio.sleep(0.01)  # waiting for the first line to be reported
+            async with await trio.open_file(tmp_path / "go", "w") as fifo:
+                await fifo.write("\n")
+    assert seen[0] == ("tool_execution_update", "")
+    assert seen[-2:] == [
+        ("tool_execution_update", "one\ntwo\n"),
+        ("tool_execution_end", "one\ntwo\n"),
+    ]

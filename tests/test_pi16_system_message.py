@@ -97,7 +97,7 @@ async def test_a_resumed_pi_session_keeps_its_prompt(tmp_path: Path) -> None:
 
 def test_system_text_merges_sections_as_pi_does() -> None:
     """Content first; a later section replaces an earlier one in its place; null removes."""
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "", "sections": {"preamble": "P", "tools": "T", "cwd": "C"}},
         {"role": "system", "content": "", "sections": {"tools": "T2", "cwd": None, "x": "X"}},
         {"role": "system", "content": [{"type": "text", "text": "forced"}]},

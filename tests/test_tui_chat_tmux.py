@@ -528,3 +528,45 @@ def test_slash_completion_lists_and_completes(chat: Chat) -> None:
     tmux.wait_for(lambda s: "> /model" in s and "choose the model (/model" not in s)
     tmux.keys("Enter")
     tmux.wait_text("choose a model")
+
+
+def _call(ident: str, name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted reply that calls one tool."""
+    return {"toolCalls": [{"id": ident, "name": name, "arguments": arguments}]}
+
+
+def test_a_coding_task_shows_its_tool_calls_and_results(chat: Chat) -> None:
+    """Issue 42, acceptance 4: the model reads app.py, edits it and runs it; the chat
+    shows each call and its result, and the file on disk is fixed."""
+    (chat.work / "app.py").write_text('STATUS = 503\nprint("status", STATUS)\n')
+    edit = [{"oldText": "STATUS = 503", "newText": "STATUS = 200"}]
+    tmux = chat.start(
+        [
+            _call("c1", "read", path="app.py"),
+            _call("c2", "edit", path="app.py", edits=edit),
+            _call("c3", "bash", command="python3 app.py"),
+            _call("c4", "edit", path="app.py", edits=[{"oldText": "absent", "newText": "x"}]),
+            reply("Fixed: the status is 200."),
+        ],
+        height=50,
+    )
+    ready(tmux)
+    tmux.type("fix app.py")
+    tmux.keys("Enter")
+    screen = tmux.wait_text("Fixed: the status is 200.")
+    for shown in (
+        '→ read("path": "app.py")',
+        "← read",
+        "STATUS = 503",
+        "← edit",
+        "Successfully replaced 1 block(s) in app.py.",
+        '→ bash("command": "python3 app.py")',
+        "← bash",
+        "status 200",
+        "✗ edit failed",
+        "Could not find the exact text in app.py.",
+    ):
+        assert shown in screen, shown
+    assert (chat.work / "app.py").read_text() == 'STATUS = 200\nprint("status", STATUS)\n'
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))

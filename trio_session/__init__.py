@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import ThinkingLevelChanged as ThinkingLevelChanged
     from ._events import ToolExecutionEnd as ToolExecutionEnd
     from ._events import ToolExecutionStart as ToolExecutionStart
+    from ._events import ToolExecutionUpdate as ToolExecutionUpdate
     from ._events import ToolOutput as ToolOutput
     from ._events import TurnEnd as TurnEnd
     from ._events import TurnStart as TurnStart
@@ -270,6 +271,7 @@ _EXPORTS: dict[str, str] = {
     "ThinkingLevelChanged": "._events",
     "ToolExecutionEnd": "._events",
     "ToolExecutionStart": "._events",
+    "ToolExecutionUpdate": "._events",
     "ToolOutput": "._events",
     "TurnEnd": "._events",
     "TurnStart": "._events",
@@ -505,6 +507,7 @@ __all__ = [
     "ToolError",
     "ToolExecutionEnd",
     "ToolExecutionStart",
+    "ToolExecutionUpdate",
     "ToolOutput",
     "ToolResultMessage",
     "ToolSpec",

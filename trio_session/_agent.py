@@ -17,6 +17,7 @@ session passes ``will_continue``, asked just before ``agent_end`` to fill in
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Literal
 
 import attrs
@@ -32,6 +33,7 @@ from ._events import (
     QueueUpdate,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
     ToolOutput,
     TurnEnd,
     TurnStart,
@@ -50,6 +52,26 @@ from .providers._base import Model, Provider, ProviderRequest, StreamEnd
 
 if TYPE_CHECKING:
     from ._tools import Tool  # a type only: a session without tools imports no schema code
+
+#: Where a running tool's progress goes (``report_progress``): set by the agent around
+#: each tool's ``execute``, so a tool reports without knowing its call.
+_PROGRESS: ContextVar[Callable[[ToolOutput | str], None] | None] = ContextVar(
+    "trio_session_tool_progress", default=None
+)
+
+
+def report_progress(output: ToolOutput | str) -> None:
+    """Tell the session what the running tool has so far: a ``tool_execution_update``
+    event (pi's), e.g. ``bash``'s output while the command runs. Outside a tool call it
+    does nothing.
+
+    Args:
+        output: the output so far (a string is its text).
+    """
+    sink = _PROGRESS.get()
+    if sink is not None:
+        sink(output)
+
 
 #: The ``errorMessage`` of an answer cut short by cancellation (the reference's words).
 ABORTED = "Request was aborted"
@@ -413,6 +435,11 @@ class Agent:
             self.emit(ToolExecutionStart(call.id, call.name, call.arguments))
             tool = by_name.get(call.name)
             started = trio.current_time()
+
+            def progress(output: ToolOutput | str, call: ToolCall = call) -> None:
+                self.emit(ToolExecutionUpdate(call.id, call.name, call.arguments, output))
+
+            token = _PROGRESS.set(progress)
             try:
                 if tool is None:
                     text, is_error = f"unknown tool {call.name!r}", True
@@ -426,6 +453,8 @@ class Agent:
             except BaseException:
                 self._tool_result(call, "tool call aborted", True, produced, results, started)
                 raise
+            finally:
+                _PROGRESS.reset(token)
             self._tool_result(call, text, is_error, produced, results, started)
 
     def _tool_result(

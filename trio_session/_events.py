@@ -182,6 +182,27 @@ def _tool_output(value: ToolOutput | str) -> ToolOutput:
 
 
 @frozen
+class ToolExecutionUpdate:
+    """A running tool reported what it has so far (``bash``: its output), pi's
+    ``tool_execution_update``.
+
+    Attributes:
+        tool_call_id: the id of the tool call.
+        tool_name: the tool's name.
+        args: the arguments the model passed.
+        partial_result: the output so far, as ``{content, details}`` (``bash``: the tail
+            of its output, within 2000 lines and 50 KB).
+        type: always ``"tool_execution_update"``; the event's name on the wire.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+    partial_result: ToolOutput = attrs.field(factory=lambda: ToolOutput(), converter=_tool_output)
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+
+
+@frozen
 class ToolExecutionEnd:
     """A tool call finished (``is_error`` when it raised or was aborted).
 
@@ -470,6 +491,7 @@ AgentEvent: TypeAlias = (
     | MessageUpdate
     | MessageEnd
     | ToolExecutionStart
+    | ToolExecutionUpdate
     | ToolExecutionEnd
     | TurnEnd
     | AgentEnd
@@ -503,6 +525,7 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     MessageUpdate,
     MessageEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
     ToolExecutionEnd,
     TurnEnd,
     AgentEnd,

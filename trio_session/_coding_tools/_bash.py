@@ -24,7 +24,9 @@ from typing import Any
 
 import trio
 
-from .._bash import BashResult, BashRun
+from .._agent import report_progress
+from .._bash import BashResult, BashRun, truncate_tail
+from .._classes import define
 from .._errors import ToolError
 from .._tools import Tool
 from ._common import (
@@ -74,6 +76,34 @@ def _shown(result: BashResult, empty: str) -> str:
     )
 
 
+#: At most one progress update per this many seconds (pi's ``BASH_UPDATE_THROTTLE_MS``).
+UPDATE_EVERY = 0.1
+
+
+@define(eq=False)
+class _Progress:
+    """The output so far, reported (``tool_execution_update``) at most every
+    ``UPDATE_EVERY`` seconds, and once more at the end if something was not."""
+
+    _text: str = ""
+    _last: float = -math.inf
+    _dirty: bool = False
+
+    def feed(self, chunk: str) -> None:
+        self._text = (self._text + chunk)[-2 * DEFAULT_MAX_BYTES :]
+        self._dirty = True
+        if trio.current_time() - self._last >= UPDATE_EVERY:
+            self._report()
+
+    def finish(self) -> None:
+        if self._dirty:
+            self._report()
+
+    def _report(self) -> None:
+        self._dirty, self._last = False, trio.current_time()
+        report_progress(truncate_tail(self._text)[0])
+
+
 def _with_status(text: str, status: str) -> str:
     return f"{text}\n\n{status}" if text else status
 
@@ -89,7 +119,9 @@ async def run_command(command: str, cwd: Path, time_limit: float | None) -> str:
     if not await trio.Path(cwd).exists():
         msg = f"Working directory does not exist: {cwd}\nCannot execute bash commands."
         raise ToolError(msg)
-    run = BashRun(command, cwd=cwd)
+    progress = _Progress()
+    run = BashRun(command, cwd=cwd, on_output=progress.feed)
+    report_progress("")  # as pi: an empty update when the command starts
 
     async def deadline() -> None:
         assert timeout is not None
@@ -102,6 +134,7 @@ async def run_command(command: str, cwd: Path, time_limit: float | None) -> str:
                 nursery.start_soon(deadline)
             result = await run.run()
             nursery.cancel_scope.cancel(reason="bash command ended")
+        progress.finish()
     except OSError as exc:
         raise ToolError(f"Failed to run bash: {exc}") from exc
     if result.cancelled:  # only the deadline aborts it: a prompt's abort cancels this task
