@@ -92,6 +92,15 @@ def test_default_tools_setting_and_its_layers() -> None:
     assert tool_names(flags(tools="read"), settings) == ["read"]
 
 
+def test_default_tools_names_pi_knows_and_we_do_not(capsys: pytest.CaptureFixture[str]) -> None:
+    """A pi tool in defaultTools (``+codemode``) is left out with a warning, not an error."""
+    settings = store({"defaultTools": ["+codemode", "-write"]})
+    assert tool_names(flags(), settings) == ["read", "bash", "edit"]
+    assert capsys.readouterr().err == (
+        "trio-session: warning: defaultTools: no tool is called 'codemode'\n"
+    )
+
+
 def test_default_tools_must_be_a_list_of_names() -> None:
     """A defaultTools that is not a list of names is refused, naming the file."""
     with pytest.raises(

@@ -570,3 +570,38 @@ def test_a_coding_task_shows_its_tool_calls_and_results(chat: Chat) -> None:
     assert (chat.work / "app.py").read_text() == 'STATUS = 200\nprint("status", STATUS)\n'
     tmux.keys("/quit", "Enter")
     tmux.wait_for(lambda _: chat.exited(1))
+
+
+def test_esc_aborts_a_running_bash_and_its_process_group(chat: Chat) -> None:
+    """Esc while bash runs: the command's process group is killed, the result says
+    it was aborted, and the chat takes keys again."""
+    command = "echo $$ > pid; sleep 300"
+    tmux = chat.start([_call("c1", "bash", command=command), reply("never sent")])
+    ready(tmux)
+    tmux.type("run it")
+    tmux.keys("Enter")
+    pid_file = chat.work / "pid"
+    tmux.wait_for(lambda _: pid_file.exists() and pid_file.read_text().strip() != "")
+    group = int(pid_file.read_text())
+    tmux.keys("Escape")
+    screen = tmux.wait_text("tool call aborted")
+    assert "✗ bash failed" in screen
+    tmux.wait_for(lambda _: not _living(group))
+    tmux.wait_text("enter: send")
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+
+
+def _living(group: int) -> list[int]:
+    """The processes of ``group`` that are not dead (a zombie is)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                alive.append(int(entry.name))
+    return alive

@@ -10,6 +10,7 @@ default), working in the current directory; the system prompt naming them, with
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .._coding_tools import (
@@ -31,11 +32,17 @@ from .._settings import SettingsStore
 def tool_names(args: argparse.Namespace, settings: SettingsStore) -> list[str]:
     """The names of the tools ``--tools``, ``--no-tools`` and ``defaultTools`` select.
 
+    A name in ``defaultTools`` that is none of ours (pi's ``codemode``, an extension's
+    tool) is left out with a warning on stderr: the setting may be pi's own.
+
     Raises:
         CommandError: ``--tools`` mixes names and ``+``/``-`` entries, or names a tool
             that is not one of the coding tools.
     """
     base = [] if args.no_tools else default_tools(settings.current.default_tools)
+    for name in [n for n in base if n not in CODING_TOOL_NAMES]:
+        print(f"trio-session: warning: defaultTools: no tool is called {name!r}", file=sys.stderr)
+        base.remove(name)
     names = base
     if args.tools is not None:
         try:
