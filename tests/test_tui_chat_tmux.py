@@ -573,9 +573,10 @@ def test_a_coding_task_shows_its_tool_calls_and_results(chat: Chat) -> None:
 
 
 def test_esc_aborts_a_running_bash_and_its_process_group(chat: Chat) -> None:
-    """Esc while bash runs: the command's process group is killed, the result says
-    it was aborted, and the chat takes keys again."""
-    command = "echo $$ > pid; sleep 300"
+    """While bash runs, its output's last line shows on the status line; Esc kills the
+    command's process group, the result says it was aborted, and the chat takes keys
+    again."""
+    command = "echo building; echo $$ > pid; sleep 300"
     tmux = chat.start([_call("c1", "bash", command=command), reply("never sent")])
     ready(tmux)
     tmux.type("run it")
@@ -583,6 +584,7 @@ def test_esc_aborts_a_running_bash_and_its_process_group(chat: Chat) -> None:
     pid_file = chat.work / "pid"
     tmux.wait_for(lambda _: pid_file.exists() and pid_file.read_text().strip() != "")
     group = int(pid_file.read_text())
+    tmux.wait_text("bash: building")
     tmux.keys("Escape")
     screen = tmux.wait_text("tool call aborted")
     assert "✗ bash failed" in screen
