@@ -500,17 +500,17 @@ def test_a_tool_call_shows_its_result(chat: Chat) -> None:
     """A tool call is followed by its result; here the chat has no such tool, so the
     result is the error, shown as the tool's failure."""
     script = [
-        {"toolCalls": [{"id": "c1", "name": "read", "arguments": {"path": "notes.txt"}}]},
-        reply("I could not read it."),
+        {"toolCalls": [{"id": "c1", "name": "fetch", "arguments": {"url": "notes.txt"}}]},
+        reply("I could not fetch it."),
     ]
     tmux = chat.start(script)
     ready(tmux)
-    tmux.type("read notes.txt")
+    tmux.type("fetch notes.txt")
     tmux.keys("Enter")
-    screen = tmux.wait_text("I could not read it.")
-    assert '→ read("path": "notes.txt")' in screen
-    assert "  ✗ read failed\n    unknown tool 'read'" in screen
-    assert screen.index("✗ read failed") < screen.index("I could not read it.")
+    screen = tmux.wait_text("I could not fetch it.")
+    assert '→ fetch("url": "notes.txt")' in screen
+    assert "  ✗ fetch failed\n    unknown tool 'fetch'" in screen
+    assert screen.index("✗ fetch failed") < screen.index("I could not fetch it.")
 
 
 def test_slash_completion_lists_and_completes(chat: Chat) -> None:
