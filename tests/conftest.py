@@ -180,6 +180,9 @@ SLOW_TESTS = {
             "test_our_rpc_passes_every_row",
         }
     ),
+    "test_cli_coding.py": frozenset(
+        {"test_print_mode_runs_the_tools", "test_rpc_takes_the_tool_flags"}
+    ),
     "test_credential_contract.py": frozenset({"test_rotation_is_atomic_across_processes"}),
     "test_deep_sessions.py": frozenset(
         {

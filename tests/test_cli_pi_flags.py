@@ -159,7 +159,8 @@ def test_fork_refuses_company_and_unknown_ids(tmp_path: Path) -> None:
 
 
 async def test_system_prompt_file_reaches_the_model(tmp_path: Path, nursery: trio.Nursery) -> None:
-    """``rpc --system-prompt FILE`` sends the file's text as the system prompt; ``chat``
+    """``rpc --system-prompt FILE`` sends the file's text as the system prompt, in place
+    of the coding assistant's, the working directory after it as pi's does; ``chat``
     takes text too, with ``--no-session`` for our ``--no-save``."""
     server = ScriptedServer()
     await nursery.start(server.run)
@@ -179,7 +180,8 @@ async def test_system_prompt_file_reaches_the_model(tmp_path: Path, nursery: tri
     )
     assert (chat.returncode, chat.stderr) == (0, b"")
     systems = [body["messages"][0] for body in server.bodies]
+    cwd = f"\n\n<cwd>\n{tmp_path}\n</cwd>"
     assert systems == [
-        {"role": "system", "content": "You are terse."},
-        {"role": "system", "content": "Be kind."},
+        {"role": "system", "content": "You are terse." + cwd},
+        {"role": "system", "content": "Be kind." + cwd},
     ]

@@ -36,6 +36,8 @@ from trio_session import (
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolOutput,
     ToolResultMessage,
     TurnEnd,
     TurnStart,
@@ -116,6 +118,9 @@ EVENTS: list[SessionEvent] = [
     MessageEnd(TOOL_RESULT),
     ToolExecutionStart(
         tool_call_id="call_01", tool_name="read", args={"path": "README.md", "limit": 20}
+    ),
+    ToolExecutionUpdate(
+        tool_call_id="call_02", tool_name="bash", args={"command": "ls"}, partial_result="a\n"
     ),
     ToolExecutionEnd(tool_call_id="call_01", tool_name="read", result="# trio_session"),
     ToolExecutionEnd(tool_call_id="call_02", tool_name="bash", result="boom", is_error=True),
@@ -408,19 +413,26 @@ def test_user_message_shape() -> None:
 
 
 def test_tool_execution_shapes() -> None:
-    """tool_execution_start/end use toolCallId, toolName, args, result, isError."""
+    """tool_execution_start/end use pi's toolCallId, toolName, args, result: {content,
+    details}, isError, durationMs."""
     assert event_to_json(ToolExecutionStart("c1", "read", {"path": "a"})) == {
         "type": "tool_execution_start",
         "toolCallId": "c1",
         "toolName": "read",
         "args": {"path": "a"},
     }
-    assert event_to_json(ToolExecutionEnd("c1", "read", "ok")) == {
+    assert event_to_json(ToolExecutionEnd("c1", "read", "ok", duration_ms=3)) == {
         "type": "tool_execution_end",
         "toolCallId": "c1",
         "toolName": "read",
-        "result": "ok",
+        "result": {"content": [{"type": "text", "text": "ok"}]},
         "isError": False,
+        "durationMs": 3,
+    }
+    failed = ToolExecutionEnd("c2", "edit", ToolOutput((TextContent("no"),), {}), is_error=True)
+    assert event_to_json(failed)["result"] == {
+        "content": [{"type": "text", "text": "no"}],
+        "details": {},
     }
 
 
@@ -460,7 +472,8 @@ def test_discriminator_key_is_first(event: SessionEvent) -> None:
 
 ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
-    "'tool_execution_start', 'tool_execution_end', 'turn_end', 'agent_end', 'agent_settled', "
+    "'tool_execution_start', 'tool_execution_update', 'tool_execution_end', 'turn_end', "
+    "'agent_end', 'agent_settled', "
     "'auto_retry_start', 'auto_retry_end', 'model_fallback', 'compaction_start', "
     "'compaction_end', 'queue_update', 'thinking_level_changed', 'session_info_changed', "
     "'extension_error', 'history_write_failed', 'summarization_retry_scheduled', "

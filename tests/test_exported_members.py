@@ -86,8 +86,9 @@ def test_all_count() -> None:
     ``ProviderFailure``, ``ModelFallback`` (the fallback models' event), and 7 classes
     public signatures named without exporting them (``ImageContent``, ``Cost``, four
     message classes, ``CredentialInfo``); issue 27's ``AgentSettled``; ``HttpSettings``
-    (the ``http`` group of ``Settings``)."""
-    assert len(trio_session.__all__) == 165
+    (the ``http`` group of ``Settings``); issue 42's ``ToolError``, ``ToolOutput``,
+    ``ToolExecutionUpdate`` and ``coding_tools``."""
+    assert len(trio_session.__all__) == 169
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

@@ -517,7 +517,10 @@ def check_round(slot: Slot, plan: Plan, watch: Watch, server: ScriptedServer, st
     assert graceful or hard or ended, f"exit status {status} after {plan.signum.name}"
     if graceful:
         assert f"trio-session: stopped by {plan.signum.name}; the session is saved" in stderr
-    requests = [[as_wire(m) for m in r.json()["messages"]] for r in server.requests]
+    # The system prompt is the session's, not a message of the file (the seed profile).
+    requests = [
+        [as_wire(m) for m in r.json()["messages"] if m["role"] != "system"] for r in server.requests
+    ]
     lines = shown(watch)
     path = find_file(slot)
     outcome = "finished" if ended else "stopped" if graceful else "killed"

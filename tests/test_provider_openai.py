@@ -266,7 +266,7 @@ async def test_context_and_tools_on_the_wire(
                 {
                     "id": "call_a",
                     "type": "function",
-                    "function": {"name": "read", "arguments": '{"path": "a.txt"}'},
+                    "function": {"name": "read", "arguments": '{"path":"a.txt"}'},  # as pi's
                 }
             ],
         },

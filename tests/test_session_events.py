@@ -151,7 +151,7 @@ async def test_tool_calls_run_and_results_go_back(autojump_clock: trio.testing.M
         reply = await session.prompt("go")
     assert reply.text == "done"
     ends = rec.of(ToolExecutionEnd)
-    assert [(e.result, e.is_error) for e in ends] == [
+    assert [(e.result.text, e.is_error) for e in ends] == [
         ("5", False),
         ("ValueError: no such file", True),
         ("unknown tool 'missing'", True),

@@ -340,7 +340,12 @@ def test_lean_json_leaves_out_the_message() -> None:
         },
         {
             "type": "message_update",
-            "assistantMessageEvent": {"type": "toolcall_start", "contentIndex": 1},
+            "assistantMessageEvent": {
+                "type": "toolcall_start",
+                "contentIndex": 1,
+                "id": "c",
+                "toolName": "t",
+            },
         },
         {
             "type": "message_update",

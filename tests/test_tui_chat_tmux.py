@@ -500,17 +500,17 @@ def test_a_tool_call_shows_its_result(chat: Chat) -> None:
     """A tool call is followed by its result; here the chat has no such tool, so the
     result is the error, shown as the tool's failure."""
     script = [
-        {"toolCalls": [{"id": "c1", "name": "read", "arguments": {"path": "notes.txt"}}]},
-        reply("I could not read it."),
+        {"toolCalls": [{"id": "c1", "name": "fetch", "arguments": {"url": "notes.txt"}}]},
+        reply("I could not fetch it."),
     ]
     tmux = chat.start(script)
     ready(tmux)
-    tmux.type("read notes.txt")
+    tmux.type("fetch notes.txt")
     tmux.keys("Enter")
-    screen = tmux.wait_text("I could not read it.")
-    assert '→ read("path": "notes.txt")' in screen
-    assert "  ✗ read failed\n    unknown tool 'read'" in screen
-    assert screen.index("✗ read failed") < screen.index("I could not read it.")
+    screen = tmux.wait_text("I could not fetch it.")
+    assert '→ fetch("url": "notes.txt")' in screen
+    assert "  ✗ fetch failed\n    unknown tool 'fetch'" in screen
+    assert screen.index("✗ fetch failed") < screen.index("I could not fetch it.")
 
 
 def test_slash_completion_lists_and_completes(chat: Chat) -> None:
@@ -528,3 +528,82 @@ def test_slash_completion_lists_and_completes(chat: Chat) -> None:
     tmux.wait_for(lambda s: "> /model" in s and "choose the model (/model" not in s)
     tmux.keys("Enter")
     tmux.wait_text("choose a model")
+
+
+def _call(ident: str, name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted reply that calls one tool."""
+    return {"toolCalls": [{"id": ident, "name": name, "arguments": arguments}]}
+
+
+def test_a_coding_task_shows_its_tool_calls_and_results(chat: Chat) -> None:
+    """Issue 42, acceptance 4: the model reads app.py, edits it and runs it; the chat
+    shows each call and its result, and the file on disk is fixed."""
+    (chat.work / "app.py").write_text('STATUS = 503\nprint("status", STATUS)\n')
+    edit = [{"oldText": "STATUS = 503", "newText": "STATUS = 200"}]
+    tmux = chat.start(
+        [
+            _call("c1", "read", path="app.py"),
+            _call("c2", "edit", path="app.py", edits=edit),
+            _call("c3", "bash", command="python3 app.py"),
+            _call("c4", "edit", path="app.py", edits=[{"oldText": "absent", "newText": "x"}]),
+            reply("Fixed: the status is 200."),
+        ],
+        height=50,
+    )
+    ready(tmux)
+    tmux.type("fix app.py")
+    tmux.keys("Enter")
+    screen = tmux.wait_text("Fixed: the status is 200.")
+    for shown in (
+        '→ read("path": "app.py")',
+        "← read",
+        "STATUS = 503",
+        "← edit",
+        "Successfully replaced 1 block(s) in app.py.",
+        '→ bash("command": "python3 app.py")',
+        "← bash",
+        "status 200",
+        "✗ edit failed",
+        "Could not find the exact text in app.py.",
+    ):
+        assert shown in screen, shown
+    assert (chat.work / "app.py").read_text() == 'STATUS = 200\nprint("status", STATUS)\n'
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+
+
+def test_esc_aborts_a_running_bash_and_its_process_group(chat: Chat) -> None:
+    """While bash runs, its output's last line shows on the status line; Esc kills the
+    command's process group, the result says it was aborted, and the chat takes keys
+    again."""
+    command = "echo building; echo $$ > pid; sleep 300"
+    tmux = chat.start([_call("c1", "bash", command=command), reply("never sent")])
+    ready(tmux)
+    tmux.type("run it")
+    tmux.keys("Enter")
+    pid_file = chat.work / "pid"
+    tmux.wait_for(lambda _: pid_file.exists() and pid_file.read_text().strip() != "")
+    group = int(pid_file.read_text())
+    tmux.wait_text("bash: building")
+    tmux.keys("Escape")
+    screen = tmux.wait_text("tool call aborted")
+    assert "✗ bash failed" in screen
+    tmux.wait_for(lambda _: not _living(group))
+    tmux.wait_text("enter: send")
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+
+
+def _living(group: int) -> list[int]:
+    """The processes of ``group`` that are not dead (a zombie is)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                alive.append(int(entry.name))
+    return alive

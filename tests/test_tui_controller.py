@@ -16,6 +16,9 @@ from trio_session import (
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
     UserMessage,
 )
 from trio_session.tui import EventController, loader_text
@@ -212,3 +215,14 @@ def test_r56f_compaction_end_clears_a_summary_retry(ui: EventController) -> None
     ui.handle(SummarizationRetryScheduled(1, 3, 2000, "503 Service Unavailable"), now=0)
     ui.handle(CompactionEnd("overflow", None, True, False), now=1)
     assert ui.loader_text(1) is None
+
+
+def test_a_running_tool_shows_its_last_line_of_output(ui: EventController) -> None:
+    """While bash runs the loader line names it, then shows its output's last line as
+    it comes; the tool's end clears it."""
+    ui.handle(ToolExecutionStart("c1", "bash", {"command": "make"}), 0.0)
+    assert ui.loader_text(0.0) == "running bash… (esc to abort)"
+    ui.handle(ToolExecutionUpdate("c1", "bash", partial_result="cc -c a.c\n  cc   -c b.c\n\n"), 0.1)
+    assert ui.loader_text(0.1) == "bash: cc -c b.c"
+    ui.handle(ToolExecutionEnd("c1", "bash", "done"), 0.2)
+    assert ui.loader_text(0.2) is None

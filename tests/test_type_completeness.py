@@ -100,6 +100,7 @@ NOT_EXPORTED = {
     "trio_session.store._tree_appends.TreeAppends": "a base of SessionFile",
     "trio_session._retry.reply.PatternRules": "a base of PatternClassifier",
     "trio_session.conformance._server.Request": "the conformance kit's own record of a request",
+    "trio_session.conformance._server.ToolCalls": "a step of the loopback server's script",
     "trio_session.rpc._wire.Named": "what an RPC answer is made from (a command's type and id)",
 }
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._codec import message_from_json as message_from_json
     from ._codec import message_to_json as message_to_json
     from ._codec import model_to_json as model_to_json
+    from ._coding_tools import coding_tools as coding_tools
     from ._compaction import Ask as Ask
     from ._compaction import Compaction as Compaction
     from ._compaction import Compactor as Compactor
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._errors import SessionBusyError as SessionBusyError
     from ._errors import SessionClosedError as SessionClosedError
     from ._errors import SettingsError as SettingsError
+    from ._errors import ToolError as ToolError
     from ._errors import TrioSessionError as TrioSessionError
     from ._events import AgentEnd as AgentEnd
     from ._events import AgentSettled as AgentSettled
@@ -66,6 +68,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import ThinkingLevelChanged as ThinkingLevelChanged
     from ._events import ToolExecutionEnd as ToolExecutionEnd
     from ._events import ToolExecutionStart as ToolExecutionStart
+    from ._events import ToolExecutionUpdate as ToolExecutionUpdate
+    from ._events import ToolOutput as ToolOutput
     from ._events import TurnEnd as TurnEnd
     from ._events import TurnStart as TurnStart
     from ._extensions import Extension as Extension
@@ -267,6 +271,8 @@ _EXPORTS: dict[str, str] = {
     "ThinkingLevelChanged": "._events",
     "ToolExecutionEnd": "._events",
     "ToolExecutionStart": "._events",
+    "ToolExecutionUpdate": "._events",
+    "ToolOutput": "._events",
     "TurnEnd": "._events",
     "TurnStart": "._events",
     "Extension": "._extensions",
@@ -303,6 +309,8 @@ _EXPORTS: dict[str, str] = {
     "ReplyRestart": "._stream",
     "ReplyStream": "._stream",
     "ToolArgumentError": "._tools",
+    "ToolError": "._errors",
+    "coding_tools": "._coding_tools",
     "tool": "._tools",
     "AnthropicProvider": ".providers._anthropic",
     "THINKING_LEVELS": ".providers._base",
@@ -496,8 +504,11 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "ToolCall",
+    "ToolError",
     "ToolExecutionEnd",
     "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "ToolOutput",
     "ToolResultMessage",
     "ToolSpec",
     "TrioSessionError",
@@ -507,6 +518,7 @@ __all__ = [
     "UserMessage",
     "builtin_model",
     "classifier_for",
+    "coding_tools",
     "connect_rpc",
     "default_sessions_dir",
     "default_settings_paths",

@@ -17,12 +17,14 @@ session passes ``will_continue``, asked just before ``agent_end`` to fill in
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 import trio
 
 from ._classes import define
+from ._errors import ToolError
 from ._events import (
     AgentEnd,
     AgentStart,
@@ -31,6 +33,8 @@ from ._events import (
     QueueUpdate,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolOutput,
     TurnEnd,
     TurnStart,
 )
@@ -48,6 +52,26 @@ from .providers._base import Model, Provider, ProviderRequest, StreamEnd
 
 if TYPE_CHECKING:
     from ._tools import Tool  # a type only: a session without tools imports no schema code
+
+#: Where a running tool's progress goes (``report_progress``): set by the agent around
+#: each tool's ``execute``, so a tool reports without knowing its call.
+_PROGRESS: ContextVar[Callable[[ToolOutput | str], None] | None] = ContextVar(
+    "trio_session_tool_progress", default=None
+)
+
+
+def report_progress(output: ToolOutput | str) -> None:
+    """Tell the session what the running tool has so far: a ``tool_execution_update``
+    event (pi's), e.g. ``bash``'s output while the command runs. Outside a tool call it
+    does nothing.
+
+    Args:
+        output: the output so far (a string is its text).
+    """
+    sink = _PROGRESS.get()
+    if sink is not None:
+        sink(output)
+
 
 #: The ``errorMessage`` of an answer cut short by cancellation (the reference's words).
 ABORTED = "Request was aborted"
@@ -422,18 +446,28 @@ class Agent:
         for call in message.tool_calls:
             self.emit(ToolExecutionStart(call.id, call.name, call.arguments))
             tool = by_name.get(call.name)
+            started = trio.current_time()
+
+            def progress(output: ToolOutput | str, call: ToolCall = call) -> None:
+                self.emit(ToolExecutionUpdate(call.id, call.name, call.arguments, output))
+
+            token = _PROGRESS.set(progress)
             try:
                 if tool is None:
                     text, is_error = f"unknown tool {call.name!r}", True
                 else:
                     try:
                         text, is_error = await tool.execute(call.arguments), False
+                    except ToolError as exc:  # the tool's words for the model
+                        text, is_error = str(exc), True
                     except Exception as exc:
                         text, is_error = f"{type(exc).__name__}: {exc}", True
             except BaseException:
-                self._tool_result(call, "tool call aborted", True, produced, results)
+                self._tool_result(call, "tool call aborted", True, produced, results, started)
                 raise
-            self._tool_result(call, text, is_error, produced, results)
+            finally:
+                _PROGRESS.reset(token)
+            self._tool_result(call, text, is_error, produced, results, started)
 
     def _tool_result(
         self,
@@ -442,6 +476,7 @@ class Agent:
         is_error: bool,
         produced: list[Message],
         results: list[ToolResultMessage],
+        started: float,
     ) -> None:
         result = ToolResultMessage(
             tool_call_id=call.id,
@@ -449,6 +484,8 @@ class Agent:
             content=(TextContent(text),),
             is_error=is_error,
         )
-        self.emit(ToolExecutionEnd(call.id, call.name, text, is_error))
+        output = ToolOutput(result.content, {} if is_error else None)
+        duration = round((trio.current_time() - started) * 1000)
+        self.emit(ToolExecutionEnd(call.id, call.name, output, is_error, duration))
         results.append(result)
         self._add(result, produced)

@@ -26,6 +26,7 @@ TrioSessionError
 ├── HistoryError            a session file that cannot be read or written
 ├── CredentialStoreError    a credential store file that cannot be used
 ├── FauxScriptError         a faux-provider script (JSON) that is not valid
+├── ToolError               a tool's failure, its message the result the model reads
 └── RpcError                the RPC client's errors
     ├── RpcCommandError     the server answered success: false
     └── RpcConnectionError  the server process is gone
@@ -161,3 +162,13 @@ class ServerError(ProviderError):
 
 class OverloadedError(ServerError):
     """503/529 or "overloaded": the provider is busy; retried with backoff (R-5)."""
+
+
+class ToolError(TrioSessionError):
+    """A tool's failure, told to the model in the tool's own words.
+
+    Any exception a tool raises becomes an error result; most are shown with their
+    type (``ValueError: ...``). A ``ToolError``'s message is the result text as it
+    is, for a tool that writes its errors for the model to read (the coding tools:
+    ``Could not find the exact text in app.py. ...``).
+    """

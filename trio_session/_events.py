@@ -23,7 +23,13 @@ from ._events_pi16 import SummarizationRetryAttemptStart as SummarizationRetryAt
 from ._events_pi16 import SummarizationRetryFinished as SummarizationRetryFinished
 from ._events_pi16 import SummarizationRetryScheduled as SummarizationRetryScheduled
 from ._events_pi16 import SummarySource as SummarySource
-from ._messages import AssistantMessage, Message, ToolResultMessage
+from ._messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    ToolResultMessage,
+)
 
 # The streaming views a message_update carries live in _partial; named here too.
 from ._partial import GrowingPart as GrowingPart
@@ -82,9 +88,10 @@ class MessageUpdate:
     read it: ``{"type": "text_start" | "text_delta" | "text_end" | "thinking_*" |
     "toolcall_start" | "toolcall_delta" | "toolcall_end", "contentIndex": i,
     "partial": <the message so far>}``, with ``delta`` on the ``*_delta`` kinds,
-    ``content`` on ``text_end`` / ``thinking_end`` and ``toolCall`` on
-    ``toolcall_end``. ``delta`` repeats the text a ``text_delta`` added (empty
-    for the other kinds), for our own consumers that only append text.
+    ``content`` on ``text_end`` / ``thinking_end``, ``id`` and ``toolName`` on
+    ``toolcall_start`` (pi 1.6.0's) and ``toolCall`` on ``toolcall_end``. ``delta``
+    repeats the text a ``text_delta`` added (empty for the other kinds), for our own
+    consumers that only append text.
 
     ``message`` is an ``AssistantMessage``. The agent passes a ``PartialMessage``
     instead, so that a chunk costs the same however long the answer already is:
@@ -151,21 +158,69 @@ class ToolExecutionStart:
 
 
 @frozen
+class ToolOutput:
+    """What a tool answered, as pi's events carry it: ``{content, details}``.
+
+    Attributes:
+        content: the result's parts (text, images).
+        details: what the tool adds for a user interface, not sent to the model
+            (``{}`` for a failure, as pi's); ``None`` when it adds nothing.
+    """
+
+    content: tuple[TextContent | ImageContent, ...] = ()
+    details: Mapping[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of every text part, joined."""
+        return "".join(part.text for part in self.content if isinstance(part, TextContent))
+
+
+def _tool_output(value: ToolOutput | str) -> ToolOutput:
+    """A result given as its text is a ``ToolOutput`` of one text part."""
+    return ToolOutput((TextContent(value),)) if isinstance(value, str) else value
+
+
+@frozen
+class ToolExecutionUpdate:
+    """A running tool reported what it has so far (``bash``: its output), pi's
+    ``tool_execution_update``.
+
+    Attributes:
+        tool_call_id: the id of the tool call.
+        tool_name: the tool's name.
+        args: the arguments the model passed.
+        partial_result: the output so far, as ``{content, details}`` (``bash``: the tail
+            of its output, within 2000 lines and 50 KB).
+        type: always ``"tool_execution_update"``; the event's name on the wire.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+    partial_result: ToolOutput = attrs.field(factory=lambda: ToolOutput(), converter=_tool_output)
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+
+
+@frozen
 class ToolExecutionEnd:
     """A tool call finished (``is_error`` when it raised or was aborted).
 
     Attributes:
         tool_call_id: the id of the tool call.
         tool_name: the tool's name.
-        result: the tool's output, or the error text.
+        result: the tool's output, or the error text, as pi's ``{content, details}``
+            (given as a string, it is that text).
         is_error: whether the tool raised or was aborted.
+        duration_ms: how long the tool ran, in milliseconds (pi 1.6.0's ``durationMs``).
         type: always ``"tool_execution_end"``; the event's name on the wire.
     """
 
     tool_call_id: str
     tool_name: str
-    result: str
+    result: ToolOutput = attrs.field(converter=_tool_output)
     is_error: bool = False
+    duration_ms: int | None = None
     type: Literal["tool_execution_end"] = "tool_execution_end"
 
 
@@ -436,6 +491,7 @@ AgentEvent: TypeAlias = (
     | MessageUpdate
     | MessageEnd
     | ToolExecutionStart
+    | ToolExecutionUpdate
     | ToolExecutionEnd
     | TurnEnd
     | AgentEnd
@@ -469,6 +525,7 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     MessageUpdate,
     MessageEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
     ToolExecutionEnd,
     TurnEnd,
     AgentEnd,

@@ -175,7 +175,10 @@ class MessageBuilder:
         self._close_part()
         self._parts.append(call)
         index = len(self._parts) - 1
-        self._update({"type": "toolcall_start", "contentIndex": index})
+        # pi 1.6.0 names the call at its start: its id and its tool's name.
+        self._update(
+            {"type": "toolcall_start", "contentIndex": index, "id": call.id, "toolName": call.name}
+        )
         arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
         self._update({"type": "toolcall_delta", "contentIndex": index, "delta": arguments})
         self._update({"type": "toolcall_end", "contentIndex": index, "toolCall": call})

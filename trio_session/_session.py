@@ -187,6 +187,8 @@ class AgentSession(
         loaded = file.loaded if file is not None else None
         if loaded is not None:
             journal.resume(loaded)
+        if file is not None and settings.current.retry.profile == "pi-1.6":
+            agent.system_prompt = journal.keep_system(self._system_prompt, self._tools)
         self._init_models_and_thinking(loaded)
         current = settings.current
         agent.steering.mode = current.steering_mode  # settings steeringMode / followUpMode

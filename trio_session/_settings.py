@@ -219,6 +219,9 @@ def resolve(layers: Iterable[SettingsLayer]) -> Settings:
     for layer in layers:
         for dotted, value in layer.values.items():
             group, _, name = dotted.rpartition(".")
+            below = merged[group].get(snake(name))
+            if dotted == "defaultTools" and _only_changes(value) and below is not None:
+                value = [*below, *value]  # pi's mergeDefaultTools: +name/-name add to it
             merged[group][snake(name)] = value
     key = _resolved_key(merged)
     found = _RESOLVED.get(key) if key else None
@@ -237,6 +240,11 @@ def resolve(layers: Iterable[SettingsLayer]) -> Settings:
             _RESOLVED.clear()
         _RESOLVED[key] = settings
     return settings
+
+
+def _only_changes(names: Any) -> bool:
+    """Whether a ``defaultTools`` list holds only ``+name`` / ``-name`` entries."""
+    return isinstance(names, list | tuple) and all(n[:1] in ("+", "-") for n in names)
 
 
 def _resolved_key(merged: dict[str, dict[str, Any]]) -> tuple[tuple[str, str, type, Any], ...]:

@@ -9,7 +9,7 @@ disk are ``trio_session._settings`` and ``trio_session._settings_files``; the po
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -151,6 +151,10 @@ class CredentialsSettings:
     url: str | None = None
 
 
+def _names_tuple(names: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if names is None else tuple(names)
+
+
 @frozen
 class Settings:
     """Effective settings: every group, every key resolved.
@@ -169,6 +173,10 @@ class Settings:
             names none.
         session_dir: ``sessionDir`` — where pi keeps session files, as written
             (``~`` not expanded); ``None``: unset.
+        default_tools: ``defaultTools`` — the coding tools ``chat`` and ``rpc`` give
+            the model: plain names replace pi's ``read``, ``bash``, ``edit``, ``write``;
+            ``+name`` / ``-name`` entries add or remove one (a file's such list adds
+            to the one below it, as pi merges them); ``None``: unset.
         retry: the ``retry`` group.
         compaction: the ``compaction`` group.
         credentials: the ``credentials`` group.
@@ -185,6 +193,7 @@ class Settings:
     default_provider: str | None = None
     default_model: str | None = None
     session_dir: str | None = None
+    default_tools: tuple[str, ...] | None = attrs.field(default=None, converter=_names_tuple)
 
 
 SERVICE_SETTINGS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -279,6 +288,16 @@ RANGES: Mapping[str, tuple[int, int]] = {
 }
 
 
+#: A list of tool names (``defaultTools``): each a non-empty string.
+_NAMES = _Rule(
+    lambda v: (
+        v is None
+        or (isinstance(v, list | tuple) and all(isinstance(n, str) and n.strip() for n in v))
+    ),
+    "a list of tool names, or null",
+)
+
+
 def _ranged(key: str, *, null: bool = False) -> _Rule:
     return _integer(*RANGES[key], null=null)
 
@@ -313,6 +332,7 @@ SCHEMA: dict[str, _Rule] = {
     "defaultProvider": _text(null=True),
     "defaultModel": _text(null=True),
     "sessionDir": _path(null=True),
+    "defaultTools": _NAMES,
 }
 GROUPS = ("retry", "compaction", "credentials", "http")
 #: Groups inside a group: their keys are nested one level deeper in a file.

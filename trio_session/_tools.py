@@ -33,7 +33,7 @@ from typing import Any, overload
 import attrs
 
 from ._classes import frozen
-from ._errors import TrioSessionError
+from ._errors import ToolError, TrioSessionError
 from ._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth
 from ._tool_schema import (
     NO_DEFAULT,
@@ -49,7 +49,7 @@ from ._tool_schema import (
 )
 from .providers._base import ToolSpec
 
-__all__ = ["Tool", "ToolArgumentError", "function_tool", "tool"]
+__all__ = ["Tool", "ToolArgumentError", "ToolError", "function_tool", "tool"]
 
 #: The tool names the model APIs accept.
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -86,7 +86,8 @@ class Tool:
 
     Attributes:
         name: the name the model uses.
-        execute: ``async (arguments) -> str``; an exception becomes an error result.
+        execute: ``async (arguments) -> str``; an exception becomes an error result
+            (a ``ToolError``'s message as it is, others with their type's name).
         description: what the tool does, for the model.
         parameters: JSON schema of the arguments.
     """

@@ -74,6 +74,8 @@ class Scenario:
     actions: tuple[Action, ...]
     retry: dict[str, Any] = attrs.field(factory=dict)
     compaction: dict[str, Any] = attrs.field(factory=dict)
+    #: Files written into the agent's working directory before it starts (path: text).
+    files: dict[str, str] = attrs.field(factory=dict)
 
     def settings(self) -> dict[str, Any]:
         """settings.json: the provider SDK's own retries off, our profile pi-1.6."""
@@ -106,11 +108,20 @@ class Run:
     messages: Any
     responses: tuple[dict[str, Any], ...]
     stderr: str
+    #: The body of every request the server saw, in order.
+    bodies: tuple[Any, ...] = ()
+    #: The agent's working directory.
+    cwd: str = ""
 
 
 def _write(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def command_line(agent: Agent, pi_package: Path, node22: Path, agent_dir: Path) -> list[str]:
@@ -214,6 +225,8 @@ async def _run(agent: Agent, scenario: Scenario, pi_package: Path, node22: Path,
     agent_dir, cwd, home = work / "agent", work / "project", work / "home"
     for directory in (cwd, home):
         directory.mkdir(parents=True, exist_ok=True)
+    for name, text in scenario.files.items():
+        _write_text(cwd / name, text)
     env = {
         **os.environ,
         "HOME": str(home),
@@ -264,6 +277,8 @@ async def _run(agent: Agent, scenario: Scenario, pi_package: Path, node22: Path,
         messages,
         tuple(client.responses),
         stderr.read_text(),
+        tuple(r.body for r in server.requests),
+        str(cwd),
     )
 
 

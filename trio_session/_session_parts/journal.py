@@ -20,6 +20,9 @@ from .._messages import AssistantMessage, BashExecutionMessage, Message, UserMes
 from .hub import EventHub
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .._tools import Tool
     from ..store._loaded import LoadedSession
     from ..store._session_file import SessionFile
 
@@ -36,6 +39,10 @@ class Journal:
         name: the session's display name (its last ``session_info`` entry).
         write_failed: a write failed during the current prompt (reported once).
         pending: bash results that came while a prompt ran; a list only once there is one.
+        system: pi 1.6.0's system message (its JSON object, ``retry.profile: "pi-1.6"``)
+            to write before the next prompt, once; ``None`` when there is none to write.
+        recorded_system: the system prompt the resumed file's branch holds, as pi's
+            system messages render it; ``None`` if it holds none.
     """
 
     file: SessionFile | None
@@ -45,16 +52,21 @@ class Journal:
     name: str | None = attrs.field(default=None, init=False)
     write_failed: bool = attrs.field(default=False, init=False)
     pending: list[BashExecutionMessage] | None = attrs.field(default=None, init=False)
+    system: dict[str, Any] | None = attrs.field(default=None, init=False)
+    recorded_system: str | None = attrs.field(default=None, init=False)
 
     def resume(self, loaded: LoadedSession) -> None:
         """Resuming ``loaded``: the history is the branch ending at the file's leaf; the
         context is what the reference rebuilds from it (compaction summary, kept messages,
         branch summaries, custom messages), without retried errors (R-20)."""
+        from ..store._entries import SystemMessageEntry
         from ..store._loaded import runtime_context  # a file was read: storage is loaded
 
         self.messages.extend(loaded.branch_messages)
         self.context.extend(runtime_context(loaded))
         self.name = loaded.session_name
+        systems = [e.message for e in loaded.branch() if isinstance(e, SystemMessageEntry)]
+        self.recorded_system = system_text(systems) if systems else None
 
     def record(self, message: Message) -> None:
         """A ``message_end``: the message joins the history and is staged for the file.
@@ -95,6 +107,30 @@ class Journal:
         for message in pending or ():
             self.record_bash(message)
 
+    def keep_system(self, prompt: str | None, tools: Sequence[Tool]) -> str | None:
+        """Under ``retry.profile: "pi-1.6"``: the system prompt to send, kept as pi 1.6.0
+        keeps it — in the session file, as a ``system`` message before the first prompt,
+        with the tools it declares (``toolsAdded``).
+
+        A file that holds one already keeps it: its prompt is the one sent (pi's, in a
+        resumed pi session). Otherwise ``prompt`` is, and is written before the next
+        prompt (``stage_prompt``).
+
+        Args:
+            prompt: the session's own system prompt.
+            tools: the tools the session declares.
+        """
+        if self.recorded_system is not None:
+            return self.recorded_system
+        if prompt:
+            self.system = {"role": "system", "content": prompt}
+            if tools:
+                self.system["toolsAdded"] = [
+                    {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
+                    for t in tools
+                ]
+        return prompt
+
     async def stage_prompt(self, user: UserMessage) -> None:
         """Put the prompt on disk before its request goes out.
 
@@ -108,6 +144,9 @@ class Journal:
         file = self.file
         if file is None:
             return
+        if self.system is not None:  # pi-1.6: the prompt is in the file before the first
+            system, self.system = self.system, None
+            file.append_system_message_nowait({**system, "timestamp": user.timestamp})
         entry_id = file.append_message_nowait(user)
         try:
             with trio.CancelScope(shield=True):
@@ -161,3 +200,34 @@ class Journal:
                 return message
         msg = "no assistant message"  # pragma: no cover - a prompt always produces one
         raise AssertionError(msg)
+
+
+def system_text(messages: list[dict[str, Any]]) -> str:
+    """The system prompt pi 1.6.0's system messages make, as pi renders it for a request
+    (``getCurrentSystemMessage``, then ``getSystemMessageText``): every message's text
+    content, then the sections — a later message's section replaces an earlier one of
+    that name in its place, ``null`` removes it — each part apart by a blank line."""
+    content: list[str] = []
+    sections: dict[str, str] = {}
+    for message in messages:
+        text = _text_of(message.get("content"))
+        if text:
+            content.append(text)
+        raw = message.get("sections")
+        for name, value in raw.items() if isinstance(raw, dict) else ():
+            if value is None:
+                sections.pop(name, None)
+            elif isinstance(value, str):
+                sections[name] = value
+    parts = ["\n\n".join(content), *sections.values()]
+    return "\n\n".join(part for part in parts if part)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""

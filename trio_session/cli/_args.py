@@ -157,12 +157,43 @@ def _provider_options(command: argparse.ArgumentParser) -> None:
         "--system",
         dest="system_prompt",
         metavar="TEXT|FILE",
-        help="the system prompt: this text, or the contents of this file if it is one",
+        help="the system prompt: this text, or the contents of this file if it is one, "
+        "instead of the coding assistant's (over .pi/SYSTEM.md and the agent directory's)",
     )
+    _coding_options(command)
     command.add_argument(
         "--offline",
         action="store_true",
         help="pi's: no automatic network activity (trio-session makes none; accepted)",
+    )
+
+
+def _coding_options(command: argparse.ArgumentParser) -> None:
+    """pi's flags for the coding tools and what the system prompt carries (docs/tools.md)."""
+    command.add_argument(
+        "--append-system-prompt",
+        metavar="TEXT|FILE",
+        action="append",
+        default=[],
+        help="add this text (or this file's) after the system prompt (repeatable; over "
+        ".pi/APPEND_SYSTEM.md and the agent directory's)",
+    )
+    command.add_argument(
+        "-t",
+        "--tools",
+        metavar="LIST",
+        help="the tools, comma-separated: names replace the default read,bash,edit,write "
+        "(or the settings' defaultTools); +name / -name entries change it (tools: read, "
+        "bash, edit, write, grep, find, ls)",
+    )
+    command.add_argument(
+        "-nt", "--no-tools", action="store_true", help="give the model no tool at all"
+    )
+    command.add_argument(
+        "-nc",
+        "--no-context-files",
+        action="store_true",
+        help="leave the AGENTS.md / CLAUDE.md files out of the system prompt",
     )
 
 

@@ -238,6 +238,7 @@ async def _chat(args: argparse.Namespace, settings: SettingsStore) -> int:
                 extensions=loaded,
                 history=file,
                 system_prompt=args.system_prompt,
+                tools=args.tools,
                 models=models(args, model),
                 thinking_level=args.thinking_level,
             )

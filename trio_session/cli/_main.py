@@ -15,6 +15,7 @@ from .._command_keys import auth_add, auth_list, auth_remove
 from .._commands import CommandError, load_settings
 from .._errors import TrioSessionError
 from ._args import parser, print_shorthand
+from ._coding import coding_inputs
 from ._output import is_terminal
 from ._setup import agent_dir, check_path_flags, extensions, provider_inputs
 
@@ -130,6 +131,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return trio.run(demo)
     provider_inputs(args, settings)
+    coding_inputs(args, settings)
     runner: Any
     if args.command == "chat":
         from ._chat import run_chat as runner

@@ -96,6 +96,7 @@ async def run_rpc(args: argparse.Namespace, settings: SettingsStore) -> int:
                             extensions=loaded,
                             history=history,
                             system_prompt=args.system_prompt,
+                            tools=args.tools,
                             models=models(args, model),
                             thinking_level=args.thinking_level,
                         )

@@ -92,7 +92,19 @@ class Hang:
         return "hang"
 
 
-Step: TypeAlias = HttpError | Stream | Hang
+@frozen
+class ToolCalls:
+    """Answer with a streamed reply that calls tools: each call is (id, tool name, its
+    arguments), and the reply ends with ``finish_reason: "tool_calls"``."""
+
+    calls: tuple[tuple[str, str, dict[str, Any]], ...]
+
+    def describe(self) -> str:
+        """``tools read, edit``."""
+        return "tools " + ", ".join(name for _, name, _ in self.calls)
+
+
+Step: TypeAlias = HttpError | Stream | Hang | ToolCalls
 
 
 def error_body(message: str, kind: str = "server_error", code: str | None = None) -> str:
@@ -211,6 +223,23 @@ class LoopbackLLM:
         if isinstance(step, HttpError):
             return await _respond(stream, step.status, step.body, step.headers)
         await _send(stream, _head(200, (), "text/event-stream"))
+        if isinstance(step, ToolCalls):
+            for index, (ident, name, arguments) in enumerate(step.calls):
+                call = {
+                    "index": index,
+                    "id": ident,
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                delta: dict[str, Any] = {"tool_calls": [call]}
+                if index == 0:
+                    delta["role"] = "assistant"
+                await _send(stream, _chunked(_delta(delta)))
+            await _send(stream, _chunked(_delta({}, "tool_calls")))
+            await _send(stream, _chunked(_usage()))
+            await _send(stream, _chunked("data: [DONE]\n\n"))
+            await _send(stream, b"0\r\n\r\n")
+            return True
         if isinstance(step, Hang):
             await _send(stream, _chunked(_delta({"role": "assistant", "content": step.text})))
             try:
@@ -227,7 +256,7 @@ class LoopbackLLM:
         for i, piece in enumerate(pieces):
             if i:
                 await trio.sleep(step.chunk_delay)
-            delta: dict[str, Any] = {"content": piece}
+            delta = {"content": piece}
             if i == 0:
                 delta["role"] = "assistant"
             await _send(stream, _chunked(_delta(delta)))

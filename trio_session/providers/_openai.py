@@ -93,6 +93,10 @@ def openai_usage(usage: Mapping[str, Any]) -> Usage:
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
+def _compact(arguments: Any) -> str:
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
 def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) -> list[Any]:
     """The Chat Completions ``messages`` for a context (failed messages are already out)."""
     wire: list[Any] = []
@@ -107,7 +111,8 @@ def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) ->
                     {
                         "id": call.id,
                         "type": "function",
-                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                        # As pi writes them (JSON.stringify): no spaces.
+                        "function": {"name": call.name, "arguments": _compact(call.arguments)},
                     }
                     for call in message.tool_calls
                 ]

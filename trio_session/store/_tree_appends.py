@@ -24,6 +24,7 @@ from ._entries import (
     HistoryEntry,
     HistoryError,
     LabelEntry,
+    SystemMessageEntry,
 )
 
 __all__ = ["TreeAppends"]
@@ -111,6 +112,15 @@ class TreeAppends:
             raise HistoryError(msg, path=self.path)
         self._stage(ContextEditEntry, target_id=target_id, replacement=replacement)
         return self._last_staged()
+
+    def append_system_message_nowait(self, message: dict[str, Any]) -> str:
+        """Stage pi 1.6.0's system prompt as a ``message`` entry of role ``system``.
+
+        Args:
+            message: the message's JSON object (``role``, ``content``, ``sections``,
+                ``toolsAdded``, ``timestamp``), written as it is.
+        """
+        return self._stage(SystemMessageEntry, message=message)
 
     def append_branch_summary_nowait(
         self, summary: str, *, details: Any = None, from_hook: bool | None = None

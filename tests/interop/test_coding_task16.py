@@ -1,0 +1,164 @@
+"""A coding task over RPC, against pi 1.6.0 and ``trio-session rpc`` in the same test run
+(issue 42, acceptance 1).
+
+The model (a loopback server's script) reads ``app.py``, meets a 503 (one retry), edits
+the file, writes ``notes/todo.txt``, runs ``python3 app.py && cat notes/todo.txt`` in
+bash, then makes an edit whose old text is absent and reads a missing file, and answers.
+Both agents start with their default tools and pi-1.6's retry rules; each runs in its own
+working directory with the same ``app.py``. Compared: the files left on disk, the tools
+declared to the model (names and parameter names, and the schemas whole), the
+``(tool, isError)`` sequence and each result's text (the working directory's path put as
+``<cwd>``), the number of model requests and the retry events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.interop.retry16 import Agent, Prompt, Run, Scenario, e503, run_scenario
+from trio_session.conformance._server import Stream, ToolCalls
+
+APP = 'STATUS = 503\nprint("status", STATUS)\n'
+FIXED = 'STATUS = 200\nprint("status", STATUS)\n'
+
+CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("read", {"path": "app.py"}),
+    ("edit", {"path": "app.py", "edits": [{"oldText": "STATUS = 503", "newText": "STATUS = 200"}]}),
+    ("write", {"path": "notes/todo.txt", "content": "check the status\n"}),
+    ("bash", {"command": "python3 app.py && cat notes/todo.txt"}),
+    ("edit", {"path": "app.py", "edits": [{"oldText": "STATUS = 404", "newText": "x"}]}),
+    ("read", {"path": "missing.txt"}),
+)
+
+TASK = Scenario(
+    "coding-task",
+    (
+        ToolCalls((("call_0", *CALLS[0]),)),
+        e503(),
+        *(ToolCalls(((f"call_{i}", *call),)) for i, call in enumerate(CALLS) if i),
+        Stream("Fixed: the status is 200."),
+    ),
+    (Prompt("Fix the status in app.py and note it."),),
+    files={"app.py": APP},
+)
+
+
+@pytest.fixture(scope="module")
+def runs(
+    pi16_package: Path, node22: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[Agent, Run]:
+    """The task, run against each agent (one after the other), in this test run."""
+    base = tmp_path_factory.mktemp("coding-task")
+    return {
+        agent: run_scenario(agent, TASK, pi16_package, node22, base / agent)
+        for agent in ("pi", "trio-session")
+    }
+
+
+def ends(run: Run) -> list[dict[str, Any]]:
+    """The ``tool_execution_end`` events of a run."""
+    return [e.data for e in run.events if e.data.get("type") == "tool_execution_end"]
+
+
+def declared(body: Any) -> dict[str, list[str]]:
+    """The tools a request declares: name -> its parameter names, sorted."""
+    return {
+        t["function"]["name"]: sorted(t["function"]["parameters"]["properties"])
+        for t in body.get("tools", [])
+    }
+
+
+def test_the_files_on_disk_are_the_same(runs: dict[Agent, Run]) -> None:
+    """Both agents leave app.py fixed and notes/todo.txt written."""
+    for agent, run in runs.items():
+        cwd = Path(run.cwd)
+        assert (cwd / "app.py").read_text() == FIXED, agent
+        assert (cwd / "notes" / "todo.txt").read_text() == "check the status\n", agent
+
+
+def test_the_same_tools_are_declared(runs: dict[Agent, Run]) -> None:
+    """The four default tools, with the same parameter names and the same schemas."""
+    pi, ours = (runs[a].bodies[0] for a in ("pi", "trio-session"))
+    assert (
+        declared(ours)
+        == declared(pi)
+        == {
+            "read": ["limit", "offset", "path"],
+            "bash": ["command", "timeout"],
+            "edit": ["edits", "path"],
+            "write": ["content", "path"],
+        }
+    )
+    schemas = {
+        a: {t["function"]["name"]: t["function"]["parameters"] for t in runs[a].bodies[0]["tools"]}
+        for a in runs
+    }
+    assert schemas["trio-session"] == schemas["pi"]
+
+
+def test_the_same_tool_results(runs: dict[Agent, Run]) -> None:
+    """The same (tool, isError) sequence — the last two errors — and the same texts."""
+    shown = {}
+    for agent, run in runs.items():
+        shown[agent] = [
+            (
+                e["toolName"],
+                e["isError"],
+                "".join(p.get("text", "") for p in e["result"]["content"]).replace(
+                    run.cwd, "<cwd>"
+                ),
+            )
+            for e in ends(run)
+        ]
+    assert [(t, err) for t, err, _ in shown["pi"]] == [
+        ("read", False),
+        ("edit", False),
+        ("write", False),
+        ("bash", False),
+        ("edit", True),
+        ("read", True),
+    ]
+    assert shown["trio-session"] == shown["pi"]
+
+
+def test_the_same_requests_and_retries(runs: dict[Agent, Run]) -> None:
+    """8 model requests each, and one retry: the same retry events."""
+    retries = {}
+    for agent, run in runs.items():
+        assert len(run.bodies) == 8, agent
+        retries[agent] = [
+            (e.data["type"], e.data.get("attempt"), e.data.get("success"))
+            for e in run.events
+            if e.data.get("type") in ("auto_retry_start", "auto_retry_end")
+        ]
+    assert retries["pi"] == [("auto_retry_start", 1, None), ("auto_retry_end", 1, True)]
+    assert retries["trio-session"] == retries["pi"]
+
+
+def test_the_retry_resends_the_tool_result(runs: dict[Agent, Run]) -> None:
+    """Acceptance 3: the re-sent request after the 503 equals the first try, the read's
+    result in it, for pi and for us; and ours carries the same conversation as pi's.
+
+    Read the same way: a user message's text parts as one string (pi sends a list of
+    parts, we send the string). The system prompts differ in words, on purpose
+    (docs/tools.md)."""
+    for run in runs.values():
+        first, again = run.bodies[1], run.bodies[2]
+        assert again["messages"] == first["messages"]
+        assert again["messages"][-1]["role"] == "tool"
+
+    def conversation(run: Run) -> list[Any]:
+        read = []
+        for message in run.bodies[2]["messages"]:
+            message = dict(message)
+            if message["role"] == "system":
+                continue
+            if isinstance(message.get("content"), list):
+                message["content"] = "".join(p["text"] for p in message["content"])
+            read.append(message)
+        return read
+
+    assert conversation(runs["trio-session"]) == conversation(runs["pi"])
