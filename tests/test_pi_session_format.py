@@ -655,6 +655,25 @@ async def test_rpc_session_tree_errors_leave_the_session_alone(tmp_path: Path) -
     assert notes.read_text(encoding="utf-8") == '{"hello": "world"}\n'
 
 
+async def test_rpc_clone_before_anything_is_saved_is_refused_as_pi_does(tmp_path: Path) -> None:
+    """Issue 41, row 7: clone of a session whose file is not written yet (no message
+    sent) is refused in pi 1.6.0's words, and the session is left as it was."""
+    sessions = file_sessions(tmp_path / "sessions", FauxProvider([FauxReply(text="r1")]))
+    with trio.fail_after(30):
+        async with rpc_client(sessions) as client:
+            first = (await client.get_state())["sessionFile"]
+            expected = (
+                "clone failed: This session has not been saved yet. Send a message before "
+                "cloning or forking it."
+            )
+            with pytest.raises(RpcCommandError, match=f"^{re.escape(expected)}$"):
+                await client.clone()
+            assert (await client.get_state())["sessionFile"] == first
+            await ask(client, "one")
+            assert await client.clone() == {"cancelled": False}
+            assert header((await client.get_state())["sessionFile"])["parentSession"] == first
+
+
 async def test_rpc_without_session_files(tmp_path: Path) -> None:
     """A factory that takes no request serves new_session only; a session without a file
     cannot be forked or cloned, and get_state omits sessionFile."""

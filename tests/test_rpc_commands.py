@@ -319,3 +319,34 @@ async def test_costs_are_pi_ai_floats_to_the_last_bit() -> None:
         1.0000000000000002e-06,
         1.6e-05,
     )
+
+
+async def test_bash_excluded_from_context_never_reaches_the_model() -> None:
+    """Issue 41, row 5: bash with ``excludeFromContext: true`` is recorded (get_messages
+    shows it, flagged) but the next request leaves it out; one without the flag is sent."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    provider = FauxProvider([FauxReply(text="done")])
+    raw = RawLines(client_end, client_end)
+
+    async def until(kind: str, id: int | None = None) -> JSON:
+        while True:
+            line = await raw.read()
+            if line["type"] == kind and (id is None or line.get("id") == id):
+                return line
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(RpcServer(lambda: open_session(provider, PLAIN), server_end).serve)
+        hidden = {"id": 1, "type": "bash", "command": "echo kept-out", "excludeFromContext": True}
+        await raw.send(hidden)
+        assert (await until("response", 1))["data"]["output"] == "kept-out\n"
+        await raw.send({"id": 2, "type": "bash", "command": "echo sent-on"})
+        assert (await until("response", 2))["data"]["output"] == "sent-on\n"
+        messages = (await ask(raw, {"id": 3, "type": "get_messages"}))["data"]["messages"]
+        assert [m.get("excludeFromContext") for m in messages] == [True, None]
+        await raw.send({"id": 4, "type": "prompt", "message": "go"})
+        await until("agent_settled")
+        await client_end.send_eof()
+    (request,) = provider.requests
+    sent = repr(request.messages)
+    assert "sent-on" in sent
+    assert "kept-out" not in sent

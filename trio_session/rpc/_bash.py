@@ -71,7 +71,11 @@ class BashRunner:
             self._put(encode_line(update))
 
         try:
-            running = session.bash(command.command, on_output=stream)
+            running = session.bash(
+                command.command,
+                on_output=stream,
+                exclude_from_context=bool(command.exclude_from_context),
+            )
             # The parent resumes only once this task blocks, and session.bash registers
             # its run before its first checkpoint.
             task_status.started()

@@ -12,6 +12,7 @@ from .._classes import frozen
 from .._messages import ImageContent
 from ._fields import (
     COMMAND,
+    EXCLUDE,
     IMAGES,
     INSTRUCTIONS,
     LEVEL,
@@ -86,9 +87,12 @@ class GetLastAssistantText:
 
 @frozen
 class Bash:
-    """``{"type": "bash", "command": …}`` — answered when the command is over."""
+    """``{"type": "bash", "command": …, "excludeFromContext"?: …}`` — answered when the
+    command is over; with ``excludeFromContext`` its result is recorded but never sent to
+    the model (pi's ``!!`` prefix)."""
 
     command: str
+    exclude_from_context: bool | None = None
     id: CommandId | None = None
     type: Literal["bash"] = "bash"
 
@@ -196,7 +200,7 @@ DECLARED: Final[tuple[tuple[type, tuple[Field, ...]], ...]] = (
     (CycleThinkingLevel, ()),
     (GetSessionStats, ()),
     (GetLastAssistantText, ()),
-    (Bash, (COMMAND,)),
+    (Bash, (COMMAND, EXCLUDE)),
     (AbortBash, ()),
     (ExportHtml, (OUTPUT_PATH,)),
     (GetCommands, ()),

@@ -60,6 +60,9 @@ LEVEL = Field(
     "one of " + ", ".join(f'"{name}"' for name in THINKING_LEVEL_NAMES),
 )
 COMMAND = Field("command", "command", _is_str, "a string")
+EXCLUDE = Field(
+    "excludeFromContext", "exclude_from_context", _is_bool, "true or false", required=False
+)
 OUTPUT_PATH = Field("outputPath", "output_path", _is_path, PATH_EXPECTED, required=False)
 
 

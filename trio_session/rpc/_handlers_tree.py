@@ -135,7 +135,14 @@ async def _fork(host: Host, command: Fork) -> Response:
     return Response.ok(command, {"text": entry.message.text, "cancelled": False})
 
 
+#: pi 1.6.0's refusal to clone (or fork) a session whose file is not written yet.
+NOT_SAVED = "This session has not been saved yet. Send a message before cloning or forking it."
+
+
 async def _clone(host: Host, command: Clone) -> Response:
+    file = host.session.history_file
+    if file is not None and not file.saved:  # refused before the run is touched, as pi's
+        return Response.failed(command, NOT_SAVED)
     current = await _current_file(host, command, abort_first=True)
     if isinstance(current, Response):
         return current

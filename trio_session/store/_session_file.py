@@ -363,6 +363,12 @@ class SessionFile(TreeAppends):
         return any(kind == "message" for _, kind in self._tree.values())
 
     @property
+    def saved(self) -> bool:
+        """Whether the file is on disk: resumed, or written since its first message (a
+        new file waits for one, as pi's does)."""
+        return self.loaded is not None or self._fd is not None
+
+    @property
     def session_name(self) -> str | None:
         """The display name of the last ``session_info`` entry, ``None`` if unset."""
         return self._name
