@@ -23,7 +23,7 @@ from ._events_pi16 import SummarizationRetryAttemptStart as SummarizationRetryAt
 from ._events_pi16 import SummarizationRetryFinished as SummarizationRetryFinished
 from ._events_pi16 import SummarizationRetryScheduled as SummarizationRetryScheduled
 from ._events_pi16 import SummarySource as SummarySource
-from ._messages import AssistantMessage, Message, ToolResultMessage
+from ._messages import AssistantMessage, Message, ToolResultMessage, Usage
 
 # The streaming views a message_update carries live in _partial; named here too.
 from ._partial import GrowingPart as GrowingPart
@@ -270,7 +270,9 @@ class CompactionResult:
 
     On the wire (``compaction_end.result``, the ``compact`` command's data) it has
     the reference's fields — ``summary``, ``tokensBefore``, ``firstKeptEntryId``,
-    ``details`` — and two of ours, ``tokensAfter`` and ``messagesRemoved``.
+    ``details`` — and two of ours, ``tokensAfter`` and ``messagesRemoved``. Under
+    ``retry.profile`` ``"pi-1.6"`` the default compactor adds pi 1.6.0's two,
+    ``estimatedTokensAfter`` and ``usage`` (the summary requests').
 
     Attributes:
         summary: the summary that now stands for the removed messages.
@@ -280,6 +282,9 @@ class CompactionResult:
         first_kept_entry_id: the session-file entry of the first message kept
             (``None`` without a session file, or when none was kept).
         details: compactor-specific data (the reference's ``details``).
+        estimated_tokens_after: pi 1.6.0's estimate of the context after (the sum of
+            its messages' estimates), when the compactor made one.
+        usage: what the summary requests used, added up, when the compactor says.
     """
 
     summary: str
@@ -288,6 +293,8 @@ class CompactionResult:
     messages_removed: int
     first_kept_entry_id: str | None = None
     details: Mapping[str, Any] | None = None
+    estimated_tokens_after: int | None = None
+    usage: Usage | None = None
 
 
 @frozen
