@@ -173,6 +173,34 @@ class _ProviderConfig:
     api_key: str | None = attrs.field(default=None, repr=False)
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     model_overrides: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    compat: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
+
+
+#: The ``compat`` keys whose objects pi merges key by key (its ``mergeCompat``).
+_NESTED_COMPAT = (
+    "openRouterRouting",
+    "vercelGatewayRouting",
+    "chatTemplateKwargs",
+    "chatTemplateArgs",
+)
+
+
+def merge_compat(
+    base: Mapping[str, Any] | None, override: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """pi's ``mergeCompat``: ``override``'s keys over ``base``'s, the routing and
+    chat-template objects merged key by key."""
+    if override is None:
+        return base
+    merged = {**(base or {}), **override}
+    for key in _NESTED_COMPAT:
+        below, above = (base or {}).get(key), override.get(key)
+        if isinstance(below, Mapping) or isinstance(above, Mapping):
+            merged[key] = {
+                **(below if isinstance(below, Mapping) else {}),
+                **(above if isinstance(above, Mapping) else {}),
+            }
+    return merged
 
 
 @frozen
@@ -229,6 +257,8 @@ class AgentDirConfig:
             if known is not None
             else Model(id=model_id, provider=provider, api=built_in.api, base_url=base_url)
         )
+        if config.compat is not None:
+            model = attrs.evolve(model, compat=merge_compat(model.compat, config.compat))
         override = config.model_overrides.get(model_id)
         return _overridden(model, override) if override else model
 
@@ -345,6 +375,9 @@ def _overridden(model: Model, override: Mapping[str, Any]) -> Model:
             cache_read=cost.get("cacheRead", base.cache_read),
             cache_write=cost.get("cacheWrite", base.cache_write),
         )
+    compat = override.get("compat")
+    if isinstance(compat, Mapping):
+        changes["compat"] = merge_compat(model.compat, compat)
     return attrs.evolve(model, **changes)
 
 
@@ -487,7 +520,7 @@ def _parse_models(data: Any) -> tuple[dict[str, _ProviderConfig], tuple[Model, .
             raise _Invalid(f"{where} must be a JSON object")
         for key in ("name", "baseUrl", "apiKey", "api"):
             _check(body, key, where, _is_text, "a non-empty string")
-        for key in ("headers", "modelOverrides"):
+        for key in ("headers", "modelOverrides", "compat"):
             _check(body, key, where, _is_mapping, "a JSON object")
         headers = body.get("headers", {})
         if not all(isinstance(v, str) for v in headers.values()):
@@ -511,6 +544,7 @@ def _parse_models(data: Any) -> tuple[dict[str, _ProviderConfig], tuple[Model, .
             api_key=body.get("apiKey"),
             headers=dict(headers),
             model_overrides=dict(body.get("modelOverrides", {})),
+            compat=body.get("compat"),
         )
         providers[name] = config
         for index, definition in enumerate(definitions):
@@ -533,6 +567,7 @@ def _parse_model(
         raise _Invalid(f"{where}.id must be a non-empty string")
     for key in ("name", "api", "baseUrl"):
         _check(body, key, where, _is_text, "a non-empty string")
+    _check(body, "compat", where, _is_mapping, "a JSON object")
     _check(body, "reasoning", where, lambda v: isinstance(v, bool), "true or false")
     _check(
         body,
@@ -572,6 +607,7 @@ def _parse_model(
         )
         if cost is not None
         else ModelCost(),
+        compat=merge_compat(config.compat, body.get("compat")),
     )
 
 
