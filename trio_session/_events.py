@@ -401,18 +401,27 @@ class SessionInfoChanged:
 class ExtensionError:
     """An extension's handler raised, or ran past its time bound; the session went on.
 
+    On the wire ``{"type": "extension_error", "extensionPath", "event", "error"}``, as
+    pi's.
+
     Attributes:
-        extension: the extension's name (its module or entry-point name).
+        extension_path: where the extension came from, as pi's ``extensionPath``: its
+            Python file (the module's ``__file__``), else its name.
         event: the ``type`` of the event the handler was given.
         error: what went wrong, e.g. ``"ValueError: bad"`` or
             ``"handler did not finish within 5.0 s"``.
         type: always ``"extension_error"``; the event's name on the wire.
     """
 
-    extension: str
+    extension_path: str
     event: str
     error: str
     type: Literal["extension_error"] = "extension_error"
+
+    @property
+    def extension(self) -> str:
+        """``extension_path``, by its name before issue 41 (it held the extension's name)."""
+        return self.extension_path
 
 
 @frozen
