@@ -340,18 +340,6 @@ def prepare(
     return Preparation(tuple(messages[:history_end]), prefix, tuple(messages[cut:]))
 
 
-def summarizable(messages: Sequence[Message], settings: CompactionSettings) -> bool:
-    """Whether pi 1.6.0's cut (``prepare``, ``compaction.keepRecentTokens``) leaves
-    anything to summarise — its ``prepareCompaction``, which a manual compaction asks
-    under ``retry.profile`` ``"pi-1.6"`` before any compactor runs (R-56a).
-
-    Args:
-        messages: the runtime context.
-        settings: the ``compaction`` settings.
-    """
-    return prepare(messages, settings.keep_recent_tokens) is not None
-
-
 def _flatten(turns: Sequence[Sequence[Message]]) -> list[Message]:
     return [m for turn in turns for m in turn]
 
