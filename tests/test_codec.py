@@ -152,7 +152,7 @@ EVENTS: list[SessionEvent] = [
     QueueUpdate(steering=("focus on tests",), follow_up=()),
     ThinkingLevelChanged(level="high"),
     SessionInfoChanged(name="release work"),
-    ExtensionError(extension="notify", event="auto_retry_end", error="ValueError: bad"),
+    ExtensionError(extension_path="notify", event="auto_retry_end", error="ValueError: bad"),
     HistoryWriteFailed(path="/s/a.jsonl", error="cannot write session file /s/a.jsonl: EFBIG"),
     SummarizationRetryScheduled(1, 3, 2000, "503 Service Unavailable"),
     SummarizationRetryAttemptStart("compaction", "overflow"),

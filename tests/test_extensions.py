@@ -23,6 +23,7 @@ from trio_session import (
     load_extension_file,
     open_session,
 )
+from trio_session._codec import event_to_json
 from trio_session._extensions import ENTRY_POINT_GROUP, _may_declare
 from trio_session.testing import EventRecorder
 
@@ -250,3 +251,27 @@ async def test_user_exception_in_the_block_is_not_wrapped(
     with pytest.raises(KeyError, match="mine"):
         async with open_session(FauxProvider([]), extensions=[Extension("x", lambda api: None)]):
             raise KeyError("mine")
+
+
+async def test_extension_error_names_the_extension_file_as_pi(tmp_path: Path) -> None:
+    """An extension_error says ``extensionPath``, the extension's file, as pi's (issue 41,
+    row 6); an extension given as a function is named by its name."""
+    source = tmp_path / "loud.py"
+    source.write_text(
+        "def activate(api):\n"
+        "    def explode(event):\n"
+        "        raise ValueError('bad handler')\n"
+        "    api.on('agent_start', explode)\n"
+    )
+    extension = load_extension_file(source)
+    async with open_session(FauxProvider([ok()]), extensions=[extension]) as session:
+        rec = EventRecorder.attach(session)
+        await session.prompt("Hi")
+    (error,) = rec.of(ExtensionError)
+    assert event_to_json(error) == {
+        "type": "extension_error",
+        "extensionPath": str(source.resolve()),
+        "event": "agent_start",
+        "error": "ValueError: bad handler",
+    }
+    assert error.extension == str(source.resolve())

@@ -31,8 +31,21 @@ from trio_session import (
     message_to_json,
     open_session,
 )
-from trio_session._messages import CompactionSummaryMessage
+from trio_session._codec import event_to_json
+from trio_session._compaction import (
+    SUMMARY_REQUEST,
+    TURN_PREFIX_REQUEST,
+    Preparation,
+    prepare,
+)
+from trio_session._messages import (
+    AssistantMessage,
+    CompactionSummaryMessage,
+    TextContent,
+    UserMessage,
+)
 from trio_session._retry.overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED
+from trio_session._stats import estimate_tokens
 from trio_session.store._history import load_session
 from trio_session.store._loaded import runtime_context
 from trio_session.testing import EventRecorder
@@ -41,11 +54,20 @@ from .conftest import ERR_503, ERR_OVERFLOW, assert_idle, err, ok
 
 MODEL = Model(id="small", provider="faux", context_window=1000, max_tokens=100)
 PI16 = {"retry": {"profile": "pi-1.6"}}
+#: pi-1.6 with a cut that leaves something to summarise in these small contexts (R-56a):
+#: every short message is one token, so the cut falls on the last few.
+PI16_CUT = {**PI16, "compaction": {"keepRecentTokens": 1}}
+PI16_KEEP3 = {**PI16, "compaction": {"keepRecentTokens": 3}}
 
 
 def cut(text: str = "partial") -> FauxReply:
     """A reply cut at its length limit below the model's max_tokens (pi's recoverable)."""
     return FauxReply(text=text, stop_reason="length", usage=Usage(output=40))
+
+
+def ok_message(text: str) -> AssistantMessage:
+    """A finished assistant message saying ``text``."""
+    return AssistantMessage(content=(TextContent(text),), stop_reason="stop")
 
 
 def after_first_agent_end(rec: EventRecorder) -> list[str]:
@@ -70,9 +92,10 @@ def resumed(path: Path) -> list[dict[str, Any]]:
 
 
 async def test_r56a_nothing_to_compact_seed(autojump_clock: trio.testing.MockClock) -> None:
-    """R-56, R-56a (seed): a lone oversized prompt: agent_end says willRetry false (it said
-    true with nothing continuing), the compaction events say nothing was compacted as pi
-    0.73.1's do, the error leaves the context, nothing more is sent."""
+    """R-56, R-56a, R-56g (seed): a lone oversized prompt: agent_end says willRetry false
+    (it said true with nothing continuing), the compaction events say nothing was
+    compacted, the error leaves the context, nothing more is sent — no summary request,
+    no re-send (pi 0.73.1 sends both: R-56g [beyond])."""
     provider = FauxProvider([err(ERR_OVERFLOW), ok("never")])
     async with open_session(provider, MODEL) as session:
         rec = EventRecorder.attach(session)
@@ -130,7 +153,7 @@ async def test_r50_overflow_compacts_and_continues_pi16(
     context."""
     path = tmp_path / "s.jsonl"
     provider = FauxProvider([ok("a1"), ok("a2"), err(ERR_OVERFLOW), ok("the summary"), ok("a3")])
-    async with open_session(provider, MODEL, settings=PI16, history=path) as session:
+    async with open_session(provider, MODEL, settings=PI16_KEEP3, history=path) as session:
         await session.prompt("q1")
         await session.prompt("q2")
         rec = EventRecorder.attach(session)
@@ -151,7 +174,7 @@ async def test_r50_overflow_compacts_and_continues_pi16(
     assert [e.will_retry for e in rec.of(AgentEnd)] == [True, False]
     (end,) = rec.of(CompactionEnd)
     assert (end.aborted, end.will_retry, end.error_message) == (False, True, None)
-    assert [m.text for m in provider.requests[4].messages][1:] == ["q3"]
+    assert [m.text for m in provider.requests[4].messages][1:] == ["q2", "a2", "q3"]
     entries = file_entries(path)
     (edit,) = [e for e in entries if e["type"] == "context_edit"]
     assert edit["targetId"] == entries[entries.index(edit) - 1]["id"]  # the overflow error
@@ -165,7 +188,7 @@ async def test_r56c_second_overflow_says_recovery_failed_pi16(
     1.6.0's compaction_end {willRetry: false, errorMessage}; no second compaction."""
     provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), err(ERR_OVERFLOW), ok("never")])
     async with open_session(
-        provider, MODEL, settings=PI16, compactor=DropOldestCompactor()
+        provider, MODEL, settings=PI16_CUT, compactor=DropOldestCompactor()
     ) as session:
         await session.prompt("q1")
         rec = EventRecorder.attach(session)
@@ -180,6 +203,88 @@ async def test_r56c_second_overflow_says_recovery_failed_pi16(
     assert provider.remaining == 1
 
 
+async def test_r56a_one_good_turn_that_fits_is_not_compacted_pi16(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-56a (pi-1.6): one good turn, then an overflow, with the default keepRecentTokens:
+    pi 1.6.0's cut keeps everything, so nothing is compacted: 2 requests, no compaction
+    event, the error edited away, the context [user, assistant, user] (issue 41, row 1);
+    the seed keeps its R-50 answer and compacts to the last turn."""
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("summary"), ok("never")])
+    async with open_session(provider, MODEL, settings=PI16) as session:
+        await session.prompt("q1")
+        rec = EventRecorder.attach(session)
+        reply = await session.prompt("q2")
+        assert [m.text for m in session.messages] == ["q1", "a1", "q2"]
+    assert reply.error_message == ERR_OVERFLOW
+    assert after_first_agent_end(rec) == ["agent_end", "agent_settled"]
+    assert [e.will_retry for e in rec.of(AgentEnd)] == [False]
+    assert len(provider.requests) == 2
+    provider = FauxProvider([ok("a1"), err(ERR_OVERFLOW), ok("summary"), ok("a2")])
+    async with open_session(provider, MODEL) as session:
+        await session.prompt("q1")
+        reply = await session.prompt("q2")
+    assert (reply.text, len(provider.requests)) == ("a2", 4)
+
+
+async def test_r56h_split_turn_summarised_on_its_own_pi16(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """R-56h (pi-1.6): with keepRecentTokens 1 the overflowing turn is cut inside: the
+    history and the turn's start are summarised by two requests, joined as pi joins
+    them; the re-sent context is the summary alone; the result and the file's compaction
+    entry carry pi 1.6.0's estimatedTokensAfter and usage (issue 41, row 2)."""
+    path = tmp_path / "s.jsonl"
+    history, turn = ok("history", usage=Usage(input=10, output=2)), ok("turn", usage=Usage(5, 1))
+    script = [ok("a1"), err(ERR_OVERFLOW), history, turn, ok("a2")]
+    provider = FauxProvider(script)
+    async with open_session(provider, MODEL, settings=PI16_CUT, history=path) as session:
+        await session.prompt("q1")
+        rec = EventRecorder.attach(session)
+        reply = await session.prompt("q2")
+        context = list(session.messages)
+    summary = "history\n\n---\n\n**Turn Context (split turn):**\n\nturn"
+    assert reply.text == "a2"
+    assert [type(m).__name__ for m in context] == ["CompactionSummaryMessage", "AssistantMessage"]
+    assert [m.text for m in context][1:] == ["a2"]
+    sent = [[m.text for m in r.messages] for r in provider.requests]
+    assert sent[2] == ["q1", "a1", SUMMARY_REQUEST]
+    assert sent[3] == ["q2", TURN_PREFIX_REQUEST]
+    assert len(sent) == 5
+    assert len(sent[4]) == 1
+    (end,) = rec.of(CompactionEnd)
+    assert end.result is not None
+    assert end.will_retry
+    assert end.result.summary == summary
+    assert end.result.estimated_tokens_after == estimate_tokens(context[0])
+    assert end.result.usage is not None
+    assert (end.result.usage.input, end.result.usage.output) == (15, 3)
+    data = event_to_json(end)["result"]
+    assert {"estimatedTokensAfter", "usage"} <= set(data)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    (entry,) = [e for e in lines if e["type"] == "compaction"]
+    assert (entry["summary"], entry["usage"]) == (summary, data["usage"])
+
+
+def test_r56h_prepare_cuts_as_pi_16() -> None:
+    """R-56h: pi 1.6.0's cut of a context: at a user message nothing is split; inside a
+    turn its start is the turn prefix; everything fitting leaves nothing to summarise."""
+    q1, a1, q2, a2, q3 = (
+        UserMessage("q1"),
+        ok_message("a1"),
+        UserMessage("q2"),
+        ok_message("a2"),
+        UserMessage("q3"),
+    )
+    context = (q1, a1, q2, a2, q3)
+    assert prepare(context, 3) == Preparation((q1, a1), (), (q2, a2, q3))
+    assert prepare(context, 2) == Preparation((q1, a1), (q2,), (a2, q3))
+    assert prepare(context, 1) == Preparation((q1, a1, q2, a2), (), (q3,))
+    assert prepare(context, 1, omitted=True) == Preparation((q1, a1, q2, a2), (q3,), ())
+    assert prepare(context, 20_000) is None
+    assert prepare((q1,), 20_000, omitted=True) is None
+
+
 # -- R-56b: a reply cut at its length limit ------------------------------------------------
 
 
@@ -190,7 +295,7 @@ async def test_r56b_length_cut_compacts_and_retries_pi16(
     compacted and the turn is sent again once; the second answer is the reply."""
     provider = FauxProvider([ok("a1"), cut(), ok("a2")])
     async with open_session(
-        provider, MODEL, settings=PI16, compactor=DropOldestCompactor()
+        provider, MODEL, settings=PI16_CUT, compactor=DropOldestCompactor()
     ) as session:
         await session.prompt("q1")
         rec = EventRecorder.attach(session)
@@ -216,7 +321,7 @@ async def test_r56b_length_cut_twice_ends_pi16(autojump_clock: trio.testing.Mock
     again: pi 1.6.0's "Truncated response recovery failed" ends the prompt."""
     provider = FauxProvider([ok("a1"), cut(), cut("again"), ok("never")])
     async with open_session(
-        provider, MODEL, settings=PI16, compactor=DropOldestCompactor()
+        provider, MODEL, settings=PI16_CUT, compactor=DropOldestCompactor()
     ) as session:
         await session.prompt("q1")
         rec = EventRecorder.attach(session)
@@ -248,7 +353,7 @@ async def test_r56d_silent_overflow_compacts_without_retry_both_profiles(
 ) -> None:
     """R-56d (both): an answer whose usage is over the window is kept; the context is
     compacted for next time, nothing is sent again, agent_end says willRetry false."""
-    for settings in (None, PI16):
+    for settings in (None, PI16_CUT):
         big = FauxReply(text="a2", usage=Usage(input=1001))
         provider = FauxProvider([ok("a1"), big, ok("never")])
         async with open_session(
@@ -280,7 +385,7 @@ async def test_r56f_summary_request_retried_pi16(autojump_clock: trio.testing.Mo
     provider = FauxProvider(
         [ok("a1"), ok("a2"), err(ERR_OVERFLOW), err(ERR_503), ok("the summary"), ok("a3")]
     )
-    async with open_session(provider, MODEL, settings=PI16) as session:
+    async with open_session(provider, MODEL, settings=PI16_KEEP3) as session:
         await session.prompt("q1")
         await session.prompt("q2")
         rec = EventRecorder.attach(session)
@@ -332,7 +437,7 @@ async def test_r56f_abort_during_summary_backoff_pi16(
     """R-56f, R-32 (pi-1.6): abort() in the summary retry's wait ends it at once: the
     retry's finished event, then compaction_end {aborted: true}; nothing more is sent."""
     provider = FauxProvider([ok("a1"), ok("a2"), err(ERR_OVERFLOW), err(ERR_503), ok("never")])
-    async with open_session(provider, MODEL, settings=PI16) as session:
+    async with open_session(provider, MODEL, settings=PI16_KEEP3) as session:
         await session.prompt("q1")
         await session.prompt("q2")
         rec = EventRecorder.attach(session)

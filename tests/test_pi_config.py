@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from trio_session import Settings, SettingsError, SettingsLayer, SettingsStore
+from trio_session._codec import model_to_json
 from trio_session._commands import CommandError, load_settings, provider_class, select_model
 from trio_session._pi_config import (
     AgentDirConfig,
@@ -131,6 +132,33 @@ def test_models_json_gives_the_custom_models(tmp_path: Path) -> None:
         tmp_path / "agent" / "settings.json",
         tmp_path / ".pi" / "settings.json",
     )
+
+
+def test_models_json_compat_is_merged_as_pi_merges_it(tmp_path: Path) -> None:
+    """A provider's ``compat`` under its models' (pi's ``mergeCompat``: keys over keys, the
+    routing objects key by key) reaches the Model and its RPC object (issue 41, row 4)."""
+    provider = {
+        "compat": {"supportsDeveloperRole": False, "openRouterRouting": {"only": ["a"]}},
+        "models": [
+            {"id": "plain"},
+            {
+                "id": "tuned",
+                "compat": {"supportsStore": False, "openRouterRouting": {"order": ["b"]}},
+            },
+        ],
+    }
+    directory = tmp_path / "agent"
+    write(directory / "models.json", models_json("http://127.0.0.1:9/v1", **provider))
+    config = load_agent_dir(directory, cwd=tmp_path)
+    assert config.warnings == ()
+    plain, tuned = config.models
+    assert plain.compat == provider["compat"]
+    assert model_to_json(tuned)["compat"] == {
+        "supportsDeveloperRole": False,
+        "openRouterRouting": {"only": ["a"], "order": ["b"]},
+        "supportsStore": False,
+    }
+    assert "compat" not in model_to_json(Model(id="m", provider="p"))
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,10 @@ from .test_retry_chain import ERROR, ScriptHost
 MODEL = Model(id="small", provider="faux", context_window=1000, max_tokens=100)
 HANG_UP = "socket hang up"
 PI16 = {"retry": {"profile": "pi-1.6"}}
+#: pi 1.6.0's cut at the third-last message of these one-token contexts, so an overflow
+#: after two turns has the first to summarise (R-56a).
+KEEP3 = {"compaction": {"keepRecentTokens": 3}}
+PI16_KEEP3 = {**PI16, **KEEP3}
 
 
 def test_one_classifier_choice_per_profile() -> None:
@@ -111,7 +115,7 @@ async def test_r56f_a_summary_request_ending_in_socket_hang_up_is_retried_pi16(
     provider = FauxProvider(
         [ok("a1"), ok("a2"), err(ERR_OVERFLOW), err(HANG_UP), ok("the summary"), ok("a3")]
     )
-    async with open_session(provider, MODEL, settings=PI16) as session:
+    async with open_session(provider, MODEL, settings=PI16_KEEP3) as session:
         await session.prompt("q1")
         await session.prompt("q2")
         rec = EventRecorder.attach(session)
@@ -133,7 +137,7 @@ async def test_r56f_the_summary_request_is_retried_at_most_max_retries_times_pi1
         [ok("a1"), ok("a2"), err(ERR_OVERFLOW), err(ERR_503), err(ERR_503), err(ERR_503)]
         + [ok("spare")] * 3
     )
-    settings = {"retry": {"profile": "pi-1.6", "maxRetries": 2}}
+    settings = {"retry": {"profile": "pi-1.6", "maxRetries": 2}, **KEEP3}
     async with open_session(provider, MODEL, settings=settings) as session:
         await session.prompt("q1")
         await session.prompt("q2")

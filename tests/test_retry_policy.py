@@ -440,8 +440,10 @@ async def test_r25_reattempt_overflow_goes_to_compaction(
 ) -> None:
     """R-25: a re-attempt that overflows ends the chain, then compaction runs."""
     provider = FauxProvider([ok("earlier"), err(), err(ERR_OVERFLOW), ok("compacted")])
+    # keepRecentTokens 1: pi 1.6.0's cut leaves "one" to compact (R-56a)
+    settings = in_profile(profile, {"compaction": {"keepRecentTokens": 1}})
     async with open_session(
-        provider, settings=in_profile(profile), compactor=DropOldestCompactor()
+        provider, settings=settings, compactor=DropOldestCompactor()
     ) as session:
         rec = EventRecorder.attach(session)
         await session.prompt("one")

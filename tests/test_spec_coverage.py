@@ -77,6 +77,8 @@ def test_the_rule_list_is_read_from_the_spec() -> None:
         "R-56d",
         "R-56e",
         "R-56f",
+        "R-56g",
+        "R-56h",
     ]
     assert parts == {"R-7": ["a", "b"]}
 

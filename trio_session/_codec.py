@@ -352,14 +352,15 @@ def model_to_json(model: Model) -> dict[str, Any]:
     """A ``Model`` as the reference's full Model object (RPC ``get_state``, ``set_model`` …).
 
     ``{"id", "name", "api", "provider", "baseUrl", "reasoning", "input", "contextWindow",
-    "maxTokens", "cost": {"input", "output", "cacheRead", "cacheWrite"}}`` in that order.
+    "maxTokens", "cost": {"input", "output", "cacheRead", "cacheWrite"}}`` in that order,
+    then ``"compat"`` when models.json gave the model one (as pi's Model carries it).
     The reference's models always have a ``baseUrl``; a model without one gets ``""``.
 
     Args:
         model: the model to encode.
     """
     cost = model.cost
-    return {
+    data: dict[str, Any] = {
         "id": model.id,
         "name": model.name,
         "api": model.api,
@@ -376,3 +377,6 @@ def model_to_json(model: Model) -> dict[str, Any]:
             "cacheWrite": cost.cache_write,
         },
     }
+    if model.compat is not None:
+        data["compat"] = to_json(model.compat)
+    return data

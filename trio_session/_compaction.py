@@ -12,7 +12,7 @@ fails (or overflows too) it falls back to ``DropOldestCompactor``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import attrs
@@ -21,9 +21,14 @@ from ._classes import frozen
 from ._events import CompactionReason, CompactionResult
 from ._messages import (
     AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
     CompactionSummaryMessage,
+    Cost,
+    CustomMessage,
     Message,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
 from ._settings_values import CompactionSettings
@@ -246,18 +251,93 @@ def cut_point(messages: Sequence[Message], keep_recent_tokens: int) -> int | Non
     return cut
 
 
-def summarizable(messages: Sequence[Message], settings: CompactionSettings) -> bool:
-    """Whether the reference's cut (``cut_point``, ``compaction.keepRecentTokens``) leaves
-    anything before it to summarise — pi 1.6.0's ``prepareCompaction``, which a manual
-    compaction asks under ``retry.profile`` ``"pi-1.6"`` before any compactor runs (R-56a).
+def _starts_turn(message: Message) -> bool:
+    """Whether a turn starts at ``message`` (the reference's ``isTurnStartMessage``)."""
+    return isinstance(
+        message,
+        (
+            UserMessage,
+            BashExecutionMessage,
+            CustomMessage,
+            BranchSummaryMessage,
+            CompactionSummaryMessage,
+        ),
+    )
+
+
+@frozen
+class Preparation:
+    """pi 1.6.0's cut of a context (``prepareCompaction``): what is summarised, what kept.
+
+    Attributes:
+        history: the messages summarised by the history request — a previous
+            compaction's summary first, when there is one.
+        turn_prefix: on a split turn, the start of the turn the cut falls in, summarised
+            by a request of its own; empty otherwise.
+        kept: the messages kept verbatim after the new summary.
+    """
+
+    history: tuple[Message, ...]
+    turn_prefix: tuple[Message, ...]
+    kept: tuple[Message, ...]
+
+    @property
+    def split_turn(self) -> bool:
+        """Whether the cut falls inside a turn (a second, turn-prefix, summary request)."""
+        return bool(self.turn_prefix)
+
+
+def prepare(
+    messages: Sequence[Message], keep_recent_tokens: int, *, omitted: bool = False
+) -> Preparation | None:
+    """pi 1.6.0's ``prepareCompaction`` on a runtime context; ``None``: nothing to summarise.
+
+    The cut is ``findCutPoint``'s: walking back from the newest message until about
+    ``keep_recent_tokens`` tokens are kept, then forward to the nearest message a context
+    may start with (not a tool result; the last such message if none follows); when
+    everything fits, the cut is at the first message, so nothing is summarised. When the
+    cut falls inside a turn (not at a message that starts one), the turn's start — from
+    its user message to the cut — is summarised on its own (a *split turn*) and the
+    history before the turn by the usual request.
+
+    ``omitted`` is an overflow's case: its failed reply has just left the context (pi
+    1.6.0 context-edits it away). pi's cut then counts that reply as the first entry
+    kept when the budget was used up by the last message alone (its "recovery omission
+    suffix"), so the whole last turn is summarised as a split turn and nothing is kept.
 
     Args:
-        messages: the runtime context.
-        settings: the ``compaction`` settings.
+        messages: the runtime context (a previous compaction's summary first, if any).
+        keep_recent_tokens: ``compaction.keepRecentTokens``.
+        omitted: an overflow's failed reply has just been left out after ``messages``.
     """
-    cut = cut_point(messages, settings.keep_recent_tokens)
     start = 1 if messages and isinstance(messages[0], CompactionSummaryMessage) else 0
-    return cut is not None and cut > start
+    valid = [i for i in range(start, len(messages)) if _is_cut_point(messages[i])]
+    if not valid:
+        return None
+    cut, exceeded, kept = valid[0], False, 0
+    for index in range(len(messages) - 1, start - 1, -1):
+        kept += message_tokens(messages[index])
+        if kept >= keep_recent_tokens:
+            exceeded = True
+            cut = next((c for c in valid if c >= index), valid[-1])
+            break
+    if omitted and exceeded and cut == len(messages) - 1:
+        cut = len(messages)  # pi's first kept entry is the failed reply it left out
+    turn_start = None
+    if cut == len(messages) or not _starts_turn(messages[cut]):
+        turn_start = next(
+            (
+                i
+                for i in range(min(cut, len(messages) - 1), start - 1, -1)
+                if _starts_turn(messages[i])
+            ),
+            None,
+        )
+    history_end = cut if turn_start is None else turn_start
+    prefix = () if turn_start is None else tuple(messages[turn_start:cut])
+    if history_end <= start and not prefix:
+        return None
+    return Preparation(tuple(messages[:history_end]), prefix, tuple(messages[cut:]))
 
 
 def _flatten(turns: Sequence[Sequence[Message]]) -> list[Message]:
@@ -272,6 +352,15 @@ SUMMARY_REQUEST = (
     "was decided and done, facts learned, open questions, and every file name, "
     "identifier or number that still matters. Write only the summary."
 )
+TURN_PREFIX_REQUEST = (
+    "The messages above are the start of a turn whose later messages are kept "
+    "separately. Summarise the user's request and the progress shown above, so that the "
+    "turn can be continued from the later messages. Write only the summary."
+)
+#: What joins a split turn's two summaries (pi 1.6.0's words).
+SPLIT_TURN_HEADING = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+#: A split turn's history when there is none to summarise (pi 1.6.0's words).
+NO_PRIOR_HISTORY = "No prior history."
 
 
 @frozen
@@ -320,6 +409,7 @@ class SummarizingCompactor:
         ask: Ask,
         custom_instructions: str | None = None,
         reason: CompactionReason = "overflow",
+        prepared: Preparation | None = None,
     ) -> Compaction | None:
         """Summarise the older messages; fall back to dropping turns.
 
@@ -337,7 +427,20 @@ class SummarizingCompactor:
             ask: asks the model for the summary (``Agent.complete``).
             custom_instructions: added to the summary request.
             reason: why compaction runs: ``"overflow"``, ``"threshold"`` or ``"manual"``.
+            prepared: pi 1.6.0's cut (``prepare``), which the session passes under
+                ``retry.profile`` ``"pi-1.6"``: it is followed as it is, a split turn's
+                start summarised by a request of its own, and the result carries pi
+                1.6.0's ``estimatedTokensAfter`` and the requests' ``usage``.
         """
+        if prepared is not None:
+            return await self._compact_prepared(
+                messages,
+                prepared,
+                model=model,
+                settings=settings,
+                ask=ask,
+                custom_instructions=custom_instructions,
+            )
         cut = cut_point(messages, settings.keep_recent_tokens)
         if cut is None:
             return None
@@ -368,3 +471,81 @@ class SummarizingCompactor:
             details=file_operations(older),
         )
         return Compaction(messages=tuple(kept), result=result)
+
+    async def _compact_prepared(
+        self,
+        messages: Sequence[Message],
+        prepared: Preparation,
+        *,
+        model: Model,
+        settings: CompactionSettings,
+        ask: Ask,
+        custom_instructions: str | None,
+    ) -> Compaction | None:
+        """pi 1.6.0's compaction of ``prepared``: the history summarised, then (on a
+        split turn) the turn's start, the two joined as pi joins them."""
+        focus = f"\n\nAdditional focus: {custom_instructions}" if custom_instructions else ""
+        history = prepared.history
+        replies: list[AssistantMessage] = []
+        if history and not (len(history) == 1 and isinstance(history[0], CompactionSummaryMessage)):
+            replies.append(await self._ask(ask, history, SUMMARY_REQUEST + focus))
+        if prepared.split_turn:
+            replies.append(await self._ask(ask, prepared.turn_prefix, TURN_PREFIX_REQUEST + focus))
+        texts = [reply.text.strip() for reply in replies]
+        if any(r.stop_reason != "stop" for r in replies) or not all(texts):
+            return await self.fallback.compact(messages, model=model, settings=settings)
+        summary = texts[0]
+        if prepared.split_turn:
+            previous = history[0] if history else None
+            before_turn = (
+                texts[0]
+                if len(texts) == 2
+                else previous.summary
+                if isinstance(previous, CompactionSummaryMessage)
+                else NO_PRIOR_HISTORY
+            )
+            summary = before_turn + SPLIT_TURN_HEADING + texts[-1]
+        before = estimate_context_tokens(messages)
+        kept: list[Message] = [
+            CompactionSummaryMessage(summary, tokens_before=before),
+            *prepared.kept,
+        ]
+        summarised = (*history, *prepared.turn_prefix)
+        result = CompactionResult(
+            summary=summary,
+            tokens_before=before,
+            tokens_after=estimate_tokens(kept),
+            messages_removed=len(summarised),
+            details=file_operations(summarised),
+            estimated_tokens_after=sum(message_tokens(m) for m in kept),
+            usage=combined_usage(r.usage for r in replies),
+        )
+        return Compaction(messages=tuple(kept), result=result)
+
+    @staticmethod
+    async def _ask(ask: Ask, messages: Sequence[Message], request: str) -> AssistantMessage:
+        return await ask([*messages, UserMessage(request)], system_prompt=SUMMARY_SYSTEM_PROMPT)
+
+
+def combined_usage(usages: Iterable[Usage]) -> Usage:
+    """Several requests' usage added up, costs too (pi 1.6.0's ``combineUsage``)."""
+    total = Usage()
+    for usage in usages:
+        total = Usage(
+            input=total.input + usage.input,
+            output=total.output + usage.output,
+            cache_read=total.cache_read + usage.cache_read,
+            cache_write=total.cache_write + usage.cache_write,
+            cost=Cost(
+                input=total.cost.input + usage.cost.input,
+                output=total.cost.output + usage.cost.output,
+                cache_read=total.cost.cache_read + usage.cost.cache_read,
+                cache_write=total.cost.cache_write + usage.cost.cache_write,
+                total=total.cost.total + usage.cost.total,
+                total_from_provider=usage.cost.total_from_provider,
+            ),
+            reasoning=usage.reasoning
+            if total.reasoning is None
+            else total.reasoning + (usage.reasoning or 0),
+        )
+    return total

@@ -29,6 +29,7 @@ from ._messages import (
     Message,
     TextContent,
     ToolResultMessage,
+    Usage,
 )
 
 # The streaming views a message_update carries live in _partial; named here too.
@@ -325,7 +326,9 @@ class CompactionResult:
 
     On the wire (``compaction_end.result``, the ``compact`` command's data) it has
     the reference's fields — ``summary``, ``tokensBefore``, ``firstKeptEntryId``,
-    ``details`` — and two of ours, ``tokensAfter`` and ``messagesRemoved``.
+    ``details`` — and two of ours, ``tokensAfter`` and ``messagesRemoved``. Under
+    ``retry.profile`` ``"pi-1.6"`` the default compactor adds pi 1.6.0's two,
+    ``estimatedTokensAfter`` and ``usage`` (the summary requests').
 
     Attributes:
         summary: the summary that now stands for the removed messages.
@@ -335,6 +338,9 @@ class CompactionResult:
         first_kept_entry_id: the session-file entry of the first message kept
             (``None`` without a session file, or when none was kept).
         details: compactor-specific data (the reference's ``details``).
+        estimated_tokens_after: pi 1.6.0's estimate of the context after (the sum of
+            its messages' estimates), when the compactor made one.
+        usage: what the summary requests used, added up, when the compactor says.
     """
 
     summary: str
@@ -343,6 +349,8 @@ class CompactionResult:
     messages_removed: int
     first_kept_entry_id: str | None = None
     details: Mapping[str, Any] | None = None
+    estimated_tokens_after: int | None = None
+    usage: Usage | None = None
 
 
 @frozen
@@ -449,18 +457,27 @@ class SessionInfoChanged:
 class ExtensionError:
     """An extension's handler raised, or ran past its time bound; the session went on.
 
+    On the wire ``{"type": "extension_error", "extensionPath", "event", "error"}``, as
+    pi's.
+
     Attributes:
-        extension: the extension's name (its module or entry-point name).
+        extension_path: where the extension came from, as pi's ``extensionPath``: its
+            Python file (the module's ``__file__``), else its name.
         event: the ``type`` of the event the handler was given.
         error: what went wrong, e.g. ``"ValueError: bad"`` or
             ``"handler did not finish within 5.0 s"``.
         type: always ``"extension_error"``; the event's name on the wire.
     """
 
-    extension: str
+    extension_path: str
     event: str
     error: str
     type: Literal["extension_error"] = "extension_error"
+
+    @property
+    def extension(self) -> str:
+        """``extension_path``, by its name before issue 41 (it held the extension's name)."""
+        return self.extension_path
 
 
 @frozen

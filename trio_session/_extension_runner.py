@@ -31,8 +31,8 @@ class Subscriber(Protocol):
     """What the runner delivers to: an activated extension's ``ExtensionAPI``."""
 
     @property
-    def name(self) -> str:
-        """The extension's name, used in ``extension_error`` events."""
+    def path(self) -> str:
+        """Where the extension came from, the ``extensionPath`` of its ``extension_error``."""
         ...
 
     def handlers_for(self, event_type: str) -> list[Handler]:
@@ -103,16 +103,16 @@ class ExtensionRunner:
     async def _dispatch(self, event: SessionEvent) -> None:
         for api in self._apis:
             for handler in api.handlers_for(event.type):
-                await self._call(api.name, handler, event)
+                await self._call(api.path, handler, event)
 
-    async def _call(self, name: str, handler: Handler, event: SessionEvent) -> None:
+    async def _call(self, path: str, handler: Handler, event: SessionEvent) -> None:
         with trio.move_on_after(self.handler_timeout) as scope:
             try:
                 result: Any = handler(event)
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
-                self.report(ExtensionError(name, event.type, f"{type(exc).__name__}: {exc}"))
+                self.report(ExtensionError(path, event.type, f"{type(exc).__name__}: {exc}"))
         if scope.cancelled_caught:
             error = f"handler did not finish within {self.handler_timeout} s"
-            self.report(ExtensionError(name, event.type, error))
+            self.report(ExtensionError(path, event.type, error))

@@ -62,13 +62,16 @@ class ExtensionAPI:
     """What ``activate(api)`` receives.
 
     Attributes:
-        name: the extension's name, used in ``extension_error`` events.
+        name: the extension's name.
         session: the session the extension is attached to (for ``abort_retry()``,
             ``messages`` …); set when the session opens.
+        path: where the extension came from, the ``extensionPath`` of its
+            ``extension_error`` events (its file, else its name).
     """
 
     name: str
     session: AgentSession | None = None
+    path: str = attrs.field(default=attrs.Factory(lambda self: self.name, takes_self=True))
     _handlers: dict[str, list[Handler]] = attrs.field(factory=dict, init=False)
 
     def on(self, event_type: str, handler: Handler) -> None:
@@ -94,12 +97,15 @@ class Extension:
     """A loaded extension: its name and its ``activate`` function.
 
     Attributes:
-        name: the extension's name, used in ``ExtensionError`` events.
+        name: the extension's name.
         activate: called with an ``ExtensionAPI`` when the session opens.
+        path: its Python file, when it came from one (the ``extensionPath`` of its
+            ``extension_error`` events, as pi's); ``None`` otherwise (the name is used).
     """
 
     name: str
     activate: Activate
+    path: str | None = None
 
     @classmethod
     def from_module(cls, module: ModuleType, name: str | None = None) -> Extension:
@@ -114,7 +120,8 @@ class Extension:
         if not callable(activate):
             msg = f"extension {label} has no activate(api) function"
             raise ExtensionLoadError(msg)
-        return cls(name=label, activate=activate)
+        file = getattr(module, "__file__", None)
+        return cls(name=label, activate=activate, path=str(file) if file else None)
 
 
 def load_extension_file(path: str | Path) -> Extension:
@@ -143,7 +150,7 @@ def load_extension_file(path: str | Path) -> Extension:
         del sys.modules[name]
         msg = f"extension file {path} failed to import: {type(exc).__name__}: {exc}"
         raise ExtensionLoadError(msg) from exc
-    return Extension.from_module(module, name=path.stem)
+    return attrs.evolve(Extension.from_module(module, name=path.stem), path=str(path.resolve()))
 
 
 def _may_declare(group: str) -> bool:
@@ -221,7 +228,9 @@ def activate_extensions(
         ExtensionLoadError: an ``activate`` raised.
     """
     for extension in extensions:
-        api = ExtensionAPI(name=extension.name, session=session)
+        api = ExtensionAPI(
+            name=extension.name, session=session, path=extension.path or extension.name
+        )
         try:
             extension.activate(api)
         except Exception as exc:

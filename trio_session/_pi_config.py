@@ -16,7 +16,8 @@ models.json, as pi's model-registry.js reads it: ``{"providers": {NAME: {baseUrl
 api, apiKey, headers, models: [{id, name, api, baseUrl, reasoning, input,
 contextWindow, maxTokens, cost}], modelOverrides}}}``, with ``//`` comments and
 trailing commas allowed. A file that breaks pi's rules is not used at all (pi keeps
-only its built-in models then), with a warning naming the file and the field.
+only its built-in models then), with a warning naming the file and the field. The
+schema, pi's built-in providers and the ``compat`` merge are ``_pi_models``'.
 
 Key lookup for a provider, in pi's order (auth-storage.js ``getApiKey``, then the
 models.json fallback): auth.json's ``{"type": "api_key", "key": …}``; the provider's
@@ -42,8 +43,11 @@ import attrs
 from ._classes import frozen
 from ._errors import SettingsError
 from ._files import RefusedFileError, read_regular
+from ._pi_models import BUILT_IN_PROVIDERS as BUILT_IN_PROVIDERS
+from ._pi_models import BuiltInProvider as BuiltInProvider
+from ._pi_models import InvalidModels, ProviderConfig, merge_compat, overridden, parse_models
 from ._settings import SettingsLayer, resolve
-from .providers._base import Model, ModelCost
+from .providers._base import Model
 from .providers._models import builtin_model
 
 #: The environment variable that names pi's agent directory.
@@ -58,100 +62,6 @@ MAX_CONFIG_FILE_BYTES = 1 << 20
 COMMAND_TIMEOUT = 10.0
 
 
-@frozen
-class BuiltInProvider:
-    """One of pi's built-in providers: its wire API, endpoint and key variables."""
-
-    api: str
-    base_url: str
-    key_variables: tuple[str, ...] = ()
-
-
-#: pi's built-in providers (pi-ai 0.73.1: ``getProviders()``, the first model's api and
-#: baseUrl, env-api-keys.js). pi talks to ``openai`` over its Responses API; OpenAI
-#: serves Chat Completions at the same root, and that is what trio_session speaks.
-BUILT_IN_PROVIDERS: Mapping[str, BuiltInProvider] = {
-    "amazon-bedrock": BuiltInProvider(
-        "bedrock-converse-stream", "https://bedrock-runtime.us-east-1.amazonaws.com"
-    ),
-    "anthropic": BuiltInProvider(
-        "anthropic-messages", "https://api.anthropic.com", ("ANTHROPIC_API_KEY",)
-    ),
-    "azure-openai-responses": BuiltInProvider(
-        "azure-openai-responses", "", ("AZURE_OPENAI_API_KEY",)
-    ),
-    "cerebras": BuiltInProvider(
-        "openai-completions", "https://api.cerebras.ai/v1", ("CEREBRAS_API_KEY",)
-    ),
-    "cloudflare-ai-gateway": BuiltInProvider("anthropic-messages", "", ("CLOUDFLARE_API_KEY",)),
-    "cloudflare-workers-ai": BuiltInProvider("openai-completions", "", ("CLOUDFLARE_API_KEY",)),
-    "deepseek": BuiltInProvider(
-        "openai-completions", "https://api.deepseek.com", ("DEEPSEEK_API_KEY",)
-    ),
-    "fireworks": BuiltInProvider(
-        "anthropic-messages", "https://api.fireworks.ai/inference", ("FIREWORKS_API_KEY",)
-    ),
-    "github-copilot": BuiltInProvider(
-        "anthropic-messages",
-        "https://api.individual.githubcopilot.com",
-        ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"),
-    ),
-    "google": BuiltInProvider(
-        "google-generative-ai",
-        "https://generativelanguage.googleapis.com/v1beta",
-        ("GEMINI_API_KEY",),
-    ),
-    "google-vertex": BuiltInProvider("google-vertex", "", ("GOOGLE_CLOUD_API_KEY",)),
-    "groq": BuiltInProvider(
-        "openai-completions", "https://api.groq.com/openai/v1", ("GROQ_API_KEY",)
-    ),
-    "huggingface": BuiltInProvider(
-        "openai-completions", "https://router.huggingface.co/v1", ("HF_TOKEN",)
-    ),
-    "kimi-coding": BuiltInProvider(
-        "anthropic-messages", "https://api.kimi.com/coding", ("KIMI_API_KEY",)
-    ),
-    "minimax": BuiltInProvider(
-        "anthropic-messages", "https://api.minimax.io/anthropic", ("MINIMAX_API_KEY",)
-    ),
-    "minimax-cn": BuiltInProvider(
-        "anthropic-messages", "https://api.minimaxi.com/anthropic", ("MINIMAX_CN_API_KEY",)
-    ),
-    "mistral": BuiltInProvider(
-        "mistral-conversations", "https://api.mistral.ai", ("MISTRAL_API_KEY",)
-    ),
-    "moonshotai": BuiltInProvider(
-        "openai-completions", "https://api.moonshot.ai/v1", ("MOONSHOT_API_KEY",)
-    ),
-    "moonshotai-cn": BuiltInProvider(
-        "openai-completions", "https://api.moonshot.cn/v1", ("MOONSHOT_API_KEY",)
-    ),
-    "openai": BuiltInProvider(
-        "openai-completions", "https://api.openai.com/v1", ("OPENAI_API_KEY",)
-    ),
-    "openai-codex": BuiltInProvider("openai-codex-responses", "https://chatgpt.com/backend-api"),
-    "opencode": BuiltInProvider(
-        "openai-completions", "https://opencode.ai/zen/v1", ("OPENCODE_API_KEY",)
-    ),
-    "opencode-go": BuiltInProvider(
-        "openai-completions", "https://opencode.ai/zen/go/v1", ("OPENCODE_API_KEY",)
-    ),
-    "openrouter": BuiltInProvider(
-        "openai-completions", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",)
-    ),
-    "vercel-ai-gateway": BuiltInProvider(
-        "anthropic-messages", "https://ai-gateway.vercel.sh", ("AI_GATEWAY_API_KEY",)
-    ),
-    "xai": BuiltInProvider("openai-completions", "https://api.x.ai/v1", ("XAI_API_KEY",)),
-    "xiaomi": BuiltInProvider(
-        "anthropic-messages", "https://api.xiaomimimo.com/anthropic", ("XIAOMI_API_KEY",)
-    ),
-    "zai": BuiltInProvider(
-        "openai-completions", "https://api.z.ai/api/coding/paas/v4", ("ZAI_API_KEY",)
-    ),
-}
-
-
 def agent_dir_from(
     flag: str | os.PathLike[str] | None, environ: Mapping[str, str] = os.environ
 ) -> Path | None:
@@ -162,17 +72,6 @@ def agent_dir_from(
     """
     raw = os.fspath(flag) if flag is not None else environ.get(AGENT_DIR_VARIABLE, "")
     return Path(raw).expanduser() if raw else None
-
-
-@frozen
-class _ProviderConfig:
-    """One provider entry of models.json, as written (key and headers unresolved)."""
-
-    base_url: str | None = None
-    api: str | None = None
-    api_key: str | None = attrs.field(default=None, repr=False)
-    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
-    model_overrides: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
 
 @frozen
@@ -192,7 +91,7 @@ class AgentDirConfig:
     settings_paths: tuple[Path, ...]
     models: tuple[Model, ...] = ()
     warnings: tuple[str, ...] = ()
-    _providers: Mapping[str, _ProviderConfig] = attrs.field(
+    _providers: Mapping[str, ProviderConfig] = attrs.field(
         factory=dict, alias="providers", repr=False
     )
     _auth: Mapping[str, Any] = attrs.field(factory=dict, alias="auth", repr=False)
@@ -221,7 +120,7 @@ class AgentDirConfig:
         built_in = BUILT_IN_PROVIDERS.get(provider)
         if built_in is None:
             return None
-        config = self._providers.get(provider, _ProviderConfig())
+        config = self._providers.get(provider, ProviderConfig())
         base_url = config.base_url or built_in.base_url or None
         known = builtin_model(provider, model_id, base_url=base_url)
         model = (
@@ -229,8 +128,10 @@ class AgentDirConfig:
             if known is not None
             else Model(id=model_id, provider=provider, api=built_in.api, base_url=base_url)
         )
+        if config.compat is not None:
+            model = attrs.evolve(model, compat=merge_compat(model.compat, config.compat))
         override = config.model_overrides.get(model_id)
-        return _overridden(model, override) if override else model
+        return overridden(model, override) if override else model
 
     def provider_models(self, provider: str) -> tuple[Model, ...]:
         """The custom models of ``provider``, in file order."""
@@ -324,30 +225,6 @@ def _run_key_command(command: str) -> str | None:
     return output
 
 
-def _overridden(model: Model, override: Mapping[str, Any]) -> Model:
-    """pi's ``applyModelOverride`` for the fields a ``Model`` has."""
-    changes: dict[str, Any] = {}
-    for key, field in (
-        ("name", "name"),
-        ("reasoning", "reasoning"),
-        ("input", "input"),
-        ("contextWindow", "context_window"),
-        ("maxTokens", "max_tokens"),
-    ):
-        if key in override:
-            changes[field] = override[key]
-    cost = override.get("cost")
-    if isinstance(cost, Mapping):
-        base = model.cost
-        changes["cost"] = ModelCost(
-            input=cost.get("input", base.input),
-            output=cost.get("output", base.output),
-            cache_read=cost.get("cacheRead", base.cache_read),
-            cache_write=cost.get("cacheWrite", base.cache_write),
-        )
-    return attrs.evolve(model, **changes)
-
-
 # -- loading ---------------------------------------------------------------------------------
 
 
@@ -372,13 +249,13 @@ def load_agent_dir(
         project / PROJECT_DIR_NAME / "settings.json",
     )
     models: tuple[Model, ...] = ()
-    providers: dict[str, _ProviderConfig] = {}
+    providers: dict[str, ProviderConfig] = {}
     models_path = directory / "models.json"
     data = _read_json(models_path, warnings, comments=True)
     if data is not None:
         try:
-            providers, models = _parse_models(data)
-        except _Invalid as exc:
+            providers, models = parse_models(data)
+        except InvalidModels as exc:
             warnings.append(f"{models_path}: {exc}; its custom models and providers are not used")
     auth = _load_auth(directory / "auth.json", warnings)
     return AgentDirConfig(
@@ -405,10 +282,6 @@ def available_models(config: AgentDirConfig | None, current: Model) -> tuple[Mod
         ):
             models.append(model)
     return tuple(models)
-
-
-class _Invalid(Exception):
-    """A models.json field that breaks pi's schema; the message names the field."""
 
 
 def _strip_json_comments(text: str) -> str:
@@ -473,120 +346,3 @@ def _load_auth(path: Path, warnings: list[str]) -> Mapping[str, Any]:
         elif kind != "api_key" or not isinstance(entry.get("key"), str):
             warnings.append(f"{path}: the entry of {provider} is not an API key; not used")
     return data
-
-
-def _parse_models(data: Any) -> tuple[dict[str, _ProviderConfig], tuple[Model, ...]]:
-    """models.json, checked as pi's schema and ``validateConfig`` check it."""
-    if not isinstance(data, dict) or not isinstance(data.get("providers"), dict):
-        raise _Invalid("providers must be a JSON object")
-    providers: dict[str, _ProviderConfig] = {}
-    models: list[Model] = []
-    for name, body in data["providers"].items():
-        where = f"providers.{name}"
-        if not isinstance(body, dict):
-            raise _Invalid(f"{where} must be a JSON object")
-        for key in ("name", "baseUrl", "apiKey", "api"):
-            _check(body, key, where, _is_text, "a non-empty string")
-        for key in ("headers", "modelOverrides"):
-            _check(body, key, where, _is_mapping, "a JSON object")
-        headers = body.get("headers", {})
-        if not all(isinstance(v, str) for v in headers.values()):
-            raise _Invalid(f"{where}.headers values must be strings")
-        _check(body, "models", where, lambda v: isinstance(v, list), "a list")
-        definitions = body.get("models", [])
-        built_in = BUILT_IN_PROVIDERS.get(name)
-        if not definitions:
-            if not any(k in body for k in ("baseUrl", "headers", "compat", "modelOverrides")):
-                raise _Invalid(
-                    f'{where}: must specify "baseUrl", "headers", "compat", '
-                    '"modelOverrides", or "models"'
-                )
-        elif built_in is None:
-            for key in ("baseUrl", "apiKey"):
-                if key not in body:
-                    raise _Invalid(f'{where}: "{key}" is required when defining custom models')
-        config = _ProviderConfig(
-            base_url=body.get("baseUrl"),
-            api=body.get("api"),
-            api_key=body.get("apiKey"),
-            headers=dict(headers),
-            model_overrides=dict(body.get("modelOverrides", {})),
-        )
-        providers[name] = config
-        for index, definition in enumerate(definitions):
-            model = _parse_model(name, config, built_in, definition, f"{where}.models[{index}]")
-            if model is not None:
-                models.append(model)
-    return providers, tuple(models)
-
-
-def _parse_model(
-    provider: str,
-    config: _ProviderConfig,
-    built_in: BuiltInProvider | None,
-    body: Any,
-    where: str,
-) -> Model | None:
-    if not isinstance(body, dict):
-        raise _Invalid(f"{where} must be a JSON object")
-    if not _is_text(body.get("id")):
-        raise _Invalid(f"{where}.id must be a non-empty string")
-    for key in ("name", "api", "baseUrl"):
-        _check(body, key, where, _is_text, "a non-empty string")
-    _check(body, "reasoning", where, lambda v: isinstance(v, bool), "true or false")
-    _check(
-        body,
-        "input",
-        where,
-        lambda v: isinstance(v, list) and all(i in ("text", "image") for i in v),
-        'a list of "text" and "image"',
-    )
-    for key in ("contextWindow", "maxTokens"):
-        _check(body, key, where, lambda v: _is_number(v) and v > 0, "a positive number")
-    cost = body.get("cost")
-    if cost is not None:
-        parts = ("input", "output", "cacheRead", "cacheWrite")
-        if not isinstance(cost, dict) or not all(_is_number(cost.get(p)) for p in parts):
-            raise _Invalid(f"{where}.cost must hold the numbers {', '.join(parts)}")
-    api = body.get("api") or config.api or (built_in.api if built_in else None)
-    if api is None:
-        raise _Invalid(f'{where}: no "api" specified; set it at provider or model level')
-    base_url = body.get("baseUrl") or config.base_url or (built_in.base_url if built_in else None)
-    if not base_url:
-        return None  # pi skips such a model too
-    return Model(
-        id=body["id"],
-        provider=provider,
-        name=body.get("name") or body["id"],
-        api=api,
-        base_url=base_url,
-        reasoning=body.get("reasoning", False),
-        input=tuple(body.get("input", ("text",))),
-        context_window=int(body.get("contextWindow", 128_000)),
-        max_tokens=int(body.get("maxTokens", 16_384)),
-        cost=ModelCost(
-            input=cost["input"],
-            output=cost["output"],
-            cache_read=cost["cacheRead"],
-            cache_write=cost["cacheWrite"],
-        )
-        if cost is not None
-        else ModelCost(),
-    )
-
-
-def _is_text(value: Any) -> bool:
-    return isinstance(value, str) and bool(value)
-
-
-def _is_mapping(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check(body: Mapping[str, Any], key: str, where: str, test: Any, description: str) -> None:
-    if key in body and not test(body[key]):
-        raise _Invalid(f"{where}.{key} must be {description}")

@@ -127,6 +127,8 @@ def models_json(base_url: str) -> dict[str, Any]:
                     {
                         "id": MODELS[1],
                         "name": "Interop Large",
+                        # pi's Model carries it (get_state, set_model …): issue 41, row 4
+                        "compat": {"supportsDeveloperRole": False},
                         "reasoning": True,
                         "input": ["text", "image"],
                         "contextWindow": 64000,
@@ -146,8 +148,10 @@ def models_json(base_url: str) -> dict[str, Any]:
 
 def settings_json(profile: str = "seed") -> dict[str, Any]:
     """pi's settings.json: a short backoff; the SDK's own retries off, so every 503
-    reaches the agent's retry policy; our ``retry.profile`` (pi ignores the key)."""
-    return {
+    reaches the agent's retry policy; our ``retry.profile`` (pi ignores the key). Under
+    pi-1.6, ``compaction.keepRecentTokens: 1``, so that the driver's manual ``compact``
+    has something to summarise (pi 1.6.0's cut keeps all of a small session)."""
+    settings: dict[str, Any] = {
         "retry": {
             "enabled": True,
             "maxRetries": 3,
@@ -156,6 +160,9 @@ def settings_json(profile: str = "seed") -> dict[str, Any]:
             "profile": profile,
         }
     }
+    if profile == "pi-1.6":
+        settings["compaction"] = {"keepRecentTokens": 1}
+    return settings
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -76,15 +76,17 @@ class Scenario:
     compaction: dict[str, Any] = attrs.field(factory=dict)
     #: Files written into the agent's working directory before it starts (path: text).
     files: dict[str, str] = attrs.field(factory=dict)
+    profile: str = "pi-1.6"
 
     def settings(self) -> dict[str, Any]:
-        """settings.json: the provider SDK's own retries off, our profile pi-1.6."""
+        """settings.json: the provider SDK's own retries off, our profile (pi-1.6 unless
+        the scenario says)."""
         retry = {
             "enabled": True,
             "maxRetries": 3,
             "baseDelayMs": 200,
             "provider": {"maxRetries": 0},
-            "profile": "pi-1.6",
+            "profile": self.profile,
             **self.retry,
         }
         return {"retry": retry, "compaction": {"enabled": True, **self.compaction}}
@@ -105,6 +107,7 @@ class Run:
     agent: Agent
     events: tuple[Event, ...]
     requests: tuple[float, ...]
+    prompts: tuple[str, ...]
     messages: Any
     responses: tuple[dict[str, Any], ...]
     stderr: str
@@ -274,6 +277,7 @@ async def _run(agent: Agent, scenario: Scenario, pi_package: Path, node22: Path,
         agent,
         tuple(client.events),
         tuple(r.time for r in server.requests),
+        tuple(r.prompt() for r in server.requests),
         messages,
         tuple(client.responses),
         stderr.read_text(),
@@ -372,6 +376,23 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         (Prompt(f"one {_WORDS}"), Prompt(f"two {_WORDS}"), Prompt("three")),
         compaction={"keepRecentTokens": 100},
+    ),
+    Scenario(  # one good turn: everything fits keepRecentTokens, nothing to summarise
+        "overflow-with-history",
+        (Stream("First answer."), HttpError(400, _OVERFLOW), Stream("Summary."), Stream("Again.")),
+        (Prompt("one"), Prompt("two")),
+    ),
+    Scenario(  # the cut falls inside the overflowing turn: two summary requests
+        "overflow-split-turn",
+        (
+            Stream("First answer."),
+            HttpError(400, _OVERFLOW),
+            Stream("Summary of the conversation."),
+            Stream("Summary of the turn."),
+            Stream("Second answer."),
+        ),
+        (Prompt("one"), Prompt("two")),
+        compaction={"keepRecentTokens": 1},
     ),
     Scenario(
         "overflow-summary-503",

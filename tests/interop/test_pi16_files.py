@@ -150,7 +150,9 @@ def _write_pi16_profile_session(path: Path) -> list[dict[str, Any]]:
     live: list[dict[str, Any]] = []
 
     async def run() -> None:
-        settings = {"retry": {"profile": "pi-1.6"}}
+        # keepRecentTokens 3: pi 1.6.0's cut finds nothing to compact after "huge" alone,
+        # and "huge" to summarise before "q1" after the length cut (R-56a)
+        settings = {"retry": {"profile": "pi-1.6"}, "compaction": {"keepRecentTokens": 3}}
         async with open_session(provider, model, settings=settings, history=path) as session:
             for text in ("huge", "q1", "q2"):
                 await session.prompt(text)

@@ -33,8 +33,13 @@ RULES = frozenset(
         "dropped-stream-wording",
         "will-retry-compaction",
         "system-message",
+        "compaction-counts",
+        "nothing-kept",
     }
 )
+
+#: Our two counts in a compaction result (docs/rpc.md: compaction results).
+_OUR_COUNTS = frozenset({"tokensAfter", "messagesRemoved"})
 
 #: How much longer than pi's one wait ours may be, and than its own ``delayMs`` either
 #: may be (seconds): the machine running the suite may be loaded.
@@ -117,6 +122,11 @@ def _event(data: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
         kept["errorMessage"] = _error(data.get("errorMessage"), rules)
         result = data.get("result")
         kept["summary"] = result.get("summary") if isinstance(result, dict) else None
+        if isinstance(result, dict):  # which fields a result has; their values are estimates
+            ours = _OUR_COUNTS if "compaction-counts" in rules else frozenset()
+            if "nothing-kept" in rules:
+                ours |= {"firstKeptEntryId"}
+            kept["fields"] = sorted(set(result) - ours)
         return {"type": kind, **kept}
     return {
         k: _error(v, rules) if k in ("errorMessage", "finalError") else v for k, v in data.items()

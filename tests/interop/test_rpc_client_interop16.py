@@ -162,7 +162,6 @@ def test_every_client_method_is_exercised(
         "getEntries.sinceUnknown",
         "setModel.unknown",
         "prompt.duringBackoff",
-        "compact",
     ]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -25,14 +26,15 @@ import trio
 
 from .._agent import Agent
 from .._classes import define
-from .._compaction import Compactor, can_compact, summarizable
+from .._compaction import Compactor, Preparation, can_compact, prepare
 from .._errors import CompactionError, SessionBusyError
 from .._events import CompactionEnd, CompactionReason, CompactionResult, CompactionStart
-from .._messages import CompactionSummaryMessage
+from .._messages import CompactionSummaryMessage, Message
 from .._retry.classify import Classifier
 from .._retry.controller import BUSY
 from .._retry.decide import SettingsSource
 from .._retry.policy import RetryPolicy
+from .._settings_values import Settings
 from .hub import EventHub
 
 if TYPE_CHECKING:
@@ -79,12 +81,24 @@ class Compaction:
         """
         messages = self.agent.messages
         context = messages[:-1] if without_last and messages else messages
+        settings = self.settings.current
+        if RetryPolicy.resolve(settings, self.classifier).pi16:  # R-56a: pi 1.6.0's question
+            return self._prepare(context, settings, omitted=without_last) is not None
         return can_compact(
             self.compactor,
             context,
             model=self.agent.model,
-            settings=self.settings.current.compaction,
+            settings=settings.compaction,
         )
+
+    @staticmethod
+    def _prepare(
+        messages: Sequence[Message], settings: Settings, *, omitted: bool
+    ) -> Preparation | None:
+        """pi 1.6.0's ``prepareCompaction`` of ``messages`` (``_compaction.prepare``),
+        asked under ``"pi-1.6"`` whatever the compactor, as pi asks it before its
+        extensions' ``session_before_compact``."""
+        return prepare(messages, settings.compaction.keep_recent_tokens, omitted=omitted)
 
     async def compact(
         self, reason: CompactionReason, *, will_retry: bool
@@ -119,12 +133,14 @@ class Compaction:
         agent = self.agent
         settings = self.settings.current
         pi16 = RetryPolicy.resolve(settings, self.classifier).pi16
-        if reason == "manual":  # R-56a: the reference's cut, whatever the compactor
-            nothing = pi16 and not summarizable(agent.messages, settings.compaction)
-        else:
-            nothing = pi16 and not self.can_compact(without_last=False)
-            if nothing:
-                return None  # R-56a: pi 1.6.0 finds nothing to summarize before it starts
+        prepared = None
+        if pi16:  # R-56a: pi 1.6.0's cut, whatever the compactor; an overflow's failure
+            # has left the context when the run goes on after the compaction
+            omitted = reason == "overflow" and will_retry
+            prepared = self._prepare(agent.messages, settings, omitted=omitted)
+            if prepared is None and reason != "manual":
+                return None  # pi 1.6.0 finds nothing to summarize before it starts
+        nothing = pi16 and prepared is None  # manual: refused between start and end
         ask = agent.complete
         if pi16:  # R-56f: the summary request is retried as a run is
             from .._retry.summary import RetryingAsk  # pi-1.6 only: the seed never imports it
@@ -151,6 +167,7 @@ class Compaction:
                 ask=ask,
                 **_instructions(self.compactor, custom_instructions),
                 **_reason(self.compactor, reason),
+                **_prepared(self.compactor, prepared),
             )
         except trio.Cancelled:
             self.hub.emit(CompactionEnd(reason, result=None, aborted=True, will_retry=False))
@@ -213,6 +230,18 @@ def _instructions(compactor: Compactor, custom_instructions: str | None) -> dict
         )
         return {}
     return {"custom_instructions": custom_instructions}
+
+
+def _prepared(compactor: Compactor, prepared: Preparation | None) -> dict[str, Any]:
+    """pi 1.6.0's cut as the ``prepared`` keyword, for compactors whose ``compact`` takes
+    it (R-56a, R-56g): the default compactor then follows it, split turns included."""
+    if prepared is None:
+        return {}
+    try:
+        parameters = inspect.signature(compactor.compact).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return {}
+    return {"prepared": prepared} if "prepared" in parameters else {}
 
 
 class CompactPart:

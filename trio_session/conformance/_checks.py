@@ -14,6 +14,8 @@ request's answer and the re-attempt's arrival must be within ``tolerance_ms(dela
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -22,7 +24,7 @@ import attrs
 
 from .._classes import define, frozen
 from ._agent import Agent, Observed
-from ._server import LoopbackLLM
+from ._server import LoopbackLLM, Request
 
 #: The tolerance on a sleep (R-21): this share of the announced delay, plus TOLERANCE_MS.
 TOLERANCE_RATIO = 0.10
@@ -254,6 +256,59 @@ class Run:
         observed = "gaps " + ", ".join(f"{g} ms" for _, g in pairs)
         self.check(rules, expected or "no re-attempt", observed or "no re-attempt", ok)
 
+    def summary_requests(self, start: int) -> list[Request]:
+        """The compaction's summary requests in the run from ``start``: the requests that
+        carry none of the prompts as their last user message and reached the server before
+        the run's last ``compaction_end`` (all such requests if there is none). A
+        re-sent turn after a compaction carries a prompt, or (pi 1.6.0's split turn) only
+        the summary, and comes after that event."""
+        ends = [e.time for e in self.events(start, "compaction_end")]
+        until = ends[-1] if ends else math.inf
+        return [
+            r for r in self.server.requests if r.prompt() not in self.prompts and r.time <= until
+        ]
+
+    def expect_summary_requests(
+        self, start: int, rules: str, asked: str | None, *, beyond: bool = False
+    ) -> None:
+        """One check: no summary request (``asked`` is ``None``), or at least one, and
+        one of them carries ``asked`` (a text of the conversation it must summarise)."""
+        found = self.summary_requests(start)
+        carried = asked is not None and any(asked in json.dumps(r.body) for r in found)
+        if asked is None:
+            expected, ok = "no summary request", not found
+        else:
+            expected, ok = f"a summary request carrying {asked!r}", carried
+        observed = f"{len(found)} summary request(s)"
+        if found and asked is not None:
+            observed += f", {'one' if carried else 'none'} carrying {asked!r}"
+        self.check(rules, expected, observed, ok, beyond=beyond)
+
+    def expect_final_error(
+        self, start: int, rules: str, error: str | None, *, beyond: bool = False
+    ) -> None:
+        """One check: how the run ended — its last assistant message an error whose text
+        carries ``error``, or (``None``) an answer — and no ``compaction_end`` with an
+        ``errorMessage`` (a compaction that failed)."""
+        ends = [e for e in self.events(start, "message_end") if _role(e) == "assistant"]
+        last = ends[-1].event.get("message") if ends else None
+        text = last.get("errorMessage") if isinstance(last, Mapping) else None
+        failed = [
+            str(e.event.get("errorMessage"))
+            for e in self.events(start, "compaction_end")
+            if e.event.get("errorMessage")
+        ]
+        if error is None:
+            expected = "an answer, no compaction error"
+            ok = last is not None and text is None and not failed
+        else:
+            expected = f"the error {error!r}, no compaction error"
+            ok = isinstance(text, str) and error in text and not failed
+        observed = f"the error {text!r}" if text else "an answer" if last else "no reply"
+        if failed:
+            observed += f"; compaction_end errorMessage {failed[-1]!r}"
+        self.check(rules, expected, observed, ok, beyond=beyond)
+
     async def messages(self) -> list[Mapping[str, Any]]:
         """The agent's runtime context, from ``get_messages``."""
         response = await self.agent.send({"type": "get_messages"})
@@ -297,3 +352,8 @@ def matches(observed: str, expected: Sequence[str]) -> bool:
     if not expected:
         return observed == "no retry events"
     return re.fullmatch(pattern, observed) is not None
+
+
+def _role(observed: Observed) -> str | None:
+    message = observed.event.get("message")
+    return message.get("role") if isinstance(message, Mapping) else None

@@ -225,6 +225,8 @@ async def _overflow(run: Run) -> None:
     run.check(
         "R-50", "the run continues once: an answer", f"{len(replies)} answers", len(replies) == 1
     )
+    run.expect_summary_requests(start, "R-50", "First question.")
+    run.expect_final_error(start, "R-50", None)
 
 
 async def _state_in_retry(run: Run) -> None:

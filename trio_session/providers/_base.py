@@ -87,6 +87,10 @@ class Model:
         input: what the model reads: ``("text",)`` or ``("text", "image")``.
         max_tokens: the longest answer the model gives.
         cost: its prices; every assistant message's ``usage.cost`` is computed from them.
+        compat: the reference's ``compat`` object from models.json (the provider's, then
+            the model's on top, as pi merges them), shown as it is in the RPC Model
+            object; ``None`` when models.json gives none. trio_session's providers do
+            not read it.
     """
 
     id: str
@@ -99,6 +103,7 @@ class Model:
     input: tuple[str, ...] = attrs.field(default=("text",), converter=tuple)
     max_tokens: int = 16_384
     cost: ModelCost = FREE
+    compat: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
 
     def priced(self, usage: Usage) -> Usage:
         """``usage`` with its ``cost`` computed from this model's prices (as the reference does).

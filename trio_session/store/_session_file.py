@@ -303,6 +303,7 @@ class SessionFile(TreeAppends):
             first_kept_entry_id=first_kept_entry_id,
             details=dict(result.details) if result.details is not None else None,
             from_hook=False,
+            usage=result.usage,
         )
 
     def append_settings_change_nowait(self, key: str, value: Any) -> str:
