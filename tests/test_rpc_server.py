@@ -390,7 +390,8 @@ async def test_serving_one_session(autojump_clock: trio.testing.MockClock) -> No
 
 
 async def test_end_of_input_aborts_the_retry(autojump_clock: trio.testing.MockClock) -> None:
-    """R-30, R-42: at end of input the server aborts the run, writes its end, and stops."""
+    """R-30, R-42, R-68: at end of input the server aborts the run, writes its end (pi
+    writes nothing more), and stops."""
     async with in_memory([{"error": ERR_503}]) as s:
         await s.raw.send({"type": "prompt", "message": "hi"})
         while (await s.raw.read())["type"] != "auto_retry_start":
@@ -407,7 +408,7 @@ async def test_end_of_input_aborts_the_retry(autojump_clock: trio.testing.MockCl
 
 
 async def test_shutdown_aborts_the_retry(autojump_clock: trio.testing.MockClock) -> None:
-    """R-30: shutdown() (what SIGTERM calls) ends the server like end of input does."""
+    """R-30, R-68: shutdown() (what SIGTERM calls) ends the server like end of input does."""
     async with in_memory([{"error": ERR_503}]) as s:
         await s.raw.send({"type": "prompt", "message": "hi"})
         while (await s.raw.read())["type"] != "auto_retry_start":
