@@ -92,6 +92,12 @@ def test_wheel_metadata_has_one_version_and_says_what_the_package_is(dist: Path)
     requires = meta.get_all("Requires-Dist") or []
     runtime = sorted(r.split(">=")[0] for r in requires if "extra ==" not in r)
     assert runtime == ["attrs", "httpx", "rich", "trio", "wcwidth"]
+    # The README's test command installs every tool the suite runs (the type check too).
+    for tool in ("pytest", "pyright", "twine", "build", "vulture"):
+        assert any(
+            r.startswith(f"{tool}>=") and r.endswith(("extra == 'test'", 'extra == "test"'))
+            for r in requires
+        ), tool
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     assert "trio-session = trio_session.cli:main" in wheel.read(entry_points).decode()
 
