@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -55,9 +56,15 @@ LOCAL_SERVER = "http://127.0.0.1:8080/v1"  # what docs/providers.md's local exam
 
 
 def python_blocks(page: Path) -> list[str]:
-    """The ```python blocks of a docs page."""
-    text = page.read_text(encoding="utf-8")
-    return [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    """The ```python blocks of a docs page that are written there (not a copy of an
+    example file: tests/test_docs_plain.py checks those equal their file, and
+    test_example_runs runs the file)."""
+    parts = page.read_text(encoding="utf-8").split("```python\n")
+    return [
+        b.split("```", 1)[0]
+        for before, b in itertools.pairwise(parts)
+        if not before.rstrip("\n").rsplit("\n", 1)[-1].startswith("<!-- example: ")
+    ]
 
 
 def test_doc_pages_hold_python_blocks() -> None:
@@ -69,8 +76,7 @@ def test_doc_pages_hold_python_blocks() -> None:
 @pytest.mark.parametrize("page", DOC_PAGES, ids=lambda p: p.name)
 async def test_doc_page_python_blocks_run(page: Path, nursery: trio.Nursery) -> None:
     """Every ```python block in docs/*.md runs: whole programs (``trio.run``) as a process
-    against a loopback OpenAI-compatible server, definitions by exec; a block that
-    includes a docs/examples file is that file, which test_example_runs runs."""
+    against a loopback OpenAI-compatible server, definitions by exec."""
     from .http_server import ScriptedServer, event_stream, sse
 
     server = ScriptedServer()
@@ -78,9 +84,6 @@ async def test_doc_page_python_blocks_run(page: Path, nursery: trio.Nursery) -> 
     done = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     hello = sse({"choices": [{"index": 0, "delta": {"content": "Hello!"}}]})
     for block in python_blocks(page):
-        if block.startswith("--8<--"):
-            assert (Path(__file__).parent.parent / block.split('"')[1]).is_file()
-            continue
         if "trio.run(" not in block:
             exec(compile(block, str(page), "exec"), {"__name__": "docs_block"})
             continue

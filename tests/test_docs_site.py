@@ -365,7 +365,7 @@ def test_quickstart_prints_what_the_home_page_shows() -> None:
         [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     home = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
-    assert '--8<-- "docs/examples/quickstart.py"' in home
+    assert "<!-- example: docs/examples/quickstart.py -->" in home
     assert f"```text\n{out}```" in home
     assert out == "retry 1 of 3 in 100 ms\nHi!\n"
 

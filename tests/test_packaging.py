@@ -6,6 +6,7 @@ from __future__ import annotations
 import email.message
 import email.parser
 import email.policy
+import os
 import subprocess
 import sys
 import tarfile
@@ -67,8 +68,8 @@ def test_wheel_holds_the_library_and_py_typed_but_no_tests(dist: Path) -> None:
 
 
 def test_wheel_metadata_has_one_version_and_says_what_the_package_is(dist: Path) -> None:
-    """The version is trio_session.__version__ (its one source); classifiers, extras and
-    project URLs are there."""
+    """The version is trio_session.__version__ (its one source); classifiers and extras
+    are there, and no project URL nobody has checked."""
     wheel = zipfile.ZipFile(_one(dist, "*.whl"))
     meta = _metadata(wheel)
     assert meta["Name"] == "trio-session"
@@ -86,11 +87,17 @@ def test_wheel_metadata_has_one_version_and_says_what_the_package_is(dist: Path)
         assert wanted in classifiers
     extras = set(meta.get_all("Provides-Extra") or [])
     assert {"test", "docs", "lint", "otel", "redis"} <= extras
-    urls = {entry.split(",", 1)[0] for entry in meta.get_all("Project-URL") or []}
-    assert {"Homepage", "Documentation", "Changelog", "Source", "Issues"} <= urls
+    # No project URL until the repository has a public address someone has checked.
+    assert meta.get_all("Project-URL") is None
     requires = meta.get_all("Requires-Dist") or []
     runtime = sorted(r.split(">=")[0] for r in requires if "extra ==" not in r)
     assert runtime == ["attrs", "httpx", "rich", "trio", "wcwidth"]
+    # The README's test command installs every tool the suite runs (the type check too).
+    for tool in ("pytest", "pyright", "twine", "build", "vulture"):
+        assert any(
+            r.startswith(f"{tool}>=") and r.endswith(("extra == 'test'", 'extra == "test"'))
+            for r in requires
+        ), tool
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     assert "trio-session = trio_session.cli:main" in wheel.read(entry_points).decode()
 
@@ -108,3 +115,75 @@ def test_sdist_carries_the_license_tests_and_docs_but_no_local_state(dist: Path)
         for name in names
         for part in name.split("/")
     )
+
+
+def test_twine_check_passes_on_the_sdist_and_the_wheel(dist: Path) -> None:
+    """``twine check`` (what PyPI would refuse: metadata, the README as the description)
+    passes for both files ``python -m build`` made."""
+    files = sorted(str(path) for path in dist.iterdir())
+    assert len(files) == 2
+    result = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("PASSED") == 2
+
+
+@pytest.fixture(scope="module")
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv (no site packages) with the wheel installed by pip, its dependencies
+    from the package index as a user's would come; the venv's ``bin`` directory."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    bin_dir = venv / "bin"
+    subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(_one(dist, "*.whl"))],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return bin_dir
+
+
+def test_the_installed_wheel_runs_the_demo_without_a_terminal(
+    installed: Path, tmp_path: Path
+) -> None:
+    """``trio-session demo`` from the wheel in a fresh venv, stdin and stdout not a
+    terminal: it prints the story as lines — two 503s, the retries, the answer — and
+    exits 0. The package it runs is the venv's, not this checkout's."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environ["PATH"] = f"{installed}{os.pathsep}{environ.get('PATH', '')}"
+    where = subprocess.run(
+        [str(installed / "python"), "-c", "import trio_session; print(trio_session.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environ,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert Path(where).is_relative_to(installed.parent), where
+    result = subprocess.run(
+        [str(installed / "trio-session"), "demo"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environ,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert "you: Say hello, and tell me what just happened." in lines
+    assert (
+        lines.count("  ✗ error: 503 Service Unavailable: the server is temporarily overloaded") == 2
+    )
+    assert "  ↻ retrying (1/3) in 2s…" in lines
+    assert "  ↻ retrying (2/3) in 4s…" in lines
+    assert lines[-1] == "  ✓ retry succeeded on attempt 2"

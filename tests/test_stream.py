@@ -21,7 +21,9 @@ from trio_session import (
     ReplyStream,
     SessionBusyError,
     SessionEvent,
+    ToolCall,
     open_session,
+    tool,
 )
 
 from .conftest import ERR_503, assert_idle, retry_settings
@@ -317,3 +319,79 @@ async def test_a_reply_that_drops_mid_answer_joins_to_the_final_text(
     assert all(isinstance(item, str) for item in items[:cut] + items[cut + 1 :])
     assert "".join(map(str, items[:cut])) == "Hello wor"
     assert "".join(map(str, items[cut + 1 :])) == "Hello world!"
+
+
+@tool
+def read_note(name: str) -> str:
+    """Read a note.
+
+    Args:
+        name: the note's name.
+    """
+    return f"{name}: the answer is 42"
+
+
+def tool_turn_script(*, fail_answer_once: bool = False) -> list[FauxReply]:
+    """A tool turn with text ("Let me read it."), then the answer after the tool result
+    (failing once mid-answer with a 503 first, when asked)."""
+    call = ToolCall("1", "read_note", {"name": "todo"})
+    answer = ("The note ", "says 42.")
+    failed = [FauxReply(text="The no", chunks=("The no",), error=ERR_503)]
+    return [
+        FauxReply(
+            text="Let me read it.",
+            chunks=("Let me ", "read it."),
+            chunk_delay=0.5,
+            tool_calls=[call],
+        ),
+        *(failed if fail_answer_once else []),
+        FauxReply(text="".join(answer), chunks=answer, chunk_delay=0.5),
+    ]
+
+
+async def test_a_reply_of_several_messages_reads_as_paragraphs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Plain iteration puts a blank line between the texts of two assistant messages of
+    one reply (a tool turn, then the answer): "Let me read it.\\n\\nThe note says 42."."""
+    async with open_session(FauxProvider(tool_turn_script()), tools=[read_note]) as session:
+        pieces = await drain_stream(session, "what does my note say?")
+    assert pieces == ["Let me read it.", "\n\nThe note says 42."]
+
+
+async def test_items_put_the_separator_before_the_next_messages_text_and_restart_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``items()`` yields the separator with the next message's first text; when that
+    attempt fails, its ``ReplyRestart`` takes the separator back with it and the
+    re-attempt brings it again, so what a reader shows joins as plain iteration does."""
+    script = tool_turn_script(fail_answer_once=True)
+    async with (
+        open_session(FauxProvider(script), tools=[read_note]) as session,
+        session.stream("what does my note say?") as reply,
+    ):
+        items = [item async for item in reply.items()]
+    assert items == [
+        "Let me ",
+        "read it.",
+        "\n\nThe no",
+        ReplyRestart(discarded="\n\nThe no", reason="retry"),
+        "\n\nThe note ",
+        "says 42.",
+    ]
+    shown = ""
+    for item in items:
+        shown = shown[: -len(item.discarded)] if isinstance(item, ReplyRestart) else shown + item
+    assert shown == "Let me read it.\n\nThe note says 42."
+    assert reply.reply.text == "The note says 42."
+
+
+async def test_a_message_without_text_adds_no_separator(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A tool turn with no text (only the call) puts nothing before the answer."""
+    call = ToolCall("1", "read_note", {"name": "todo"})
+    script = [FauxReply(tool_calls=[call]), FauxReply(text="The note says 42.")]
+    async with open_session(FauxProvider(script), tools=[read_note]) as session:
+        pieces = await drain_stream(session, "what does my note say?")
+    assert pieces == ["The note says 42."]

@@ -164,7 +164,8 @@ async def test_abort_retry_marks_the_backoff_cancelled(
     tracer_provider: TracerProvider,
     exporter: InMemorySpanExporter,
 ) -> None:
-    """R-30: abort_retry() 0.5 s into the 2 s sleep ends the backoff span there, cancelled."""
+    """R-30: abort_retry() 0.5 s into the 2 s sleep ends the backoff span there, cancelled
+    by "abort_retry" and not an error; the prompt, which returns the 503, likewise."""
     provider = FauxProvider([err(), ok()])
     async with (
         open_session(provider, tracer_provider=tracer_provider) as session,
@@ -178,16 +179,24 @@ async def test_abort_retry_marks_the_backoff_cancelled(
     assert duration(backoff) == SECOND // 2
     assert backoff.attributes is not None
     assert backoff.attributes["trio_session.retry.cancelled"] is True
-    assert backoff.attributes["error.type"] == "cancelled"
-    assert (backoff.status.status_code, backoff.status.description) == (
-        StatusCode.ERROR,
-        "Retry cancelled",
-    )
+    assert cancel_of(backoff) == (StatusCode.UNSET, True, "abort_retry")
+    assert "error.type" not in backoff.attributes
     (prompt,) = spans(exporter, "trio_session.prompt")
     assert prompt.attributes is not None
-    assert prompt.attributes["trio_session.stop_reason"] == "error"  # the 503 stays
+    assert prompt.attributes["trio_session.stop_reason"] == "error"  # the 503 stays (pi's too)
     assert prompt.attributes["trio_session.retry.attempts"] == 1
+    assert cancel_of(prompt) == (StatusCode.UNSET, True, "abort_retry")
     assert len(spans(exporter, "trio_session.attempt")) == 1
+
+
+def cancel_of(span: ReadableSpan) -> tuple[StatusCode, object, object]:
+    """A span's status and what it says of a cancel: ``cancelled``, ``cancelled_by``."""
+    attributes = span.attributes or {}
+    return (
+        span.status.status_code,
+        attributes.get("trio_session.cancelled"),
+        attributes.get("trio_session.cancelled_by"),
+    )
 
 
 async def test_caller_cancellation_ends_every_span(
@@ -195,27 +204,138 @@ async def test_caller_cancellation_ends_every_span(
     tracer_provider: TracerProvider,
     exporter: InMemorySpanExporter,
 ) -> None:
-    """R-33: the caller's timeout during a re-attempt ends attempt and prompt, cancelled."""
+    """R-33: the caller's timeout during a re-attempt ends attempt and prompt, cancelled by
+    "caller" — not errors; the prompt's stop reason is "aborted", as pi settles it."""
     provider = FauxProvider([err(), hang()])
     async with open_session(provider, tracer_provider=tracer_provider) as session:
         with trio.move_on_after(3):
             await session.prompt("hi")
     assert session.is_running is False
-    _, second = spans(exporter, "trio_session.attempt")
+    first, second = spans(exporter, "trio_session.attempt")
     assert second.attributes is not None
     assert second.attributes["trio_session.stop_reason"] == "aborted"
-    assert second.attributes["trio_session.cancelled"] is True
+    assert cancel_of(second) == (StatusCode.UNSET, True, "caller")
     assert duration(second) == SECOND  # from t = 2 to the timeout at t = 3
+    assert cancel_of(first) == (StatusCode.ERROR, None, None)  # the 503: a real failure
     (prompt,) = spans(exporter, "trio_session.prompt")
     assert duration(prompt) == 3 * SECOND
     assert prompt.attributes is not None
-    assert prompt.attributes["trio_session.cancelled"] is True
-    assert (prompt.attributes["error.type"], prompt.status.status_code) == (
-        "cancelled",
-        StatusCode.ERROR,
-    )
+    assert prompt.attributes["trio_session.stop_reason"] == "aborted"
+    assert cancel_of(prompt) == (StatusCode.UNSET, True, "caller")
+    assert "error.type" not in prompt.attributes
     assert all(s.end_time is not None for s in exporter.get_finished_spans())
     assert len(exporter.get_finished_spans()) == 4  # prompt, 2 attempts, 1 backoff
+
+
+async def test_abort_in_the_backoff_is_an_aborted_prompt_not_an_error(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """abort() 1 s into the 2 s backoff: the backoff and the prompt end there, cancelled
+    by "abort", status unset; the prompt's stop reason is "aborted" (pi 1.6.0 settles the
+    run with aborted: true), not the 503's "error"."""
+    async with (
+        open_session(FauxProvider([err(), ok()]), tracer_provider=tracer_provider) as session,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(session.prompt, "hi")
+        await trio.sleep(1)
+        assert session.is_waiting_to_retry
+        await session.abort()
+    (backoff,) = spans(exporter, "trio_session.backoff")
+    assert duration(backoff) == SECOND
+    assert cancel_of(backoff) == (StatusCode.UNSET, True, "abort")
+    (prompt,) = spans(exporter, "trio_session.prompt")
+    assert duration(prompt) == SECOND
+    assert prompt.attributes is not None
+    assert prompt.attributes["trio_session.stop_reason"] == "aborted"
+    assert cancel_of(prompt) == (StatusCode.UNSET, True, "abort")
+    (attempt,) = spans(exporter, "trio_session.attempt")
+    assert cancel_of(attempt) == (StatusCode.ERROR, None, None)  # the 503 itself
+
+
+@pytest.mark.parametrize(
+    ("who", "script"),
+    [
+        ("abort", [hang()]),
+        ("abort", [err(), hang()]),  # abort() cuts the re-attempt (abort_retry() first)
+        ("abort_retry", [err(), hang()]),
+        ("caller", [hang()]),
+    ],
+    ids=["abort-first-request", "abort-reattempt", "abort_retry-reattempt", "caller"],
+)
+async def test_a_request_cut_short_says_who_cut_it(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    who: str,
+    script: list[FauxReply],
+) -> None:
+    """A request streaming when abort(), abort_retry() or the caller's cancel comes: its
+    attempt and the prompt end cancelled by that one, neither an error."""
+    async with open_session(FauxProvider(script), tracer_provider=tracer_provider) as session:
+        if who == "caller":
+            with trio.move_on_after(2.5):
+                await session.prompt("hi")
+        else:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.prompt, "hi")
+                await trio.sleep(2.5)  # in the re-attempt (from t = 2), or the first one
+                assert session.is_running
+                if who == "abort":
+                    await session.abort()
+                else:
+                    session.abort_retry()
+    last = spans(exporter, "trio_session.attempt")[-1]
+    assert last.attributes is not None
+    assert last.attributes["trio_session.stop_reason"] == "aborted"
+    assert cancel_of(last) == (StatusCode.UNSET, True, who)
+    (prompt,) = spans(exporter, "trio_session.prompt")
+    assert cancel_of(prompt) == (StatusCode.UNSET, True, who)
+    assert prompt.attributes is not None
+    assert prompt.attributes["trio_session.stop_reason"] == "aborted"
+    assert duration(prompt) == 5 * SECOND // 2
+
+
+async def test_a_stream_left_early_is_cancelled_by_its_caller(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A ``stream()`` block left at its first text (a websocket client gone): the
+    prompt is cancelled by "caller", status unset."""
+    async with (
+        open_session(FauxProvider([hang()]), tracer_provider=tracer_provider) as session,
+        session.stream("hi") as reply,
+    ):
+        async for _ in reply.items():
+            break
+    (prompt,) = spans(exporter, "trio_session.prompt")
+    assert cancel_of(prompt) == (StatusCode.UNSET, True, "caller")
+
+
+async def test_among_many_cancelled_prompts_only_the_real_failure_is_an_error(
+    autojump_clock: trio.testing.MockClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Twenty prompts cancelled by their callers (ten mid-request, ten in a backoff) and
+    one that fails for good (a 401): exactly one prompt span has status ERROR."""
+    script = [hang()] * 10 + [err()] * 10 + [err("401 Unauthorized: invalid key")]
+    async with open_session(FauxProvider(script), tracer_provider=tracer_provider) as session:
+        for _ in range(20):  # cancelled at t + 1: in the request, then in the 2 s backoff
+            with trio.move_on_after(1):
+                await session.prompt("hi")
+        with trio.fail_after(10):
+            await session.prompt("hi")
+    prompts = spans(exporter, "trio_session.prompt")
+    assert len(prompts) == 21
+    statuses = [p.status.status_code for p in prompts]
+    assert statuses == [StatusCode.UNSET] * 20 + [StatusCode.ERROR]
+    assert [cancel_of(p)[2] for p in prompts] == ["caller"] * 20 + [None]
+    assert prompts[-1].attributes is not None
+    assert prompts[-1].attributes["error.type"] == "fatal"
 
 
 MODEL = Model(id="small", provider="faux", context_window=1000)

@@ -1,7 +1,7 @@
 """The public API's types are complete (issue 31): ``pyright --verifytypes`` scores
 100 %, and every class a public signature names can be imported from a public module.
 
-Both run pyright (the ``lint`` extra installs it; it runs on node). Without it they skip,
+Both run pyright (the ``test`` extra installs it; it runs on node). Without it they skip,
 except under ``CI=true``, where a missing tool is a failure.
 """
 
@@ -118,12 +118,10 @@ def _verifytypes() -> dict[str, Any]:
     """pyright's report on the package (``--outputjson``); skips without pyright."""
     pyright = shutil.which("pyright")
     if pyright is None:
-        # pyright comes with the lint extra: .ci/run installs it for the first interpreter
-        # and says so (TRIO_SESSION_REQUIRE_PYRIGHT=1); the other interpreters' venvs take
-        # the README's test command only, without it.
-        if _in_ci() and os.environ.get("TRIO_SESSION_REQUIRE_PYRIGHT") == "1":
-            pytest.fail("pyright is not installed: pip install -e '.[lint]'")
-        pytest.skip("pyright is not installed (pip install -e '.[lint]')")
+        # pyright comes with the test extra, so CI's every venv has it.
+        if _in_ci():
+            pytest.fail("pyright is not installed: pip install -e '.[test]'")
+        pytest.skip("pyright is not installed (pip install -e '.[test]')")
     result = subprocess.run(
         [pyright, "--verifytypes", "trio_session", "--ignoreexternal", "--outputjson"],
         capture_output=True,

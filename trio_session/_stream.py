@@ -22,6 +22,12 @@ with the text at the queue's tail, so a slow reader gets fewer, longer pieces), 
 an attempt that had text is thrown away (a retry, or compaction after an overflow).
 ``items()`` hands them on as they come (the marks dropped); plain iteration holds an
 attempt's text until its mark says whether to hand it on or drop it.
+
+A reply of several assistant messages (a tool turn, then the answer) reads as
+paragraphs: the first text of a message after one that had text starts with
+``MESSAGE_SEPARATOR``, a blank line. The separator is part of that attempt's text in
+the queue, so a ``ReplyRestart`` takes it back with the attempt and the re-attempt
+brings it again.
 """
 
 from __future__ import annotations
@@ -90,6 +96,9 @@ _KEPT: Final = _Kept()
 
 _TextItem = str | ReplyRestart | _Kept
 
+#: What the text views put between the texts of two assistant messages of one reply.
+MESSAGE_SEPARATOR: Final = "\n\n"
+
 
 @define(eq=False)
 class ReplyStream(Generic[T]):
@@ -101,7 +110,9 @@ class ReplyStream(Generic[T]):
     the prompt's final ``AssistantMessage``.
 
     Plain iteration (text mode) yields ``str`` pieces that always join to the text of
-    the prompt's assistant messages — for a one-message reply, exactly ``reply.text``:
+    the prompt's assistant messages, a blank line (``"\\n\\n"``) between two messages'
+    texts (a tool turn's "Let me read it." and the answer after the tool) — for a
+    one-message reply, exactly ``reply.text``:
     an attempt's text is handed on once its message has ended without an error (or
     the prompt is over), so a failed attempt's text is never yielded. ``items()``
     yields the text as it arrives instead, and a ``ReplyRestart`` when an attempt
@@ -124,6 +135,7 @@ class ReplyStream(Generic[T]):
     _error: TrioSessionError | None = attrs.field(default=None, init=False)
     _attempt: str = attrs.field(default="", init=False)  # this attempt's text so far
     _failed: bool = attrs.field(default=False, init=False)  # its message ended in error
+    _separate: bool = attrs.field(default=False, init=False)  # a kept message had text
 
     @property
     def done(self) -> bool:
@@ -204,6 +216,8 @@ class ReplyStream(Generic[T]):
         self._wake.set()
 
     def _push_text(self, delta: str) -> None:
+        if not self._attempt and self._separate:  # a new message's text, after another's
+            delta = MESSAGE_SEPARATOR + delta
         self._attempt += delta
         items = self._items
         if items and isinstance(items[-1], str):  # the reader is behind: join, not queue
@@ -214,6 +228,7 @@ class ReplyStream(Generic[T]):
     def _end_message(self, *, failed: bool) -> None:
         self._failed = failed
         if not failed:
+            self._separate = self._separate or bool(self._attempt)
             self._attempt = ""
             self._push(_KEPT)
 

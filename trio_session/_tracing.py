@@ -30,10 +30,23 @@ Times are Trio's clock, anchored to the wall clock once per session: spans measu
 what the session measured (on a test's ``autojump_clock`` a 2 s backoff is exactly
 2 000 000 000 ns long) and are monotonic within a session.
 
-A span whose step was cancelled still ends: an attempt cut short ends with
-``stop_reason`` ``aborted``; a backoff cut by ``abort_retry()`` / ``abort()`` ends with
-``trio_session.retry.cancelled = true``; a prompt cancelled by its caller ends with
-``trio_session.cancelled = true``; each with status ``ERROR``.
+A cancelled step is not an error: its span ends with status ``UNSET``,
+``trio_session.cancelled = true`` and ``trio_session.cancelled_by`` saying who cancelled:
+
+- ``"abort"``: ``session.abort()`` (or ``abort`` over RPC);
+- ``"caller"``: a cancel from outside the prompt — the caller's timeout or cancelled
+  scope, a ``stream()`` block left early;
+- ``"abort_retry"``: ``session.abort_retry()`` ended the retry chain (in its backoff
+  sleep, or its re-attempt's request).
+
+An attempt cut short ends with ``stop_reason`` ``aborted``, a backoff cut short with
+``trio_session.retry.cancelled = true``. Who cancelled is known only when the prompt
+ends (a caller's ``Cancelled`` reaches the prompt after the chain has ended), so a
+span cut by a cancel is ended then, at the time it was cut. A prompt ended by
+``abort()`` or by its caller reports ``trio_session.stop_reason = "aborted"`` even when
+its last message is the error it was waiting to retry: pi 1.6.0 settles such a run with
+``agent_settled {aborted: true}`` and leaves that message as it is, as we do (R-54). A
+real failure — an error reply, an exception — keeps status ``ERROR`` and its ``error.type``.
 """
 
 from __future__ import annotations
@@ -67,6 +80,7 @@ from ._events import (
     TurnStart,
 )
 from ._messages import AssistantMessage
+from ._retry.chain import CANCELLED
 from ._retry.classify import Classifier
 from ._retry.policy import RetryPolicy
 from ._settings_values import Settings
@@ -143,8 +157,10 @@ ATTEMPT_SPAN = "trio_session.attempt"
 BACKOFF_SPAN = "trio_session.backoff"
 COMPACTION_SPAN = "trio_session.compaction"
 
-#: What a step that ended by cancellation reports as ``error.type``.
-CANCELLED_ERROR = "cancelled"
+#: Who cancelled a step (``trio_session.cancelled_by``); see the module docstring.
+BY_ABORT = "abort"
+BY_CALLER = "caller"
+BY_ABORT_RETRY = "abort_retry"
 
 
 @functools.cache
@@ -189,7 +205,10 @@ class SessionTracer:
     _retry_attempt: int = attrs.field(default=0, init=False)
     _retries: int = attrs.field(default=0, init=False)
     _last: AssistantMessage | None = attrs.field(default=None, init=False)
-    _aborted: bool = attrs.field(default=False, init=False)
+    _aborted: bool = attrs.field(default=False, init=False)  # abort() ended the prompt
+    _retry_cancelled: bool = attrs.field(default=False, init=False)  # a chain ended cancelled
+    # Spans cut by a cancel, with the time they were cut: ended when the prompt knows who.
+    _held: list[tuple[Span, int]] = attrs.field(factory=list, init=False)
     _recording: bool = attrs.field(default=True, init=False)  # False in an unrecorded prompt
 
     def use_secrets(self, secrets: AbstractSet[str]) -> None:
@@ -278,7 +297,8 @@ class SessionTracer:
         self._prompt_ctx = _otel_trace.set_span_in_context(span)
         self._requests = self._retries = self._retry_attempt = 0
         self._last = None
-        self._aborted = False
+        self._aborted = self._retry_cancelled = False
+        self._held.clear()
         self._token = _otel_context.attach(self._prompt_ctx)
         return self
 
@@ -306,30 +326,46 @@ class SessionTracer:
             return
         cancelled = exc is not None and _is_cancellation(exc)
         failure = exc if exc is not None and not cancelled else None
-        self._finish_prompt(span, cancelled=cancelled or self._aborted, failure=failure)
+        self._finish_prompt(span, by_caller=cancelled, failure=failure)
 
     def prompt_aborted(self) -> None:
-        """``abort()`` ended the running prompt by ending its retry chain: the prompt
-        span ends cancelled, as it does when a ``Cancelled`` leaves the prompt."""
+        """``abort()`` ended the running prompt (its run, or its retry chain in the
+        backoff sleep): the prompt span ends cancelled by ``"abort"``."""
         self._aborted = True
 
-    def _finish_prompt(self, span: Span, *, cancelled: bool, failure: BaseException | None) -> None:
+    def _canceller(self, *, by_caller: bool, failure: BaseException | None) -> str | None:
+        """Who cancelled the prompt that is ending, or ``None`` (it was not cancelled,
+        or it failed: an exception is an error, whatever cancel came with it)."""
+        if self._aborted:
+            return BY_ABORT
+        if by_caller:
+            return BY_CALLER
+        if failure is None and self._retry_cancelled:
+            return BY_ABORT_RETRY
+        return None
+
+    def _finish_prompt(self, span: Span, *, by_caller: bool, failure: BaseException | None) -> None:
         now = self._now_ns()
         # Children that did not see their end event (the prompt left by an exception).
         for child in (self._attempt, self._backoff, self._compaction):
             if child is not None:
-                child.set_attribute("trio_session.cancelled", True)
-                _error(child, CANCELLED_ERROR, "cancelled with the prompt")
-                child.end(end_time=now)
+                self._held.append((child, now))
         self._attempt = self._backoff = self._compaction = None
+        who = self._canceller(by_caller=by_caller, failure=failure)
+        for child, cut in self._held:
+            _cancelled(child, who)
+            child.end(end_time=cut)
+        self._held.clear()
         span.set_attribute("trio_session.retry.attempts", self._retries)
         span.set_attribute("trio_session.requests", self._requests)
         last = self._last
-        if last is not None:
+        if who in (BY_ABORT, BY_CALLER):  # as pi 1.6.0's agent_settled {aborted: true}
+            span.set_attribute("trio_session.stop_reason", "aborted")
+        elif last is not None:
             span.set_attribute("trio_session.stop_reason", last.stop_reason)
-        if cancelled or (failure is None and last is not None and last.stop_reason == "aborted"):
-            span.set_attribute("trio_session.cancelled", True)
-            _error(span, CANCELLED_ERROR, "prompt cancelled")
+        aborted_reply = failure is None and last is not None and last.stop_reason == "aborted"
+        if who is not None or aborted_reply:
+            _cancelled(span, who)
         elif failure is not None:
             _error(span, type(failure).__qualname__, self._scrub(str(failure)))
         elif last is not None and last.stop_reason == "error":
@@ -337,6 +373,15 @@ class SessionTracer:
         span.end(end_time=now)
         self._prompt = self._prompt_ctx = None
         self._tracer = None
+
+    def _end_cut(self, span: Span) -> None:
+        """End a span cut by a cancel: when the prompt ends (it then knows who cancelled),
+        or now, outside a prompt (a manual compaction: nobody to ask)."""
+        if self._prompt is None:
+            _cancelled(span, None)
+            span.end(end_time=self._now_ns())
+        else:
+            self._held.append((span, self._now_ns()))
 
     # -- child spans, from events ---------------------------------------------------------
 
@@ -381,9 +426,7 @@ class SessionTracer:
         if span is None:
             return
         if message is None:  # the turn ended without an answer (cancelled before its request)
-            span.set_attribute("trio_session.cancelled", True)
-            _error(span, CANCELLED_ERROR, "cancelled before the request")
-            span.end(end_time=self._now_ns())
+            self._end_cut(span)
             return
         usage = message.usage
         span.set_attributes(
@@ -403,8 +446,8 @@ class SessionTracer:
             span.set_attribute("trio_session.error", text)
             _error(span, self._classify(message), text)
         elif message.stop_reason == "aborted":
-            span.set_attribute("trio_session.cancelled", True)
-            _error(span, CANCELLED_ERROR, "request aborted")
+            self._end_cut(span)
+            return
         span.end(end_time=self._now_ns())
 
     def _on_agent_start(self, event: SessionEvent) -> None:
@@ -431,17 +474,20 @@ class SessionTracer:
     def _on_retry_end(self, event: SessionEvent) -> None:
         assert isinstance(event, AutoRetryEnd)
         # Still sleeping when the chain ended: abort_retry(), abort() or the caller cut it.
-        self._end_backoff(cancelled=True, reason=event.final_error)
+        self._end_backoff(cancelled=True)
         self._retry_attempt = 0
+        if not event.success and event.final_error == CANCELLED:
+            self._retry_cancelled = True
 
-    def _end_backoff(self, *, cancelled: bool, reason: str | None = None) -> None:
+    def _end_backoff(self, *, cancelled: bool) -> None:
         span, self._backoff = self._backoff, None
         if span is None:
             return
         span.set_attribute("trio_session.retry.cancelled", cancelled)
         if cancelled:
-            _error(span, CANCELLED_ERROR, self._scrub(reason or "retry cancelled"))
-        span.end(end_time=self._now_ns())
+            self._end_cut(span)
+        else:
+            span.end(end_time=self._now_ns())
 
     def _on_compaction_start(self, event: SessionEvent) -> None:
         assert isinstance(event, CompactionStart)
@@ -465,9 +511,9 @@ class SessionTracer:
                 "trio_session.compaction.messages_removed", event.result.messages_removed
             )
         if event.aborted:
-            span.set_attribute("trio_session.cancelled", True)
-            _error(span, CANCELLED_ERROR, "compaction aborted")
-        elif event.error_message is not None:
+            self._end_cut(span)
+            return
+        if event.error_message is not None:
             text = self._scrub(event.error_message)
             span.set_attribute("trio_session.error", text)
             _error(span, "compaction_failed", text)
@@ -494,6 +540,13 @@ def _is_cancellation(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(trio.Cancelled)[1] is None
     return isinstance(exc, trio.Cancelled)
+
+
+def _cancelled(span: Span, who: str | None) -> None:
+    """Mark a span cancelled (its status stays ``UNSET``: a cancel is not an error)."""
+    span.set_attribute("trio_session.cancelled", True)
+    if who is not None:
+        span.set_attribute("trio_session.cancelled_by", who)
 
 
 def _error(span: Span, error_type: str, description: str) -> None:
