@@ -5,7 +5,7 @@ in its own module:
 
 | collaborator | module | what it holds |
 |---|---|---|
-| ``PromptController`` | ``_retry/controller.py`` | the scope tree, the decision, the chain |
+| ``PromptController`` | ``_retry/controller.py`` | the prompt running (``_retry/run.py``) |
 | ``KeyRing`` | ``_retry/keys.py`` | credentials: keys, rotation, cooldowns |
 | ``EventHub`` | ``_session_parts/hub.py`` | observer, subscribers, streams, extensions |
 | ``Journal`` | ``_session_parts/journal.py`` | the history and the session file's writes |
@@ -183,7 +183,6 @@ class AgentSession(
         )
         if keys is not None:
             agent.key_source = control.api_key
-            agent.on_failure = control.ask_store  # R-53b: pi-1.6 asks before deciding
         loaded = file.loaded if file is not None else None
         if loaded is not None:
             journal.resume(loaded)
@@ -345,12 +344,10 @@ class AgentSession(
             yield stream
 
     def _on_agent_event(self, event: SessionEvent) -> None:
-        """The agent's events: delivered, and each ``message_end`` recorded in the history
-        and shown to the controller (a chain's success is announced there, R-23a)."""
+        """The agent's events: delivered, and each ``message_end`` recorded in the history."""
         self._hub.emit(event)
         if isinstance(event, MessageEnd):
             self._journal.record(event.message)
-            self._control.saw_message(event.message)
 
     # -- prompting -----------------------------------------------------------
 
@@ -422,7 +419,7 @@ class AgentSession(
             )
         self._start_busy()
         try:
-            await self._control.run(UserMessage.of(text, tuple(images)), task_status)
+            await self._control.begin().run(UserMessage.of(text, tuple(images)), task_status)
         finally:
             await self._control.end(settle=True)
         reply = self._journal.last_assistant()
