@@ -26,7 +26,9 @@ one max check, R-13, R-15), count the attempt, compute the delay (R-16, R-28), s
 hint and wait at least what is left of the key's shared cooldown
 (``retry.sharedCooldown``), rotate the credential on a usage limit (R-17), emit
 ``auto_retry_start`` (R-19), drop the error from the runtime context (R-20), sleep
-(R-21), continue (R-22), look at the result.
+(R-21), re-attempt (R-22): its first answer decides — a good one is the chain's
+success, announced here before its tools run (R-23a); then the rest of the run, and
+what ``decide`` made of its end.
 Whatever way the scope is left — success, over the maximum, a non-retryable
 result, cancellation from anywhere — one ``auto_retry_end`` is emitted on the
 way out. Emission is synchronous, so it cannot be skipped by cancellation (R-34).
@@ -73,7 +75,7 @@ class Attempt(Protocol):
 
 
 class ChainHost(Protocol):
-    """What a chain needs from the prompt that runs it (``PromptController`` is the one
+    """What a chain needs from the prompt that runs it (``run.py:PromptRun`` is the one
     host): declared here, below its implementer, so the chain imports nothing above it."""
 
     @property
