@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import attrs
 import trio
@@ -76,7 +76,16 @@ def report_progress(output: ToolOutput | str) -> None:
 
 #: The ``errorMessage`` of an answer cut short by cancellation (the reference's words).
 ABORTED = "Request was aborted"
-KeySource = Callable[[], Awaitable[str | None]]
+
+
+class KeySource(Protocol):
+    """Where the key for a request comes from (the session's ``KeyRing.api_key``)."""
+
+    def __call__(self, *, fresh: bool) -> Awaitable[str | None]:
+        """The key for the next request; ``fresh``: it is not a retry's re-attempt."""
+        ...
+
+
 Checkpoint = Callable[[], Awaitable[None]]
 
 
@@ -172,7 +181,8 @@ class Agent:
         emit: receives every agent event, synchronously, in order.
         tools: tools the model may call.
         system_prompt: sent with every request.
-        key_source: ``async () -> api key`` asked before each request.
+        key_source: asked for the key before each request, with ``fresh=False`` for a
+            retry's re-attempt (which waits out no shared cooldown, R-28b).
         checkpoint: awaited before every request after a run's first one, and
             before ``agent_end`` (the session makes what the run produced durable
             there); if it raises, the run ends (``agent_end``, ``willRetry: false``)
@@ -265,7 +275,7 @@ class Agent:
             system_prompt: the system prompt to send with them.
         """
         builder = MessageBuilder(lambda event: None, self.provider.name, self.model)
-        api_key = await self.key_source() if self.key_source is not None else None
+        api_key = await self.key_source(fresh=True) if self.key_source is not None else None
         attempt, idle = self.timeouts() if self.timeouts is not None else (None, None)
         request = ProviderRequest(
             model=self.model,
@@ -355,7 +365,8 @@ class Agent:
     ) -> AssistantMessage:
         builder = self._builder()
         try:
-            api_key = await self.key_source() if self.key_source is not None else None
+            key_source = self.key_source
+            api_key = None if key_source is None else await key_source(fresh=retried is None)
             self.streaming = True
             try:
                 end = await self.provider.stream(self.request(api_key), builder)

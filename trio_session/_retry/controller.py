@@ -189,11 +189,6 @@ class PromptController:
                 aborted = self._aborted or (current is not None and current.aborted)
                 self.hub.emit(_SETTLED_ABORTED if aborted else _SETTLED)
 
-    async def api_key(self) -> str | None:
-        """The agent's key source: a fresh request waits out a shared cooldown."""
-        assert self.keys is not None
-        return await self.keys.api_key(fresh=self.live_chain is None)
-
     # -- control from outside -----------------------------------------------------------
 
     def join(self, user: UserMessage) -> bool:
