@@ -9,10 +9,10 @@ asked for tools, runs them and goes round again.
 Every run emits ``agent_start`` … ``agent_end`` and every turn ``turn_start`` …
 ``turn_end``, also when it is cancelled: cancellation ends the in-flight
 assistant message as ``aborted`` (keeping its partial text), closes the turn
-and the run, and then propagates. The agent knows nothing about retries: ``start_run`` gives
-the run as steps its caller drives (``AgentRun``), so the retry policy decides
-after each message and says ``willRetry`` at the run's ``end`` (R-45a), with no
-callback into the layers above.
+and the run, and then propagates. The agent knows nothing about retries:
+``start_run`` gives a run as steps its caller drives (``AgentRun``), so the retry
+policy sees each answer as it ends, and says ``willRetry`` at the run's ``end``
+(R-45a): nothing here calls into the layers above.
 """
 
 from __future__ import annotations
@@ -487,11 +487,15 @@ class AgentRun:
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        try:
+            if exc is not None and not self._ended:
+                self._close(exc)
+        finally:
+            self.agent._running = False
+
+    def _close(self, exc: BaseException) -> None:
+        """Cancelled (or a bug): close what was opened; ``__exit__`` lets it propagate."""
         agent = self.agent
-        agent._running = False
-        if exc is None or self._ended:
-            return
-        # Cancelled (or a bug): close what was opened, then let it propagate.
         if self._turn_open:
             last = self.last
             if last is None:  # cancelled mid-stream: _stream_turn added it aborted
@@ -510,8 +514,11 @@ class AgentRun:
         its answer just after the answer's ``message_end``."""
         agent = self.agent
         checkpoint = agent.checkpoint
-        first = self.last is None
-        if first and not self._new and checkpoint is not None:
+        if self.last is not None:
+            # R-63: only the run's first answer can be a re-attempt's (a failure ends a
+            # run, so a later turn follows a good answer: the retry has succeeded)
+            self._retried = None
+        elif not self._new and checkpoint is not None:
             await checkpoint()  # a continuation: the last run's messages first
         agent.emit(TurnStart())
         self._turn_open = True
@@ -524,9 +531,7 @@ class AgentRun:
         self._first_steering = None
         if (delivered or (self._unsaved and new)) and checkpoint is not None:
             await checkpoint()  # added messages are on disk before the request
-        # R-63: only the run's first answer can be a re-attempt's (a failure ends a run)
-        retried = self._retried if first else None
-        last = self.last = await agent._stream_turn(self.produced, retried)
+        last = self.last = await agent._stream_turn(self.produced, self._retried)
         return last
 
     async def finish_turn(self) -> bool:

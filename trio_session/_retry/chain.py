@@ -203,6 +203,7 @@ class RetryChain:
                         self._end(host, event)
                         return None
                     host.emit(event)
+                    del event  # the backoff keeps this frame, not the event
                     host.drop_from_context(message)
                     self.retrying = message
                     # The sleep: the scope's deadline is the delay's end.

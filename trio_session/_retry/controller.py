@@ -142,7 +142,7 @@ class PromptController:
 
     def begin(self) -> PromptRun:
         """The prompt that starts now (after ``start``): its ``run`` is the prompt."""
-        current = self.current = PromptRun(self, self.hub.emit)
+        current = self.current = PromptRun(self)
         return current
 
     def open_scope(self) -> trio.CancelScope:

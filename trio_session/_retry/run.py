@@ -28,7 +28,7 @@ from .._messages import AssistantMessage, UserMessage
 from .chain import Attempt, RetryChain
 from .classify import parse_retry_after_ms
 from .decide import Next
-from .needs import PromptJournal, PromptWatcher, Recovery
+from .needs import Deliver, PromptJournal, PromptWatcher, Recovery
 from .overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED
 from .policy import RetryPolicy
 
@@ -52,6 +52,11 @@ class PromptHost(Protocol):
     @property
     def policy(self) -> RetryPolicy:
         """The policy in effect now, resolved from the settings at each read (R-11)."""
+        ...
+
+    @property
+    def hub(self) -> Deliver:
+        """Where events go."""
         ...
 
     @property
@@ -90,7 +95,6 @@ class PromptRun:
 
     Attributes:
         control: the session's prompts (the agent, the settings, the hub, the keys).
-        emit: the session's ``EventHub.emit`` (a chain's events go straight there).
         chain: the prompt's retry chain, if one started.
         scope: the run's cancel scope (``abort()`` cancels it).
         joined: prompts that joined the retry in its backoff; ``None`` until one does.
@@ -99,7 +103,6 @@ class PromptRun:
     """
 
     control: PromptHost
-    emit: Callable[[SessionEvent], None]
     chain: RetryChain | None = attrs.field(default=None, init=False)
     scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     joined: list[UserMessage] | None = attrs.field(default=None, init=False)
@@ -122,6 +125,11 @@ class PromptRun:
     def policy(self) -> RetryPolicy:
         """The policy in effect now (R-11)."""
         return self.control.policy
+
+    @property
+    def emit(self) -> Callable[[SessionEvent], None]:
+        """The session's ``EventHub.emit``: a chain's events go straight there."""
+        return self.control.hub.emit
 
     # -- the loop ------------------------------------------------------------------
 
@@ -147,6 +155,7 @@ class PromptRun:
                 task_status.started()
                 with control.agent.start_run((user,)) as attempt:
                     last, step = await self.finish(attempt)
+                del attempt  # a chain's backoff keeps this frame: not the run it ended
             if scope.cancelled_caught:
                 self._was_aborted()
             elif step is not Next.DONE:
