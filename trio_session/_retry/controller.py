@@ -84,8 +84,6 @@ class PromptController:
     # Who waits for the session to be idle (abort) or for a chain's end; made on first use.
     _idle: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
     _retry_ended: trio.lowlevel.ParkingLot | None = attrs.field(default=None, init=False)
-    # abort() came during a manual compaction or before the prompt's run began
-    _aborted: bool = attrs.field(default=False, init=False)
 
     # -- state ---------------------------------------------------------------------
 
@@ -138,7 +136,6 @@ class PromptController:
         async context manager, which costs a generator per prompt.
         """
         self.running = True
-        self._aborted = False
 
     def begin(self) -> PromptRun:
         """The prompt that starts now (after ``start``): its ``run`` is the prompt."""
@@ -186,7 +183,7 @@ class PromptController:
             if self._idle is not None:
                 self._idle.unpark_all()
             if settle:
-                aborted = self._aborted or (current is not None and current.aborted)
+                aborted = current is not None and current.aborted
                 self.hub.emit(_SETTLED_ABORTED if aborted else _SETTLED)
 
     # -- control from outside -----------------------------------------------------------
@@ -227,8 +224,9 @@ class PromptController:
 
     async def abort(self) -> None:
         """Cancel any retry, then the running prompt; return when it is over (R-32)."""
-        if self.running:
-            self._aborted = True  # the prompt's agent_settled says so (R-54)
+        current = self.current
+        if current is not None:
+            current.aborted = True  # the prompt's agent_settled says so (R-54)
         chain = self.chain
         if chain is not None and chain.sleeping:
             # In its backoff sleep the chain is all that runs of the prompt (whose body
@@ -238,7 +236,6 @@ class PromptController:
             chain.cancel()
         else:
             self.abort_retry()
-            current = self.current
             scope = current.scope if current is not None else self._run_scope
             if scope is not None:
                 scope.cancel(reason="session aborted")
