@@ -97,7 +97,7 @@ def _patch(mode: str) -> None:
     if mode in ("sleeps-long", "sleeps-short"):
         factor = 2.0 if mode == "sleeps-long" else 0.25
 
-        async def sleeps(self: Any, host: Any, message: Any, step: Any) -> bool:
+        async def sleeps(self: Any, host: Any, message: Any, step: Any) -> Any:
             started = await real_start(self, host, message, step)
             self._pending_delay_ms = int(self._pending_delay_ms * factor)
             return started
@@ -106,7 +106,7 @@ def _patch(mode: str) -> None:
     elif mode == "one-too-many":
         given: set[int] = set()  # the chains that had their extra attempt
 
-        async def one_more(self: Any, host: Any, message: Any, step: Any) -> bool:
+        async def one_more(self: Any, host: Any, message: Any, step: Any) -> Any:
             if step is Next.GIVE_UP and id(self) not in given:
                 given.add(id(self))
                 step = Next.RETRY

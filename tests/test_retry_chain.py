@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -18,7 +19,7 @@ import trio.testing
 
 from trio_session import AutoRetryEnd, AutoRetryStart, RetrySettings, SessionEvent, Settings
 from trio_session._messages import AssistantMessage, TextContent
-from trio_session._retry.chain import CANCELLED, RetryChain
+from trio_session._retry.chain import CANCELLED, Attempt, RetryChain
 from trio_session._retry.decide import Next
 from trio_session._retry.policy import RetryPolicy
 
@@ -29,10 +30,42 @@ ANSWER = AssistantMessage(content=(TextContent("done"),))
 
 
 @attrs.define
+class ScriptRun:
+    """A re-attempt's run (``chain.Attempt``): its one answer is the script's next item."""
+
+    host: ScriptHost
+    produced: list[AssistantMessage] = attrs.field(factory=list)
+    step: Next = Next.DONE
+
+    def __enter__(self) -> ScriptRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    async def next_message(self) -> AssistantMessage:
+        host = self.host
+        host.reattempts.append(trio.current_time())
+        if host.streams_for:
+            await trio.sleep(host.streams_for)
+        item = host.script.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        message, self.step = item
+        self.produced.append(message)
+        return message
+
+    async def turns(self) -> AssistantMessage:
+        return self.produced[-1]
+
+    def end(self, *, will_retry: bool) -> AssistantMessage:
+        return self.produced[-1]
+
+
+@attrs.define
 class ScriptHost:
     """A ``ChainHost`` whose re-attempts come from ``script``: each item is the message
-    and what ``decide`` made of it, or an exception to raise. A good message announces
-    the chain's success as the controller does at its ``message_end`` (R-23)."""
+    and what ``decide`` made of it, or an exception to raise as the run's answer comes."""
 
     script: list[tuple[AssistantMessage, Next] | BaseException]
     chain: RetryChain
@@ -47,8 +80,12 @@ class ScriptHost:
     def policy(self) -> RetryPolicy:
         return RetryPolicy.resolve(Settings(retry=self.settings))
 
-    def emit(self, event: SessionEvent) -> None:
-        self.events.append(event)
+    @property
+    def emit(self) -> Callable[[SessionEvent], None]:
+        return self.events.append
+
+    def chain_ended(self) -> None:
+        return None
 
     def drop_from_context(self, message: AssistantMessage) -> None:
         self.dropped.append(message)
@@ -62,17 +99,12 @@ class ScriptHost:
     async def cooldown_delay(self, delay_ms: int) -> int:
         return delay_ms
 
-    async def reattempt(self) -> tuple[AssistantMessage, Next]:
-        self.reattempts.append(trio.current_time())
-        if self.streams_for:
-            await trio.sleep(self.streams_for)
-        item = self.script.pop(0)
-        if isinstance(item, BaseException):
-            raise item
-        message, step = item
-        if not message.failed:
-            self.chain.succeed(self)
-        return message, step
+    def reattempt(self, retried: AssistantMessage) -> ScriptRun:
+        return ScriptRun(self)
+
+    async def finish(self, attempt: Attempt) -> tuple[AssistantMessage, Next]:
+        assert isinstance(attempt, ScriptRun)
+        return await attempt.turns(), attempt.step
 
 
 def _host(

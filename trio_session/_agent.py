@@ -9,16 +9,17 @@ asked for tools, runs them and goes round again.
 Every run emits ``agent_start`` … ``agent_end`` and every turn ``turn_start`` …
 ``turn_end``, also when it is cancelled: cancellation ends the in-flight
 assistant message as ``aborted`` (keeping its partial text), closes the turn
-and the run, and then propagates. The agent knows nothing about retries; the
-session passes ``will_continue``, asked just before ``agent_end`` to fill in
-``willRetry`` (R-45a).
+and the run, and then propagates. The agent knows nothing about retries:
+``start_run`` gives a run as steps its caller drives (``AgentRun``), so the retry
+policy sees each answer as it ends, and says ``willRetry`` at the run's ``end``
+(R-45a): nothing here calls into the layers above.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import attrs
 import trio
@@ -75,9 +76,17 @@ def report_progress(output: ToolOutput | str) -> None:
 
 #: The ``errorMessage`` of an answer cut short by cancellation (the reference's words).
 ABORTED = "Request was aborted"
-KeySource = Callable[[], Awaitable[str | None]]
+
+
+class KeySource(Protocol):
+    """Where the key for a request comes from (the session's ``KeyRing.api_key``)."""
+
+    def __call__(self, *, fresh: bool) -> Awaitable[str | None]:
+        """The key for the next request; ``fresh``: it is not a retry's re-attempt."""
+        ...
+
+
 Checkpoint = Callable[[], Awaitable[None]]
-FailureHook = Callable[[AssistantMessage], Awaitable[None]]
 
 
 def _last_assistant(messages: Sequence[Message]) -> AssistantMessage | None:
@@ -172,14 +181,12 @@ class Agent:
         emit: receives every agent event, synchronously, in order.
         tools: tools the model may call.
         system_prompt: sent with every request.
-        key_source: ``async () -> api key`` asked before each request.
+        key_source: asked for the key before each request, with ``fresh=False`` for a
+            retry's re-attempt (which waits out no shared cooldown, R-28b).
         checkpoint: awaited before every request after a run's first one, and
             before ``agent_end`` (the session makes what the run produced durable
             there); if it raises, the run ends (``agent_end``, ``willRetry: false``)
             and the exception propagates.
-        on_failure: awaited with a run's last message when it failed, before
-            ``will_continue`` decides (the session asks its credential store about a
-            usage limit there, R-53b).
         messages: the initial runtime context.
         thinking_level: sent with every turn's request (already clamped to ``model``).
         steering: messages to deliver after a turn, before the next request (and at
@@ -196,7 +203,6 @@ class Agent:
     system_prompt: str | None = None
     key_source: KeySource | None = None
     checkpoint: Checkpoint | None = None
-    on_failure: FailureHook | None = None
     messages: list[Message] = attrs.field(factory=list)
     thinking_level: str = "off"
     steering: MessageQueue = attrs.field(factory=MessageQueue)
@@ -204,52 +210,58 @@ class Agent:
     timeouts: Callable[[], tuple[float | None, float | None]] | None = None
     #: Whether a request to the provider is in flight (``AgentSession.assert_idle``).
     streaming: bool = attrs.field(default=False, init=False)
-    #: While a retry's re-attempt runs, the error it retries: every failed reply then
-    #: carries it as ``last_error`` (R-63); the controller sets it.
-    retried: AssistantMessage | None = attrs.field(default=None, init=False)
     _running: bool = attrs.field(default=False, init=False)
-    _unsaved: bool = attrs.field(default=False, init=False)
     _requests: _RequestCache | None = attrs.field(default=None, init=False)
 
-    async def prompt(
+    def start_run(
         self,
-        message: str | UserMessage,
+        new: Sequence[Message] = (),
         *,
-        will_continue: Callable[[AssistantMessage], bool] | None = None,
-    ) -> AssistantMessage:
+        steering: Sequence[UserMessage] | None = None,
+        unsaved: bool = False,
+        retried: AssistantMessage | None = None,
+    ) -> AgentRun:
+        """Begin one run, stepped by the caller (``AgentRun``): ``with agent.start_run(…)
+        as run:`` emits ``agent_start``; leaving the block by an exception closes what
+        is open (``turn_end``, ``agent_end {willRetry: false}``) and lets it propagate.
+
+        Args:
+            new: messages that open the first turn (a prompt's user message).
+            steering: the steering messages the first turn takes, those of them still
+                queued, instead of what the queue gives when it starts (a prompt that
+                joined a retry started its run when it joined, as pi's does).
+            unsaved: ``new`` is not on disk yet: the checkpoint runs after it is added,
+                before the request (prompts that came during a retry's backoff).
+            retried: the error this run re-attempts: the run's first answer carries it
+                as ``last_error`` if it fails or is aborted (R-63).
+        """
+        return AgentRun(self, new, steering, unsaved, retried)
+
+    async def prompt(self, message: str | UserMessage) -> AssistantMessage:
         """Add a user message (or its text) and run until the model stops asking for tools.
 
         Args:
             message: the user message, or its text.
-            will_continue: decides from the run's last message whether its ``agent_end`` says
-                ``will_retry``; false if ``None``.
         """
         user = UserMessage(message) if isinstance(message, str) else message
-        return await self._run([user], will_continue)
+        with self.start_run((user,)) as run:
+            return await run.finish()
 
     async def continue_(
         self,
         *,
-        will_continue: Callable[[AssistantMessage], bool] | None = None,
         messages: Sequence[UserMessage] = (),
         steering: Sequence[UserMessage] | None = None,
     ) -> AssistantMessage:
-        """Run again on the context as it is (R-22) — with ``messages`` added first, if
-        given (prompts that came during a retry's backoff). Unlike a prompt's, they are
-        not on disk yet: the checkpoint runs after they are added, before the request.
-
-        ``steering``, if given, is what the run's first look at the steering queue
-        takes — those of them still queued — instead of what the queue holds when the
-        first turn starts: a prompt that joined a retry started its run when it joined
-        (pi starts it at once), so what was steered after it waits for the next turn.
+        """Run again on the context as it is (R-22) — with ``messages`` added first (not
+        on disk yet, see ``start_run``), and ``steering`` as ``start_run`` takes it.
 
         Args:
-            will_continue: as in ``prompt``.
             messages: user messages to add before the request.
-            steering: the steering messages the run's first turn takes, as above.
+            steering: the steering messages the run's first turn takes.
         """
-        self._unsaved = bool(messages)
-        return await self._run(list(messages), will_continue, steering)
+        with self.start_run(messages, steering=steering, unsaved=bool(messages)) as run:
+            return await run.finish()
 
     async def complete(
         self, messages: Sequence[Message], *, system_prompt: str | None = None
@@ -263,7 +275,7 @@ class Agent:
             system_prompt: the system prompt to send with them.
         """
         builder = MessageBuilder(lambda event: None, self.provider.name, self.model)
-        api_key = await self.key_source() if self.key_source is not None else None
+        api_key = await self.key_source(fresh=True) if self.key_source is not None else None
         attempt, idle = self.timeouts() if self.timeouts is not None else (None, None)
         request = ProviderRequest(
             model=self.model,
@@ -324,77 +336,6 @@ class Agent:
             self._add(message, produced)
         return bool(taken)
 
-    async def _run(
-        self,
-        new: Sequence[Message],
-        will_continue: Callable[[AssistantMessage], bool] | None,
-        first_steering: Sequence[UserMessage] | None = None,
-    ) -> AssistantMessage:
-        if self._running:
-            msg = "the agent is already running"  # the session prevents this (R-36)
-            raise RuntimeError(msg)
-        self._running = True
-        produced: list[Message] = []
-        turn_open = False
-        last: AssistantMessage | None = None
-        results: list[ToolResultMessage] = []
-        # The reference's loop: steering is looked at when a run starts (after its
-        # prompt) and after every turn; follow-ups when the run would otherwise stop.
-        source = self.steering
-        turn_from = 0
-        self.emit(AgentStart())
-        try:
-            while True:
-                if last is not None:
-                    if self.checkpoint is not None:
-                        await self.checkpoint()  # before the next request, or agent_end
-                    if last.failed:
-                        break  # an error or abort ends the run; queued messages wait
-                    if last.stop_reason == "toolUse" or self.steering.messages:
-                        source = self.steering
-                    elif self.follow_ups.messages:
-                        source = self.follow_ups
-                    else:
-                        break
-                elif not new and self.checkpoint is not None:
-                    await self.checkpoint()  # a continuation: the last run's messages first
-                self.emit(TurnStart())
-                turn_open = True
-                last, results, turn_from = None, [], len(produced)
-                for message in new:  # the prompt's messages open the first turn
-                    self._add(message, produced)
-                new, unsaved, self._unsaved = (), self._unsaved, False
-                delivered = self._deliver(source, produced, first_steering)
-                first_steering = None
-                if (delivered or unsaved) and self.checkpoint is not None:
-                    await self.checkpoint()  # added messages are on disk before the request
-                last = await self._stream_turn(produced)
-                if last.stop_reason == "toolUse":
-                    await self._run_tools(last, produced, results)
-                turn_open = False
-                self.emit(TurnEnd(message=last, tool_results=tuple(results)))
-            if last is not None and last.failed and self.on_failure is not None:
-                await self.on_failure(last)
-        except BaseException as exc:
-            # Cancelled (or a bug): close what was opened, then let it propagate.
-            if turn_open:
-                if last is None:  # cancelled mid-stream: _stream_turn added it aborted
-                    last = _last_assistant(produced[turn_from:])
-                if last is None and isinstance(exc, trio.Cancelled):
-                    # Cancelled before the turn's request (writing what it delivered):
-                    # its answer is aborted all the same, so the prompt has one.
-                    last = self._abort_answer(self._builder(), produced)
-                if last is not None:
-                    self.emit(TurnEnd(message=last, tool_results=tuple(results)))
-            self.emit(AgentEnd(messages=tuple(produced), will_retry=False))
-            raise
-        finally:
-            self._running = False
-        assert last is not None
-        will_retry = will_continue(last) if will_continue is not None else False
-        self.emit(AgentEnd(messages=tuple(produced), will_retry=will_retry))
-        return last
-
     def _add(self, message: Message, produced: list[Message]) -> None:
         self.messages.append(message)
         produced.append(message)
@@ -404,20 +345,28 @@ class Agent:
     def _builder(self) -> MessageBuilder:
         return MessageBuilder(self.emit, self.provider.name, self.model, self.thinking_level)
 
-    def _abort_answer(self, builder: MessageBuilder, produced: list[Message]) -> AssistantMessage:
+    def _abort_answer(
+        self,
+        builder: MessageBuilder,
+        produced: list[Message],
+        retried: AssistantMessage | None,
+    ) -> AssistantMessage:
         """End the turn's answer as aborted (its partial content kept) and add it."""
         aborted = builder.finish(StreamEnd(stop_reason="aborted", error_message=ABORTED))
-        if self.retried is not None:  # R-63: the error the re-attempt retried
-            aborted = attrs.evolve(aborted, last_error=self.retried)
+        if retried is not None:  # R-63: the error the re-attempt retried
+            aborted = attrs.evolve(aborted, last_error=retried)
         self.messages.append(aborted)
         produced.append(aborted)
         self.emit(MessageEnd(message=aborted))
         return aborted
 
-    async def _stream_turn(self, produced: list[Message]) -> AssistantMessage:
+    async def _stream_turn(
+        self, produced: list[Message], retried: AssistantMessage | None
+    ) -> AssistantMessage:
         builder = self._builder()
         try:
-            api_key = await self.key_source() if self.key_source is not None else None
+            key_source = self.key_source
+            api_key = None if key_source is None else await key_source(fresh=retried is None)
             self.streaming = True
             try:
                 end = await self.provider.stream(self.request(api_key), builder)
@@ -426,11 +375,11 @@ class Agent:
             finally:
                 self.streaming = False
         except BaseException:
-            self._abort_answer(builder, produced)
+            self._abort_answer(builder, produced, retried)
             raise
         message = builder.finish(end)
-        if self.retried is not None and message.failed:  # R-63
-            message = attrs.evolve(message, last_error=self.retried)
+        if retried is not None and message.failed:  # R-63
+            message = attrs.evolve(message, last_error=retried)
         self.messages.append(message)
         produced.append(message)
         self.emit(MessageEnd(message=message))
@@ -489,3 +438,145 @@ class Agent:
         self.emit(ToolExecutionEnd(call.id, call.name, output, is_error, duration))
         results.append(result)
         self._add(result, produced)
+
+
+@define(eq=False, slots=True, weakref_slot=False)
+class AgentRun:
+    """One agent run, as steps its caller drives (made by ``Agent.start_run``).
+
+    ```python
+    with agent.start_run([user]) as run:         # agent_start
+        message = await run.next_message()       # turn_start, deliveries, the answer
+        while await run.finish_turn():           # its tools, turn_end: go on?
+            message = await run.next_message()
+        run.end(will_retry=False)                # agent_end
+    ```
+
+    ``finish()`` takes every step left. A failed answer ends the run, so a retry's
+    re-attempt is decided by its first answer: the caller sees it right after its
+    ``message_end``, before its tools and ``turn_end`` (R-23a). Leaving the ``with``
+    block by an exception (a cancellation) ends the in-flight answer as ``aborted``,
+    emits the open ``turn_end`` and ``agent_end {willRetry: false}``, and propagates.
+    """
+
+    agent: Agent
+    _new: Sequence[Message]
+    _first_steering: Sequence[UserMessage] | None
+    _unsaved: bool
+    _retried: AssistantMessage | None
+    #: The messages this run added, in order (``agent_end``'s).
+    produced: list[Message] = attrs.field(factory=list, init=False)
+    #: The run's latest answer; ``None`` before its first.
+    last: AssistantMessage | None = attrs.field(default=None, init=False)
+    _results: list[ToolResultMessage] = attrs.field(factory=list, init=False)
+    _source: MessageQueue | None = attrs.field(default=None, init=False)
+    _turn_open: bool = attrs.field(default=False, init=False)
+    _turn_from: int = attrs.field(default=0, init=False)
+    _ended: bool = attrs.field(default=False, init=False)
+
+    def __enter__(self) -> AgentRun:
+        agent = self.agent
+        if agent._running:
+            msg = "the agent is already running"  # the session prevents this (R-36)
+            raise RuntimeError(msg)
+        agent._running = True
+        # The reference's loop: steering is looked at when a run starts (after its
+        # prompt) and after every turn; follow-ups when the run would otherwise stop.
+        self._source = agent.steering
+        agent.emit(AgentStart())
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        try:
+            if exc is not None and not self._ended:
+                self._close(exc)
+        finally:
+            self.agent._running = False
+
+    def _close(self, exc: BaseException) -> None:
+        """Cancelled (or a bug): close what was opened; ``__exit__`` lets it propagate."""
+        agent = self.agent
+        if self._turn_open:
+            last = self.last
+            if last is None:  # cancelled mid-stream: _stream_turn added it aborted
+                last = _last_assistant(self.produced[self._turn_from :])
+            if last is None and isinstance(exc, trio.Cancelled):
+                # Cancelled before the turn's request (writing what it delivered):
+                # its answer is aborted all the same, so the prompt has one.
+                last = agent._abort_answer(agent._builder(), self.produced, self._retried)
+            if last is not None:
+                agent.emit(TurnEnd(message=last, tool_results=tuple(self._results)))
+        self._ended = True
+        agent.emit(AgentEnd(messages=tuple(self.produced), will_retry=False))
+
+    async def next_message(self) -> AssistantMessage:
+        """Open a turn: ``turn_start``, the messages it delivers, the request; return
+        its answer just after the answer's ``message_end``."""
+        agent = self.agent
+        checkpoint = agent.checkpoint
+        if self.last is not None:
+            # R-63: only the run's first answer can be a re-attempt's (a failure ends a
+            # run, so a later turn follows a good answer: the retry has succeeded)
+            self._retried = None
+        elif not self._new and checkpoint is not None:
+            await checkpoint()  # a continuation: the last run's messages first
+        agent.emit(TurnStart())
+        self._turn_open = True
+        self.last, self._results, self._turn_from = None, [], len(self.produced)
+        for message in self._new:  # the prompt's messages open the first turn
+            agent._add(message, self.produced)
+        new, self._new = self._new, ()
+        assert self._source is not None
+        delivered = agent._deliver(self._source, self.produced, self._first_steering)
+        self._first_steering = None
+        if (delivered or (self._unsaved and new)) and checkpoint is not None:
+            await checkpoint()  # added messages are on disk before the request
+        last = self.last = await agent._stream_turn(self.produced, self._retried)
+        return last
+
+    async def finish_turn(self) -> bool:
+        """Run the answer's tools and close the turn (``turn_end``); make what the turn
+        produced durable; whether the run goes on with another turn."""
+        agent = self.agent
+        last = self.last
+        assert last is not None
+        if last.stop_reason == "toolUse":
+            await agent._run_tools(last, self.produced, self._results)
+        self._turn_open = False
+        agent.emit(TurnEnd(message=last, tool_results=tuple(self._results)))
+        if agent.checkpoint is not None:
+            await agent.checkpoint()  # before the next request, or agent_end
+        if last.failed:
+            return False  # an error or abort ends the run; queued messages wait
+        if last.stop_reason == "toolUse" or agent.steering.messages:
+            self._source = agent.steering
+        elif agent.follow_ups.messages:
+            self._source = agent.follow_ups
+        else:
+            return False
+        return True
+
+    async def turns(self) -> AssistantMessage:
+        """Take every step left but the end; the run's last answer."""
+        if self.last is None:
+            await self.next_message()
+        while await self.finish_turn():
+            await self.next_message()
+        assert self.last is not None
+        return self.last
+
+    def end(self, *, will_retry: bool) -> AssistantMessage:
+        """``agent_end``, saying whether a retry follows (R-45a); the run's last answer.
+
+        Args:
+            will_retry: the ``willRetry`` flag.
+        """
+        assert self.last is not None
+        self._ended = True
+        self.agent.emit(AgentEnd(messages=tuple(self.produced), will_retry=will_retry))
+        return self.last
+
+    async def finish(self) -> AssistantMessage:
+        """Every step left, and ``agent_end {willRetry: false}``; the last answer."""
+        await self.turns()
+        return self.end(will_retry=False)

@@ -5,7 +5,7 @@ in its own module:
 
 | collaborator | module | what it holds |
 |---|---|---|
-| ``PromptController`` | ``_retry/controller.py`` | the scope tree, the decision, the chain |
+| ``PromptController`` | ``_retry/controller.py`` | the prompt running (``_retry/run.py``) |
 | ``KeyRing`` | ``_retry/keys.py`` | credentials: keys, rotation, cooldowns |
 | ``EventHub`` | ``_session_parts/hub.py`` | observer, subscribers, streams, extensions |
 | ``Journal`` | ``_session_parts/journal.py`` | the history and the session file's writes |
@@ -149,17 +149,19 @@ class AgentSession(
         if self._extensions is not None:
             self._extensions.report = hub.emit  # extension_error events
         file = self._history_file
+        context: list[Message] = []  # the runtime context: the agent's, the journal's
+        journal = self._journal = Journal(file, hub, context)
         agent = self._agent = Agent(
             provider=self._provider,
             model=self._model,
             emit=self._on_agent_event,
             tools=self._tools,
             system_prompt=self._system_prompt,
+            # what a run produced is on disk before the next request
+            checkpoint=journal.flush if file is not None else None,
+            messages=context,
             timeouts=self._settings.provider_timeouts,  # retry.provider.*, however set
         )
-        journal = self._journal = Journal(file, hub, agent.messages)
-        if file is not None:
-            agent.checkpoint = journal.flush  # what a run produced is on disk first
         settings = self._settings
         self._compaction = Compaction(
             self._compactor, agent, settings, file, hub, classifier=self._classifier
@@ -171,7 +173,7 @@ class AgentSession(
             keys = KeyRing(
                 self._credentials, self._provider.name, self.session_id, agent, settings, observer
             )
-        control = self._control = PromptController(
+        self._control = PromptController(
             agent,
             settings,
             hub,
@@ -181,9 +183,8 @@ class AgentSession(
             classifier=self._classifier,
             keys=keys,
         )
-        if keys is not None:
-            agent.key_source = control.api_key
-            agent.on_failure = control.ask_store  # R-53b: pi-1.6 asks before deciding
+        if keys is not None:  # the ring needs the agent (its model's base URL names a key)
+            agent.key_source = keys.api_key
         loaded = file.loaded if file is not None else None
         if loaded is not None:
             journal.resume(loaded)
@@ -345,12 +346,10 @@ class AgentSession(
             yield stream
 
     def _on_agent_event(self, event: SessionEvent) -> None:
-        """The agent's events: delivered, and each ``message_end`` recorded in the history
-        and shown to the controller (a chain's success is announced there, R-23a)."""
+        """The agent's events: delivered, and each ``message_end`` recorded in the history."""
         self._hub.emit(event)
         if isinstance(event, MessageEnd):
             self._journal.record(event.message)
-            self._control.saw_message(event.message)
 
     # -- prompting -----------------------------------------------------------
 
@@ -422,7 +421,7 @@ class AgentSession(
             )
         self._start_busy()
         try:
-            await self._control.run(UserMessage.of(text, tuple(images)), task_status)
+            await self._control.begin().run(UserMessage.of(text, tuple(images)), task_status)
         finally:
             await self._control.end(settle=True)
         reply = self._journal.last_assistant()

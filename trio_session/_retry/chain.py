@@ -12,7 +12,8 @@ prompt() nursery
     ├── scope: the wait         abort_retry() cancels it (R-29); its deadline is the
     │   └── sleep(delay)        delay's end; retry_now() ends it early (R-34a)
     └── scope: the re-attempt   abort_retry() cancels it (R-31)
-        └── agent continue
+        └── the agent's run     its first answer decides: a good one is the chain's
+                                success, announced here before its tools (R-23a)
 ```
 
 ``abort_retry()`` marks the chain aborted and cancels the scope it is in, or is about
@@ -25,7 +26,9 @@ one max check, R-13, R-15), count the attempt, compute the delay (R-16, R-28), s
 hint and wait at least what is left of the key's shared cooldown
 (``retry.sharedCooldown``), rotate the credential on a usage limit (R-17), emit
 ``auto_retry_start`` (R-19), drop the error from the runtime context (R-20), sleep
-(R-21), continue (R-22), look at the result.
+(R-21), re-attempt (R-22): its first answer decides — a good one is the chain's
+success, announced here before its tools run (R-23a); then the rest of the run, and
+what ``decide`` made of its end.
 Whatever way the scope is left — success, over the maximum, a non-retryable
 result, cancellation from anywhere — one ``auto_retry_end`` is emitted on the
 way out. Emission is synchronous, so it cannot be skipped by cancellation (R-34).
@@ -33,7 +36,8 @@ way out. Emission is synchronous, so it cannot be skipped by cancellation (R-34)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import NoReturn, Protocol
 
 import attrs
@@ -41,7 +45,7 @@ import trio
 
 from .._classes import define
 from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
-from .._messages import AssistantMessage
+from .._messages import AssistantMessage, Message
 from .classify import parse_retry_after_ms
 from .decide import Next
 from .policy import RetryPolicy
@@ -49,8 +53,29 @@ from .policy import RetryPolicy
 CANCELLED = "Retry cancelled"
 
 
+class Attempt(Protocol):
+    """An agent run as its driver steps it (``trio_session._agent.AgentRun``)."""
+
+    @property
+    def produced(self) -> Sequence[Message]:
+        """The messages the run added, in order."""
+        ...
+
+    async def next_message(self) -> AssistantMessage:
+        """Open a turn; its answer, just after its ``message_end``."""
+        ...
+
+    async def turns(self) -> AssistantMessage:
+        """Every step left but the end; the run's last answer."""
+        ...
+
+    def end(self, *, will_retry: bool) -> AssistantMessage:
+        """``agent_end`` (R-45a); the last answer."""
+        ...
+
+
 class ChainHost(Protocol):
-    """What a chain needs from the prompt that runs it (``PromptController`` is the one
+    """What a chain needs from the prompt that runs it (``run.py:PromptRun`` is the one
     host): declared here, below its implementer, so the chain imports nothing above it."""
 
     @property
@@ -58,8 +83,13 @@ class ChainHost(Protocol):
         """The policy in effect now, resolved from the settings at each read (R-11)."""
         ...
 
-    def emit(self, event: SessionEvent) -> None:
-        """Deliver one event, synchronously."""
+    @property
+    def emit(self) -> Callable[[SessionEvent], None]:
+        """Deliver one event, synchronously (the session's hub, called directly)."""
+        ...
+
+    def chain_ended(self) -> None:
+        """The chain's ``auto_retry_end`` is out (``wait_for_retry_end`` wakes)."""
         ...
 
     def drop_from_context(self, message: AssistantMessage) -> None:
@@ -78,8 +108,12 @@ class ChainHost(Protocol):
         """``delay_ms``, or what is left of the key's shared cooldown if that is longer."""
         ...
 
-    async def reattempt(self) -> tuple[AssistantMessage, Next]:
-        """Continue the agent (R-22); its last message and what ``decide`` made of it."""
+    def reattempt(self, retried: AssistantMessage) -> AbstractContextManager[Attempt]:
+        """The re-attempt's agent run (R-22), to enter; ``retried`` is the error (R-63)."""
+        ...
+
+    async def finish(self, attempt: Attempt) -> tuple[AssistantMessage, Next]:
+        """Drive a run to its end; its last message and what ``decide`` made of it."""
         ...
 
 
@@ -142,14 +176,6 @@ class RetryChain:
         self._scope.cancel(reason="retry now")  # the wait ends; the chain goes on
         return True
 
-    def succeed(self, host: ChainHost) -> None:
-        """The first good assistant message after the chain began (R-23).
-
-        Args:
-            host: the prompt running the chain.
-        """
-        self._end(host, AutoRetryEnd(success=True, attempt=self.attempt))
-
     async def run(
         self, host: ChainHost, error: AssistantMessage, step: Next
     ) -> tuple[AssistantMessage, Next] | None:
@@ -171,9 +197,15 @@ class RetryChain:
         try:
             while True:
                 with self._scope as wait:  # made with the chain, or as the last phase ended
-                    if not await self._start_attempt(host, message, step):
+                    event = await self._start_attempt(host, message, step)
+                    if isinstance(event, AutoRetryEnd):  # over the maximum, budget or cap
                         self.gave_up = message
+                        self._end(host, event)
                         return None
+                    host.emit(event)  # R-19
+                    del event  # the backoff keeps this frame, not the event
+                    host.drop_from_context(message)  # R-20
+                    self.retrying = message
                     # The sleep (R-21): the scope's deadline is the delay's end.
                     wait.deadline = trio.current_time() + self._pending_delay_ms / 1000
                     self._sleeping = True
@@ -182,12 +214,15 @@ class RetryChain:
                 self._sleeping = False
                 if self._aborted:
                     return None  # R-29: the finally says "Retry cancelled"
-                with self._next_scope() as reattempt:
-                    message, step = await host.reattempt()  # R-22
+                with self._next_scope() as reattempt, host.reattempt(message) as attempt:
+                    first = await attempt.next_message()  # R-22: the answer decides
+                    if not first.failed:  # R-23, R-23a: before its tools and turn_end
+                        self._end(host, AutoRetryEnd(success=True, attempt=self.attempt))
+                    message, step = await host.finish(attempt)
                 if reattempt.cancelled_caught:
                     return None  # R-31: abort_retry() cancelled it
                 if self.ended:
-                    return message, step  # success was announced at its message_end
+                    return message, step  # a success: the session acts on what followed
                 if not step.retries:
                     final = message.error_message or f"re-attempt ended: {message.stop_reason}"
                     self._end(host, AutoRetryEnd(False, self.attempt, final))  # R-25
@@ -232,12 +267,15 @@ class RetryChain:
             scope.cancel(reason="retry aborted")
         return scope
 
-    async def _start_attempt(self, host: ChainHost, message: AssistantMessage, step: Next) -> bool:
+    async def _start_attempt(
+        self, host: ChainHost, message: AssistantMessage, step: Next
+    ) -> AutoRetryStart | AutoRetryEnd:
+        """The next attempt's ``auto_retry_start`` (its delay planned), or the chain's
+        ``auto_retry_end`` if it ends here instead."""
         policy = host.policy  # R-11
         text = message.error_message or ""
         if step is Next.GIVE_UP:  # decide() found attempt + 1 > maxRetries (R-15)
-            self._end(host, AutoRetryEnd(False, self.attempt, text))
-            return False
+            return AutoRetryEnd(False, self.attempt, text)
         self.attempt += 1  # R-13
         hint = parse_retry_after_ms(text)  # R-18
         plan = policy.delay(self.attempt, hint_ms=hint)  # R-16, R-28
@@ -247,23 +285,19 @@ class RetryChain:
         if policy.is_usage_limit(text) and await host.rotate_credential(hint):  # R-17
             delay = 0
         if delay is None:
-            self._end(host, AutoRetryEnd(False, self.attempt, plan.refusal))
-            return False
+            return AutoRetryEnd(False, self.attempt, plan.refusal)
         delay = await host.cooldown_delay(delay)  # at least the key's shared cooldown
         spent = round((trio.current_time() - self._began) * 1000)
         refusal = policy.over_budget(spent, delay, text)  # R-61
         if refusal is not None:  # not made: the last retry tried is reported (as R-27's)
             self.attempt -= 1
-            self._end(host, AutoRetryEnd(False, self.attempt, refusal))
-            return False
-        host.emit(AutoRetryStart(self.attempt, policy.retry.max_retries, delay, text))  # R-19
-        host.drop_from_context(message)  # R-20
-        self.retrying = message
+            return AutoRetryEnd(False, self.attempt, refusal)
         self._pending_delay_ms = delay
-        return True
+        return AutoRetryStart(self.attempt, policy.retry.max_retries, delay, text)
 
     def _end(self, host: ChainHost, event: AutoRetryEnd) -> None:
         if self.ended:
             return
         self.ended = True
         host.emit(event)
+        host.chain_ended()
