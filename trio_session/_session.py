@@ -461,7 +461,9 @@ class AgentSession(
 
         ``async for text in reply`` yields ``str`` pieces that join to the prompt's
         reply text — across every retry re-attempt and compaction — never a failed
-        attempt's text (each message's text comes once it has ended well); it ends
+        attempt's text (each message's text comes once it has ended well); the texts of
+        a reply's several messages (a tool turn, then the answer) are joined by a blank
+        line, ``"\n\n"``, so they read as paragraphs; it ends
         exactly when ``prompt()`` would return, and then ``reply.reply`` is the final
         message. ``reply.items()`` yields the text live instead, with a
         ``ReplyRestart`` when an attempt that had text is thrown away. With
