@@ -53,6 +53,10 @@ NOT_EXPORTED = {
     # Left for the splits of store/ and _agent.py under way: exporting them needs an
     # Attributes section in each docstring (tests/test_docstrings.py), in those files.
     "trio_session._agent.MessageQueue": "Agent.steering / follow_ups; _agent.py is being split",
+    # The agent's run in steps (issue 40): driven by the session's PromptRun and its retry
+    # chain; an embedding program drives a session, not an agent's steps.
+    "trio_session._agent.AgentRun": "Agent.start_run's steps, driven by the session",
+    "trio_session._agent.KeySource": "the Protocol of Agent.key_source",
     **{
         f"trio_session.store._entries.{name}": "a LoadedSession entry; store/ is being split"
         for name in [
