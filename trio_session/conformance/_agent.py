@@ -347,9 +347,14 @@ class Agent:
     async def settle(self, start: int, quiet: float, within: float) -> bool:
         """Wait until the run begun at event ``start`` is over; whether it ended in time.
 
-        Over means: an ``agent_end`` arrived after the last ``agent_start``, no retry is
-        announced after it (or three times its announced delay has passed), and then
-        nothing new came for ``quiet`` seconds.
+        Over means: an ``agent_end`` arrived after the last ``agent_start``, no compaction
+        begun after it is still open or announced a re-send (``compaction_end {willRetry:
+        true}``) still to come, no retry is announced after it (or three times its
+        announced delay has passed), and then nothing new came for ``quiet`` seconds.
+
+        A compaction is waited for by its events, not by the quiet time: its summary
+        request may sit out a retry inside the provider's SDK (pi 0.73.1's OpenAI client
+        retries a 503 after about half a second) with no event meanwhile.
         """
         with trio.move_on_after(within):
             while True:
@@ -358,6 +363,9 @@ class Agent:
                 runs = [i for i, e in enumerate(events) if e.type == "agent_start"]
                 if ends and (not runs or runs[-1] < ends[-1]):
                     after = events[ends[-1] :]
+                    if _compaction_pending(after) and not self.closed:
+                        await self.changed.wait()
+                        continue
                     starts = [i for i, e in enumerate(after) if e.type == "auto_retry_start"]
                     wait = quiet
                     if starts and not any(
@@ -500,3 +508,17 @@ def text_of(message: Mapping[str, Any]) -> str:
             if isinstance(part, dict) and part.get("type") == "text"
         )
     return ""
+
+
+def _compaction_pending(after: Sequence[Observed]) -> bool:
+    """Whether ``after`` (the events since an ``agent_end``) holds a compaction still
+    running: a ``compaction_start`` with no ``compaction_end`` after it, or a
+    ``compaction_end`` announcing a re-send (``willRetry``) with no ``agent_start`` yet."""
+    for observed in reversed(after):
+        if observed.type == "agent_start":
+            return False
+        if observed.type == "compaction_start":
+            return True
+        if observed.type == "compaction_end":
+            return observed.event.get("willRetry") is True
+    return False
