@@ -67,10 +67,8 @@ PRIVATE_READS = {
         for module in ("_anthropic", "_gemini", "_openai")
     },
     # ``self._x`` of the class a mixin is mixed into: another object's private state in all
-    # but name. Each goes when its mixin becomes a collaborator given its dependencies in
-    # its constructor (issue 40, item 5: the facade by composition).
-    ("trio_session._session", "_init_models_and_thinking"): "AgentSession's ModelsPart mixin",
-    ("trio_session._session", "_start_busy"): "AgentSession's CompactPart mixin",
+    # but name. AgentSession's went with issue 40 (the facade by composition); this one
+    # is left: TreeAppends is one concept of SessionFile split out, not a collaborator.
     **{
         ("trio_session.store._tree_appends", name): "TreeAppends, a mixin of SessionFile"
         for name in ("_stage", "_ids", "_last_staged", "_last_id")

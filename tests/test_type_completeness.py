@@ -35,14 +35,6 @@ PUBLIC_MODULES = (
 #: why it may stay so. The test fails when one is added, and when one is exported (then
 #: it leaves this list).
 NOT_EXPORTED = {
-    # AgentSession's bases: its members are documented on AgentSession itself.
-    "trio_session._session_parts.queues.QueuesPart": "a base of AgentSession",
-    "trio_session._session_parts.models.ModelsPart": "a base of AgentSession",
-    "trio_session._session_parts.bash.BashPart": "a base of AgentSession",
-    "trio_session._session_parts.records.RecordsPart": "a base of AgentSession",
-    "trio_session._session_parts.switches.SwitchesPart": "a base of AgentSession",
-    "trio_session._session_parts.idle.IdlePart": "a base of AgentSession",
-    "trio_session._session_parts.compaction.CompactPart": "a base of AgentSession",
     # pi 1.6.0's cut, which the session hands SummarizingCompactor.compact(prepared=…):
     # not exported until a custom compactor is documented as taking it (issue 41).
     "trio_session._compaction.Preparation": "the session's argument to the default compactor",

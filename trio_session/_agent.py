@@ -81,8 +81,9 @@ ABORTED = "Request was aborted"
 class KeySource(Protocol):
     """Where the key for a request comes from (the session's ``KeyRing.api_key``)."""
 
-    def __call__(self, *, fresh: bool) -> Awaitable[str | None]:
-        """The key for the next request; ``fresh``: it is not a retry's re-attempt."""
+    def __call__(self, *, fresh: bool, base_url: str | None) -> Awaitable[str | None]:
+        """The key for the next request; ``fresh``: it is not a retry's re-attempt;
+        ``base_url``: its model's (with the provider, it names the key)."""
         ...
 
 
@@ -133,6 +134,19 @@ class _RequestCache:
 
 QueueMode = Literal["all", "one-at-a-time"]
 QUEUE_MODES: tuple[QueueMode, ...] = ("all", "one-at-a-time")
+
+
+def queue_mode(mode: str) -> QueueMode:
+    """``mode`` as a ``QueueMode``; ``ValueError`` for anything else.
+
+    Args:
+        mode: ``"all"`` or ``"one-at-a-time"``.
+    """
+    for known in QUEUE_MODES:
+        if mode == known:
+            return known
+    msg = f'unknown queue mode {mode!r}: expected "all" or "one-at-a-time"'
+    raise ValueError(msg)
 
 
 @define(eq=False)
@@ -275,7 +289,11 @@ class Agent:
             system_prompt: the system prompt to send with them.
         """
         builder = MessageBuilder(lambda event: None, self.provider.name, self.model)
-        api_key = await self.key_source(fresh=True) if self.key_source is not None else None
+        api_key = (
+            await self.key_source(fresh=True, base_url=self.model.base_url)
+            if self.key_source is not None
+            else None
+        )
         attempt, idle = self.timeouts() if self.timeouts is not None else (None, None)
         request = ProviderRequest(
             model=self.model,
@@ -366,7 +384,11 @@ class Agent:
         builder = self._builder()
         try:
             key_source = self.key_source
-            api_key = None if key_source is None else await key_source(fresh=retried is None)
+            api_key = (
+                None
+                if key_source is None
+                else await key_source(fresh=retried is None, base_url=self.model.base_url)
+            )
             self.streaming = True
             try:
                 end = await self.provider.stream(self.request(api_key), builder)

@@ -1,19 +1,23 @@
 """AgentSession: one conversation with a model, and the retry policy around it — a facade.
 
-``AgentSession`` is the public face; what it does is done by named collaborators, each
-in its own module:
+``AgentSession`` is the public face. It holds named collaborators, each made in
+``__attrs_post_init__`` with what it needs, and each public member says what it does
+and hands the work to the one that owns it:
 
 | collaborator | module | what it holds |
 |---|---|---|
+| ``Agent`` | ``_agent.py`` | the runtime context, the queues, the request loop |
 | ``PromptController`` | ``_retry/controller.py`` | the prompt running (``_retry/run.py``) |
 | ``KeyRing`` | ``_retry/keys.py`` | credentials: keys, rotation, cooldowns |
 | ``EventHub`` | ``_session_parts/hub.py`` | observer, subscribers, streams, extensions |
 | ``Journal`` | ``_session_parts/journal.py`` | the history and the session file's writes |
 | ``Compaction`` | ``_session_parts/compaction.py`` | manual and overflow compaction |
+| ``ModelChoice`` | ``_session_parts/models.py`` | the model and the thinking level |
+| ``BashCommands`` | ``_session_parts/bash.py`` | the user's ``bash`` commands |
 
-and the public methods of queues, models and thinking, bash, records (stats, export, name)
-and switches (auto-retry, auto-compaction) come from the ``*Part`` base classes beside
-them. A prompt's scope tree is drawn in ``trio_session._retry`` and docs/architecture.md.
+No collaborator reads the facade: what one needs of another it is given when it is
+made. A prompt's scope tree is drawn in ``trio_session._retry`` and
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -22,44 +26,38 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
 import attrs
 import trio
 
-from ._agent import Agent
+from ._agent import Agent, MessageQueue, QueueMode, queue_mode
 from ._classes import define
 from ._compaction import Compactor, SummarizingCompactor
-from ._events import MessageEnd, SessionEvent
+from ._errors import SessionClosedError
+from ._events import CompactionResult, SessionEvent, SessionInfoChanged
 from ._extension_runner import ExtensionRunner
 from ._logging import SessionObserver
-from ._messages import AssistantMessage, ImageContent, Message, UserMessage
+from ._messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage
 from ._retry.classify import Classifier
 from ._retry.controller import PromptController
-from ._session_parts.bash import BashPart
-from ._session_parts.compaction import Compaction, CompactPart
-from ._session_parts.hub import (
-    DEFAULT_EVENT_BUFFER,
-    EventHub,
-    EventStream,
-    Subscriber,
-    discard,
-)
-from ._session_parts.idle import IdlePart
+from ._session_parts.bash import BashCommands
+from ._session_parts.compaction import Compaction
+from ._session_parts.hub import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Subscriber
 from ._session_parts.journal import Journal
-from ._session_parts.models import ModelsPart, models_tuple
-from ._session_parts.queues import QueuesPart
-from ._session_parts.records import RecordsPart
-from ._session_parts.switches import SwitchesPart
+from ._session_parts.models import ModelChoice, models_tuple, remember
 from ._settings import Settings, SettingsStore, coerce_settings
+from ._stats import SessionStats, session_stats
 from ._stream import ReplyStream, open_reply_stream
 from ._text import valid_text
-from .providers._base import Model, Provider
+from .providers._base import Model, Provider, supported_thinking_levels
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from ._bash import BashRun
+    from ._bash import BashResult
+    from ._retry.fallback import Fallbacks
     from ._retry.keys import KeyRing
     from ._tools import Tool  # a type only: a session without tools imports no schema code
     from .store._credentials import CredentialStore
@@ -74,9 +72,7 @@ DEFAULT_COMPACTOR = SummarizingCompactor()
 
 
 @define(eq=False, repr=False, on_setattr=attrs.setters.NO_OP)
-class AgentSession(
-    QueuesPart, ModelsPart, BashPart, RecordsPart, SwitchesPart, IdlePart, CompactPart
-):
+class AgentSession:
     """A conversation with a model, with auto-retry and overflow compaction.
 
     Make one with ``open_session``. All methods must be called from Trio
@@ -106,7 +102,7 @@ class AgentSession(
     """
 
     _provider: Provider = attrs.field(alias="provider")
-    _model: Model = attrs.field(alias="model")
+    _model: Model = attrs.field(alias="model")  # as made; the current one is _choice's
     _settings: SettingsStore = attrs.field(
         default=None, converter=coerce_settings, alias="settings"
     )
@@ -132,10 +128,13 @@ class AgentSession(
     _journal: Journal = attrs.field(init=False)
     _agent: Agent = attrs.field(init=False)
     _compaction: Compaction = attrs.field(init=False)
-    _bash_run: BashRun | None = attrs.field(default=None, init=False)
     _control: PromptController = attrs.field(init=False)
+    _choice: ModelChoice = attrs.field(init=False)
+    _bash: BashCommands = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        # Each collaborator is made with what it needs, in the order they need each
+        # other: the events first, then the history, then the agent, then what acts on it.
         # A provider's own secrets (an HTTP provider's ``api_key=``), so that no record or
         # span shows them; ``secrets()`` is optional (see ``Provider``).
         secrets = getattr(self._provider, "secrets", None)
@@ -149,30 +148,45 @@ class AgentSession(
         if self._extensions is not None:
             self._extensions.report = hub.emit  # extension_error events
         file = self._history_file
+        settings = self._settings
+        current = settings.current
         context: list[Message] = []  # the runtime context: the agent's, the journal's
         journal = self._journal = Journal(file, hub, context)
-        agent = self._agent = Agent(
-            provider=self._provider,
-            model=self._model,
-            emit=self._on_agent_event,
-            tools=self._tools,
-            system_prompt=self._system_prompt,
-            # what a run produced is on disk before the next request
-            checkpoint=journal.flush if file is not None else None,
-            messages=context,
-            timeouts=self._settings.provider_timeouts,  # retry.provider.*, however set
-        )
-        settings = self._settings
-        self._compaction = Compaction(
-            self._compactor, agent, settings, file, hub, classifier=self._classifier
-        )
+        loaded = file.loaded if file is not None else None
+        if loaded is not None:
+            journal.resume(loaded)
+        system_prompt = self._system_prompt
+        if file is not None and current.retry.profile == "pi-1.6":
+            system_prompt = journal.keep_system(system_prompt, self._tools)
         keys: KeyRing | None = None
         if self._credentials is not None:
             from ._retry.keys import KeyRing  # only with a store: no storage code otherwise
 
             keys = KeyRing(
-                self._credentials, self._provider.name, self.session_id, agent, settings, observer
+                self._credentials, self._provider.name, self.session_id, settings, observer
             )
+        agent = self._agent = Agent(
+            provider=self._provider,
+            model=self._model,
+            emit=journal.deliver,  # delivered, and each message_end kept in the history
+            tools=self._tools,
+            system_prompt=system_prompt,
+            key_source=keys.api_key if keys is not None else None,
+            # what a run produced is on disk before the next request
+            checkpoint=journal.flush if file is not None else None,
+            messages=context,
+            steering=MessageQueue(current.steering_mode),  # settings steeringMode
+            follow_ups=MessageQueue(current.follow_up_mode),  # and followUpMode
+            timeouts=settings.provider_timeouts,  # retry.provider.*, however set
+        )
+        self._compaction = Compaction(
+            self._compactor, agent, settings, file, hub, classifier=self._classifier
+        )
+        fallbacks: Fallbacks | None = None
+        if self._fallback_models:
+            from ._retry.fallback import Fallbacks  # only with fallback models
+
+            fallbacks = Fallbacks(self._fallback_models)
         self._control = PromptController(
             agent,
             settings,
@@ -182,19 +196,14 @@ class AgentSession(
             observer,
             classifier=self._classifier,
             keys=keys,
+            fallbacks=fallbacks,
         )
-        if keys is not None:  # the ring needs the agent (its model's base URL names a key)
-            agent.key_source = keys.api_key
-        loaded = file.loaded if file is not None else None
-        if loaded is not None:
-            journal.resume(loaded)
-        if file is not None and settings.current.retry.profile == "pi-1.6":
-            agent.system_prompt = journal.keep_system(self._system_prompt, self._tools)
-        self._init_models_and_thinking(loaded)
-        current = settings.current
-        agent.steering.mode = current.steering_mode  # settings steeringMode / followUpMode
-        agent.follow_ups.mode = current.follow_up_mode
-        if file is not None and file.loaded is None and file.leaf_id is None:
+        choice = self._choice = ModelChoice(
+            self._model, agent, settings, hub, journal, self._models, self._preferred_thinking
+        )
+        choice.resume(loaded)  # the model and thinking level the file last recorded
+        self._bash = BashCommands(journal, self._control)
+        if file is not None and loaded is None and file.leaf_id is None:
             # A new file starts as the reference's do: the model and the thinking level.
             file.append_model_change_nowait(self._model.provider, self._model.id)
             file.append_thinking_level_change_nowait(agent.thinking_level)
@@ -203,7 +212,7 @@ class AgentSession(
         """A few fields, of constant size: id, model, and what runs."""
         return (
             f"<AgentSession {self.session_id[:12]!r} "
-            f"{self._model.provider}/{self._model.id[:40]} "
+            f"{self.model.provider}/{self.model.id[:40]} "
             f"running={self.is_running} retrying={self.is_retrying} "
             f"messages={len(self._agent.messages)}>"
         )
@@ -231,7 +240,7 @@ class AgentSession(
     @property
     def model(self) -> Model:
         """The model this session asks."""
-        return self._model
+        return self._choice.current
 
     @property
     def settings(self) -> Settings:
@@ -345,12 +354,6 @@ class AgentSession(
         with self._hub.events(buffer) as stream:
             yield stream
 
-    def _on_agent_event(self, event: SessionEvent) -> None:
-        """The agent's events: delivered, and each ``message_end`` recorded in the history."""
-        self._hub.emit(event)
-        if isinstance(event, MessageEnd):
-            self._journal.record(event.message)
-
     # -- prompting -----------------------------------------------------------
 
     async def prompt(
@@ -419,14 +422,14 @@ class AgentSession(
                 "replaced with U+FFFD",
                 replaced,
             )
-        self._start_busy()
+        self._control.start()
         try:
             await self._control.begin().run(UserMessage.of(text, tuple(images)), task_status)
         finally:
             await self._control.end(settle=True)
         reply = self._journal.last_assistant()
         if raise_on_error:
-            reply.raise_for_error(self._model.context_window)
+            reply.raise_for_error(self.model.context_window)
         return reply
 
     @overload
@@ -546,6 +549,425 @@ class AgentSession(
             with trio.CancelScope(shield=True):
                 await self.abort()
         self._hub.close()
-        # The agent's emit is our bound method: a reference cycle. Cut it, so a closed
-        # session is freed by reference counting rather than a later full collection.
-        self._agent.emit = discard
+
+    # -- queues (R-36a): the agent's, delivered after a turn or when a run would stop ---
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """How many steering messages a delivery takes: ``"one-at-a-time"`` (the
+        default) or ``"all"``."""
+        return self._agent.steering.mode
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """How many follow-ups a delivery takes: ``"one-at-a-time"`` (the default) or
+        ``"all"``."""
+        return self._agent.follow_ups.mode
+
+    def set_steering_mode(self, mode: str) -> None:
+        """Set ``steering_mode``; saved as the settings' ``steeringMode`` (as the
+        reference saves it), so later sessions of the same settings start with it.
+
+        Args:
+            mode: ``"all"`` (deliver every queued message at once) or
+                ``"one-at-a-time"``.
+
+        Raises:
+            ValueError: ``mode`` is not ``"all"`` or ``"one-at-a-time"``.
+        """
+        self._agent.steering.mode = queue_mode(mode)
+        remember(self._settings, "steeringMode", mode)
+
+    def set_follow_up_mode(self, mode: str) -> None:
+        """Set ``follow_up_mode`` (``ValueError`` for anything but the two modes); saved
+        as the settings' ``followUpMode``.
+
+        Args:
+            mode: ``"all"`` or ``"one-at-a-time"``, as for ``set_steering_mode``.
+        """
+        self._agent.follow_ups.mode = queue_mode(mode)
+        remember(self._settings, "followUpMode", mode)
+
+    @property
+    def steering_messages(self) -> tuple[str, ...]:
+        """The texts of the queued steering messages, oldest first."""
+        return self._agent.steering.texts
+
+    @property
+    def follow_up_messages(self) -> tuple[str, ...]:
+        """The texts of the queued follow-up messages, oldest first."""
+        return self._agent.follow_ups.texts
+
+    @property
+    def pending_message_count(self) -> int:
+        """Queued messages, steering and follow-up together."""
+        return len(self._agent.steering.messages) + len(self._agent.follow_ups.messages)
+
+    def steer(self, text: str, images: Sequence[ImageContent] = ()) -> None:
+        """Queue a message for the running prompt: it is delivered after the current
+        turn (its tool calls included), before the next request.
+
+        During a retry's backoff sleep it is delivered before the re-attempt's
+        request, which then sends it. When nothing runs — or the prompt ends first
+        (an error, ``abort``, ``abort_retry``) — it stays queued and goes with the
+        next prompt; ``clear_queue`` takes it back. Emits ``queue_update``.
+
+        Args:
+            text: the message's text.
+            images: images sent after the text.
+        """
+        self._queue(self._agent.steering, text, images)
+
+    def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> None:
+        """Queue a message for when the running prompt would otherwise stop.
+
+        A prompt in a retry chain delivers it once the chain has succeeded. A
+        prompt that ends in an error or is aborted leaves it queued, for the next
+        prompt; ``clear_queue`` takes it back. Emits ``queue_update``.
+
+        Args:
+            text: the message's text.
+            images: images sent after the text.
+        """
+        self._queue(self._agent.follow_ups, text, images)
+
+    def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Take every queued message back: ``(steering texts, follow-up texts)``.
+
+        Emits ``queue_update`` (with both queues empty).
+        """
+        taken = (self.steering_messages, self.follow_up_messages)
+        self._agent.steering.messages.clear()
+        self._agent.follow_ups.messages.clear()
+        self._hub.emit(self._agent.queue_update())
+        return taken
+
+    def _queue(self, queue: MessageQueue, text: str, images: Sequence[ImageContent]) -> None:
+        if self._control.closed:
+            msg = "the session is closed"
+            raise SessionClosedError(msg)
+        text, replaced = valid_text(text)
+        if replaced:
+            logger.warning("queued text held %d lone surrogate code point(s); replaced", replaced)
+        queue.messages.append(UserMessage.of(text, tuple(images)))
+        self._hub.emit(self._agent.queue_update())
+
+    # -- models and thinking levels (``ModelChoice``) --------------------------------
+
+    @property
+    def available_models(self) -> tuple[Model, ...]:
+        """The models ``set_model`` and ``cycle_model`` move between: ``models``, with
+        the session's model first if it is not among them."""
+        return self._choice.available
+
+    async def set_model(self, model: Model) -> None:
+        """Ask ``model`` from the next request on (a running turn finishes with the old one).
+
+        As the reference does, this is allowed while a prompt runs. The thinking level
+        is clamped to what ``model`` supports: one that does not reason gets ``"off"``,
+        and a later switch to one that does restores the level asked for. With a session
+        file, a ``model_change`` entry is recorded (written now when idle, else by the
+        prompt's next flush).
+
+        Args:
+            model: the model to switch to; it uses the session's provider.
+        """
+        await self._choice.switch(model, idle=not self._control.running)
+
+    async def cycle_model(self) -> Model | None:
+        """Switch to the model after the current one in ``available_models`` (wrapping).
+
+        Returns:
+            The new model, or ``None`` when there is only one model (nothing changes).
+        """
+        model = self._choice.next_model()
+        if model is not None:
+            await self.set_model(model)
+        return model
+
+    @property
+    def thinking_level(self) -> str:
+        """The thinking level requests are sent with (one of ``THINKING_LEVELS``)."""
+        return self._agent.thinking_level
+
+    @property
+    def available_thinking_levels(self) -> tuple[str, ...]:
+        """The levels the current model supports: ``("off",)`` unless it reasons."""
+        return supported_thinking_levels(self.model)
+
+    def set_thinking_level(self, level: str) -> None:
+        """Set the thinking level, clamped to the model as the reference clamps it.
+
+        A model that does not reason stays at ``"off"``; ``"xhigh"`` becomes ``"high"``.
+        For a model that reasons, the level asked for is also remembered for later
+        model switches. A change is recorded as a ``thinking_level_change`` entry
+        (written by the session file's next flush).
+
+        Args:
+            level: one of ``THINKING_LEVELS``.
+
+        Raises:
+            ValueError: ``level`` is not one of ``THINKING_LEVELS``.
+        """
+        self._choice.set_thinking_level(level)
+
+    def cycle_thinking_level(self) -> str | None:
+        """Move to the next level the model supports (wrapping to ``"off"``).
+
+        Returns:
+            The new level, or ``None`` when the model does not reason (nothing changes).
+        """
+        level = self._choice.next_thinking_level()
+        if level is not None:
+            self._choice.set_thinking_level(level)
+        return level
+
+    # -- bash (``BashCommands``) ----------------------------------------------------
+
+    @property
+    def is_bash_running(self) -> bool:
+        """Whether a ``bash`` command is running."""
+        return self._bash.running is not None
+
+    async def bash(
+        self,
+        command: str,
+        *,
+        exclude_from_context: bool = False,
+        on_output: Callable[[str], None] | None = None,
+    ) -> BashResult:
+        """Run a shell command; its output joins the conversation (the reference's ``bash``).
+
+        The result is recorded as a ``BashExecutionMessage`` — no event is emitted — and
+        reaches the model with the next prompt, as user text (left out of the model's
+        context if ``exclude_from_context``). While a prompt runs, the command runs at
+        once but its message is added when the prompt is over, so it never lands between
+        a tool call and its result. ``abort_bash`` stops the command.
+
+        Args:
+            command: the command line, run by the shell.
+            exclude_from_context: record the result but leave it out of what the model
+                is sent.
+            on_output: called with each piece of output as it comes (RPC's
+                ``bash_execution_update``); the result holds the whole (or its tail).
+
+        Returns:
+            What the command did: its output, exit code, and whether it was cancelled
+                or cut short.
+
+        Raises:
+            SessionBusyError: another ``bash`` command is running.
+            SessionClosedError: the session is closed.
+            OSError: the shell could not be started.
+        """
+        return await self._bash.run(
+            command, exclude_from_context=exclude_from_context, on_output=on_output
+        )
+
+    def abort_bash(self) -> None:
+        """Stop the running ``bash`` command, if any: its process group is killed and its
+        result is ``cancelled``."""
+        self._bash.abort()
+
+    # -- compaction (``Compaction``) ------------------------------------------------
+
+    @property
+    def is_compacting(self) -> bool:
+        """Whether a compaction (manual or on overflow) is running."""
+        return self._compaction.running
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
+        """Compact the runtime context now, as the reference's ``compact`` does.
+
+        A running prompt is aborted first (as the reference does). Emits
+        ``compaction_start {reason: "manual"}`` and ``compaction_end``; the
+        compaction is recorded in the session file. ``custom_instructions`` go to
+        compactors whose ``compact`` takes a ``custom_instructions`` argument
+        (``SummarizingCompactor`` adds them to its summary request). ``abort()``
+        cancels it — its summary request and the request's retries with it.
+
+        Args:
+            custom_instructions: what the summary should focus on, for compactors that
+                take them.
+
+        Returns:
+            What the compaction did: the summary, the estimated tokens before and
+                after, how many messages left the context.
+
+        Raises:
+            CompactionError: nothing to compact, or it was cancelled by ``abort()``
+                (``"Compaction cancelled"``, pi's words); the context is unchanged.
+            SessionClosedError: the session's block has exited.
+        """
+        return await self._compaction.manual(self._control, custom_instructions)
+
+    # -- records: stats, export, name, fork points ----------------------------------
+
+    def stats(self) -> SessionStats:
+        """Counts, token totals, cost and context use of the runtime context
+        (the reference's ``get_session_stats``)."""
+        file = self._journal.file
+        return session_stats(
+            self._agent.messages,
+            session_id=self.session_id,
+            session_file=str(file.path) if file is not None else None,
+            context_window=self.model.context_window,
+        )
+
+    def last_assistant_text(self) -> str | None:
+        """The text of the last assistant message in the runtime context, trimmed.
+
+        As the reference: an aborted message with no content is skipped; ``None`` when
+        there is no assistant message or its text is empty.
+        """
+        for message in reversed(self._agent.messages):
+            if not isinstance(message, AssistantMessage):
+                continue
+            if message.stop_reason == "aborted" and not message.content:
+                continue
+            text = "".join(p.text for p in message.content if isinstance(p, TextContent))
+            return text.strip() or None
+        return None
+
+    async def export_html(self, path: str | Path | None = None) -> Path:
+        """Write the whole history as one self-contained HTML page; return its path.
+
+        Args:
+            path: where to write it; by default ``trio-session-<session file name or
+                id>.html`` in the current directory.
+        """
+        from ._export import default_export_path, render_html, write_html  # when asked
+
+        file = self._journal.file
+        target = (
+            Path(path)
+            if path is not None
+            else default_export_path(self.session_id, file.path if file is not None else None)
+        )
+        page = render_html(
+            self._journal.messages,
+            session_id=self.session_id,
+            model=f"{self.model.provider}/{self.model.id}",
+            system_prompt=self._system_prompt,
+        )
+        return await write_html(target, page)
+
+    @property
+    def session_file(self) -> Path | None:
+        """The path of the session file, ``None`` if the session keeps none."""
+        return self._journal.file.path if self._journal.file is not None else None
+
+    @property
+    def session_name(self) -> str | None:
+        """The session's display name (the last ``session_info`` entry); ``None`` if unset."""
+        return self._journal.name
+
+    def set_session_name(self, name: str) -> None:
+        """Set the display name (trimmed; an empty name clears it).
+
+        With a session file a ``session_info`` entry is staged, written with the
+        next flush (the next prompt, or closing the session).
+
+        Args:
+            name: the display name; blank clears it.
+        """
+        name = name.strip()
+        if self._journal.file is not None:
+            self._journal.file.append_session_info_nowait(name)
+        self._journal.name = name or None
+        self._hub.emit(SessionInfoChanged(name=self._journal.name))
+
+    def fork_messages(self) -> list[tuple[str, str]]:
+        """``(entry id, text)`` of every user message of the session file, in file order.
+
+        The reference's ``getUserMessagesForForking``: the messages a fork can start
+        before. Empty without a session file (there are no entry ids to name).
+        """
+        if self._journal.file is None:
+            return []
+        return self._journal.file.user_messages()
+
+    # -- switches: auto-retry and auto-compaction, the store's status ---------------
+
+    @property
+    def credential_store_status(self) -> str | None:
+        """The credential store's ``status`` when it reports one: a Redis store says
+        ``"redis"``, or ``"local-fallback"`` while Redis cannot be reached."""
+        status = getattr(self._credentials, "status", None)
+        return status if isinstance(status, str) else None
+
+    @property
+    def auto_retry_enabled(self) -> bool:
+        """``retry.enabled`` (R-37)."""
+        return self._settings.current.retry.enabled
+
+    def set_auto_retry_enabled(self, enabled: bool) -> None:
+        """Write ``retry.enabled`` (R-37); applies from the next error on.
+
+        If the value came from a settings file, the file is updated too (a small
+        atomic write, done before this returns); the session file records the change.
+
+        Args:
+            enabled: whether a retryable error starts a retry chain.
+        """
+        self._set_setting("retry.enabled", enabled)
+
+    @property
+    def auto_compaction_enabled(self) -> bool:
+        """``compaction.enabled``."""
+        return self._settings.current.compaction.enabled
+
+    def set_auto_compaction_enabled(self, enabled: bool) -> None:
+        """Write ``compaction.enabled`` (R-50), like ``set_auto_retry_enabled``.
+
+        Args:
+            enabled: whether a context overflow is compacted and retried.
+        """
+        self._set_setting("compaction.enabled", enabled)
+
+    def _set_setting(self, key: str, value: bool) -> None:
+        self._settings.set_and_persist(key, value)
+        if self._journal.file is not None:
+            self._journal.file.append_settings_change_nowait(key, value)
+
+    # -- idle: what still runs, said by name -----------------------------------------
+
+    def busy_with(self) -> tuple[str, ...]:
+        """What the session is still doing, one phrase each; empty when it is idle.
+
+        A service with many sessions (or a test) checks that a session it is done with
+        is quiet: no prompt, no retry chain, no compaction, no bash command, no request
+        to the provider in flight. Each is read from the collaborator that owns it.
+
+        Returns:
+            Phrases such as ``"a prompt is running"``, ``"a retry chain is waiting out
+                its backoff (attempt 1)"``, ``"a request to openai is in flight"``,
+                ``"a bash command is running"``, in that order.
+        """
+        busy: list[str] = []
+        if self._control.running:
+            busy.append("a prompt is running")
+        chain = self._control.live_chain
+        if chain is not None:
+            doing = "is waiting out its backoff" if chain.waiting else "is alive"
+            busy.append(f"a retry chain {doing} (attempt {chain.attempt})")
+        if self._compaction.running:
+            busy.append("a compaction is running")
+        if self._agent.streaming:
+            busy.append(f"a request to {self._agent.provider.name} is in flight")
+        if self._bash.running is not None:
+            busy.append("a bash command is running")
+        return tuple(busy)
+
+    def assert_idle(self) -> None:
+        """Raise unless nothing of the session is running: for tests and health checks.
+
+        Raises:
+            AssertionError: something still runs; the message names the session and
+                everything ``busy_with`` lists, e.g. ``"session 1a2b3c4d5e6f is not
+                idle: a prompt is running; a request to openai is in flight"``.
+        """
+        busy = self.busy_with()
+        if busy:
+            msg = f"session {self.session_id[:12]} is not idle: {'; '.join(busy)}"
+            raise AssertionError(msg)

@@ -136,6 +136,7 @@ class PromptController:
         async context manager, which costs a generator per prompt.
         """
         self.running = True
+        self.journal.begin()
 
     def begin(self) -> PromptRun:
         """The prompt that starts now (after ``start``): its ``run`` is the prompt."""

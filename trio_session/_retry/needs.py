@@ -30,6 +30,10 @@ class PromptJournal(Protocol):
         """The session file, if the session keeps one (nothing to write without it)."""
         ...
 
+    def begin(self) -> None:
+        """A prompt (or a manual compaction) begins: a failed write is reported anew."""
+        ...
+
     async def stage_prompt(self, user: UserMessage) -> None:
         """Put the prompt on disk before its request goes out (nothing without a file)."""
         ...

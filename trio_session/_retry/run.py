@@ -270,9 +270,10 @@ class PromptRun:
             return None
         assert keys is not None
         hint = parse_retry_after_ms(message.error_message or "")
+        base_url = control.agent.model.base_url
         if hint is not None:
-            await keys.share_cooldown(hint)
-        rotated = await keys.rotate(hint)
+            await keys.share_cooldown(hint, base_url)
+        rotated = await keys.rotate(hint, base_url)
         self._told = (message, rotated)
         return rotated
 
@@ -379,7 +380,7 @@ class PromptRun:
         if told is not None:  # pi-1.6: asked before the decision (R-53b), not again
             return told[1]
         keys = self.control.keys
-        return keys is not None and await keys.rotate(hint_ms)
+        return keys is not None and await keys.rotate(hint_ms, self.control.agent.model.base_url)
 
     async def share_cooldown(self, hint_ms: int) -> None:
         """R-28b through the key ring.
@@ -389,7 +390,7 @@ class PromptRun:
         """
         keys = self.control.keys
         if keys is not None and self._told is None:  # pi-1.6 shared it already
-            await keys.share_cooldown(hint_ms)
+            await keys.share_cooldown(hint_ms, self.control.agent.model.base_url)
 
     async def cooldown_delay(self, delay_ms: int) -> int:
         """``delay_ms``, or the key's shared cooldown if longer.
@@ -398,7 +399,9 @@ class PromptRun:
             delay_ms: the planned delay.
         """
         keys = self.control.keys
-        return delay_ms if keys is None else max(delay_ms, await keys.cooldown_ms())
+        if keys is None:
+            return delay_ms
+        return max(delay_ms, await keys.cooldown_ms(self.control.agent.model.base_url))
 
     def reattempt(self, retried: AssistantMessage) -> AgentRun:
         """The re-attempt's agent run (R-22), to enter: on the context as it is, with any

@@ -3,7 +3,7 @@
 A command run while a prompt runs has its message added when the prompt is over, so it
 never lands between a tool call and its result: the ``Journal`` keeps it until the
 controller ends the prompt (``Journal.flush_pending``). The command itself is a
-``BashRun`` (``trio_session._bash``).
+``BashRun`` (``trio_session._bash``); ``BashCommands`` runs one at a time and records it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._errors import SessionBusyError, SessionClosedError
+import attrs
+
+from .._classes import define
+from .._errors import SessionBusyError
 from .._messages import BashExecutionMessage
 
 if TYPE_CHECKING:
@@ -20,66 +23,47 @@ if TYPE_CHECKING:
     from .journal import Journal
 
 
-class BashPart:
-    """``AgentSession``'s ``bash`` commands (a base class of the facade)."""
+@define(eq=False, weakref_slot=False)  # nothing refers to it weakly
+class BashCommands:
+    """One session's ``bash`` commands: at most one runs; its result is recorded.
 
-    if not TYPE_CHECKING:
-        __slots__ = ()
-    _bash_run: BashRun | None
-    _journal: Journal
-    _control: PromptController
+    Attributes:
+        journal: where the result is recorded (held while a prompt runs).
+        control: whether the session is closed, or runs a prompt.
+        running: the command running, if any.
+    """
 
-    @property
-    def is_bash_running(self) -> bool:
-        """Whether a ``bash`` command is running."""
-        return self._bash_run is not None
+    journal: Journal
+    control: PromptController
+    running: BashRun | None = attrs.field(default=None, init=False)
 
-    async def bash(
+    async def run(
         self,
         command: str,
         *,
-        exclude_from_context: bool = False,
-        on_output: Callable[[str], None] | None = None,
+        exclude_from_context: bool,
+        on_output: Callable[[str], None] | None,
     ) -> BashResult:
-        """Run a shell command; its output joins the conversation (the reference's ``bash``).
-
-        The result is recorded as a ``BashExecutionMessage`` — no event is emitted — and
-        reaches the model with the next prompt, as user text (left out of the model's
-        context if ``exclude_from_context``). While a prompt runs, the command runs at
-        once but its message is added when the prompt is over, so it never lands between
-        a tool call and its result. ``abort_bash`` stops the command.
-
-        Args:
-            command: the command line, run by the shell.
-            exclude_from_context: record the result but leave it out of what the model
-                is sent.
-            on_output: called with each piece of output as it comes (RPC's
-                ``bash_execution_update``); the result holds the whole (or its tail).
-
-        Returns:
-            What the command did: its output, exit code, and whether it was cancelled
-                or cut short.
+        """Run ``command`` and record what it did (see ``AgentSession.bash``).
 
         Raises:
-            SessionBusyError: another ``bash`` command is running.
+            SessionBusyError: another command is running.
             SessionClosedError: the session is closed.
-            OSError: the shell could not be started.
         """
-        if self._control.closed:
-            msg = "the session is closed"
-            raise SessionClosedError(msg)
-        if self._bash_run is not None:
+        control = self.control
+        control.refuse_closed()
+        if self.running is not None:
             msg = "a bash command is already running; wait for it or abort_bash() first"
             raise SessionBusyError(msg)
-        file = self._journal.file
-        cwd = file.header.cwd if file is not None else None
+        journal = self.journal
+        cwd = journal.file.header.cwd if journal.file is not None else None
         from .._bash import BashRun  # subprocess and tempfile: paid by the first command
 
-        run = self._bash_run = BashRun(command, cwd=cwd, on_output=on_output)
+        run = self.running = BashRun(command, cwd=cwd, on_output=on_output)
         try:
             result = await run.run()
         finally:
-            self._bash_run = None
+            self.running = None
         message = BashExecutionMessage(
             command=command,
             output=result.output,
@@ -89,18 +73,17 @@ class BashPart:
             full_output_path=result.full_output_path,
             exclude_from_context=exclude_from_context or None,
         )
-        if self._control.closed:
+        if control.closed:
             return result  # closed meanwhile: nothing more is recorded
-        if self._control.running:
-            self._journal.hold(message)
+        if control.running:
+            journal.hold(message)
         else:
-            self._journal.record_bash(message)
-            if self._journal.file is not None:
-                await self._journal.flush()
+            journal.record_bash(message)
+            if journal.file is not None:
+                await journal.flush()
         return result
 
-    def abort_bash(self) -> None:
-        """Stop the running ``bash`` command, if any: its process group is killed and its
-        result is ``cancelled``."""
-        if self._bash_run is not None:
-            self._bash_run.abort()
+    def abort(self) -> None:
+        """Stop the running command, if any (its process group is killed)."""
+        if self.running is not None:
+            self.running.abort()

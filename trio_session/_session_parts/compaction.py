@@ -5,7 +5,7 @@ compactor; the summary (if the compactor made one) enters the context as a
 ``CompactionSummaryMessage`` and the session file gets a compaction entry whose
 ``firstKeptEntryId`` is the first message kept. The overflow path around it (drop
 the error, compact, continue once) is the controller's (``trio_session._retry``);
-the manual one, ``AgentSession.compact``, is ``CompactPart``'s, under the session's
+the manual one, ``AgentSession.compact``, is ``Compaction.manual``: under the session's
 busy bracket and a scope ``abort()`` cancels, as a prompt is.
 
 Under ``retry.profile`` ``"pi-1.6"`` (SPEC R-56) an automatic compaction that would find
@@ -40,7 +40,6 @@ from .hub import EventHub
 if TYPE_CHECKING:
     from .._retry.controller import PromptController
     from ..store._session_file import SessionFile
-    from .journal import Journal
 
 logger = logging.getLogger("trio_session")
 
@@ -72,6 +71,39 @@ class Compaction:
     hub: EventHub
     classifier: Classifier | None = None
     running: bool = attrs.field(default=False, init=False)
+
+    async def manual(
+        self, control: PromptController, custom_instructions: str | None
+    ) -> CompactionResult:
+        """``AgentSession.compact``: abort a running prompt, then compact under the
+        session's busy bracket and a scope ``abort()`` cancels, as a prompt runs.
+
+        Args:
+            control: the session's prompts (busy, closed, the scope ``abort()`` cancels).
+            custom_instructions: for compactors whose ``compact`` takes them.
+
+        Raises:
+            CompactionError: nothing to compact, or ``abort()`` cancelled it.
+            SessionBusyError: another task started a prompt while this one aborted.
+            SessionClosedError: the session is closed.
+        """
+        control.refuse_closed()
+        if control.running:
+            await control.abort()
+        if control.running:  # another task started a prompt meanwhile
+            raise SessionBusyError(BUSY)
+        result: CompactionResult | None = None
+        control.start()
+        try:
+            with control.open_scope():
+                result = await self.run("manual", custom_instructions=custom_instructions)
+                if result is None:
+                    raise CompactionError(NOTHING_TO_COMPACT)
+        finally:
+            await control.end()
+        if result is None:  # abort() cancelled it
+            raise CompactionError(COMPACTION_CANCELLED)
+        return result
 
     def can_compact(self, *, without_last: bool) -> bool:
         """Whether the compactor would find anything to remove (R-56a).
@@ -242,68 +274,3 @@ def _prepared(compactor: Compactor, prepared: Preparation | None) -> dict[str, A
     except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
         return {}
     return {"prepared": prepared} if "prepared" in parameters else {}
-
-
-class CompactPart:
-    """``AgentSession``'s manual compaction (a base class of the facade)."""
-
-    if not TYPE_CHECKING:
-        __slots__ = ()
-    _control: PromptController
-    _compaction: Compaction
-    _journal: Journal
-
-    def _start_busy(self) -> None:
-        """The session runs a prompt or a manual compaction until ``_control.end()``
-        (a plain ``try``: an async context manager costs a generator per prompt)."""
-        self._control.start()
-        self._journal.write_failed = False
-
-    @property
-    def is_compacting(self) -> bool:
-        """Whether a compaction (manual or on overflow) is running."""
-        return self._compaction.running
-
-    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
-        """Compact the runtime context now, as the reference's ``compact`` does.
-
-        A running prompt is aborted first (as the reference does). Emits
-        ``compaction_start {reason: "manual"}`` and ``compaction_end``; the
-        compaction is recorded in the session file. ``custom_instructions`` go to
-        compactors whose ``compact`` takes a ``custom_instructions`` argument
-        (``SummarizingCompactor`` adds them to its summary request). ``abort()``
-        cancels it — its summary request and the request's retries with it.
-
-        Args:
-            custom_instructions: what the summary should focus on, for compactors that
-                take them.
-
-        Returns:
-            What the compaction did: the summary, the estimated tokens before and
-                after, how many messages left the context.
-
-        Raises:
-            CompactionError: nothing to compact, or it was cancelled by ``abort()``
-                (``"Compaction cancelled"``, pi's words); the context is unchanged.
-            SessionClosedError: the session's block has exited.
-        """
-        control = self._control
-        control.refuse_closed()
-        if control.running:
-            await control.abort()
-        if control.running:  # another task started a prompt meanwhile
-            raise SessionBusyError(BUSY)
-        result: CompactionResult | None = None
-        self._start_busy()
-        try:
-            with control.open_scope():
-                result = await self._compaction.run(
-                    "manual", custom_instructions=custom_instructions
-                )
-                if result is None:
-                    raise CompactionError(NOTHING_TO_COMPACT)
-        finally:
-            await control.end()
-        if result is None:  # abort() cancelled it
-            raise CompactionError(COMPACTION_CANCELLED)
-        return result

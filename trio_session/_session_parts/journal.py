@@ -15,7 +15,7 @@ import trio
 
 from .._classes import define
 from .._errors import HistoryError
-from .._events import HistoryWriteFailed
+from .._events import HistoryWriteFailed, MessageEnd, SessionEvent
 from .._messages import AssistantMessage, BashExecutionMessage, Message, UserMessage
 from .hub import EventHub
 
@@ -67,6 +67,17 @@ class Journal:
         self.name = loaded.session_name
         systems = [e.message for e in loaded.branch() if isinstance(e, SystemMessageEntry)]
         self.recorded_system = system_text(systems) if systems else None
+
+    def deliver(self, event: SessionEvent) -> None:
+        """The agent's events (its ``emit``): delivered, and each ``message_end``
+        recorded in the history.
+
+        Args:
+            event: the agent's event.
+        """
+        self.hub.emit(event)
+        if isinstance(event, MessageEnd):
+            self.record(event.message)
 
     def record(self, message: Message) -> None:
         """A ``message_end``: the message joins the history and is staged for the file.
@@ -130,6 +141,10 @@ class Journal:
                     for t in tools
                 ]
         return prompt
+
+    def begin(self) -> None:
+        """A prompt (or a manual compaction) begins: a failed write is reported anew."""
+        self.write_failed = False
 
     async def stage_prompt(self, user: UserMessage) -> None:
         """Put the prompt on disk before its request goes out.
