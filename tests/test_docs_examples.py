@@ -169,7 +169,8 @@ async def test_real_model_example_with_a_bad_key_exits_1_naming_the_failure(
     server = await nursery.start(ScriptedServer().run)
     body = {
         "error": {
-            "message": "Incorrect API key provided: sk-wrong-0123.",
+            "message": "Incorrect API key provided: sk-wrong-0123. You can find your API key"
+            " at https://platform.openai.com/account/api-keys.",
             "type": "invalid_request_error",
             "code": "invalid_api_key",
         }
@@ -177,7 +178,8 @@ async def test_real_model_example_with_a_bad_key_exits_1_naming_the_failure(
     result = await run_real_model(server, respond(401, body), key="sk-wrong-0123")
     assert (result.returncode, result.stdout) == (1, b"")
     assert result.stderr.decode() == (
-        "AuthenticationError: 401 Unauthorized: Incorrect API key provided: [redacted]. "
+        "AuthenticationError: 401 Unauthorized: Incorrect API key provided: [redacted]. You "
+        "can find your API key at https://platform.openai.com/account/api-keys. "
         "(invalid_api_key)\n"
     )
     assert len(server.requests) == 1  # a 401 is not retried
