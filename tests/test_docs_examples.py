@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 import trio
 
+from .http_server import ScriptedServer, Step, event_stream, respond, sse
+
 EXAMPLES = sorted((Path(__file__).parent.parent / "docs" / "examples").glob("*.py"))
 
+#: The example that talks to a real model: the tests below run it against a loopback server.
+REAL_MODEL = Path(__file__).parent.parent / "docs" / "examples" / "real_model.py"
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if e != REAL_MODEL], ids=lambda p: p.name)
 def test_example_runs(example: Path) -> None:
     """The example exits 0 without writing to stderr."""
     result = subprocess.run(
@@ -77,8 +82,6 @@ def test_doc_pages_hold_python_blocks() -> None:
 async def test_doc_page_python_blocks_run(page: Path, nursery: trio.Nursery) -> None:
     """Every ```python block in docs/*.md runs: whole programs (``trio.run``) as a process
     against a loopback OpenAI-compatible server, definitions by exec."""
-    from .http_server import ScriptedServer, event_stream, sse
-
     server = ScriptedServer()
     await nursery.start(server.run)
     done = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
@@ -125,6 +128,75 @@ def test_stream_reply_example_shows_the_text_that_stands_and_the_restart() -> No
     ]
     page = (Path(__file__).parent.parent / "docs" / "embedding.md").read_text(encoding="utf-8")
     assert "\n".join(out) in page
+
+
+async def run_real_model(
+    server: ScriptedServer, *steps: Step, key: str = "sk-docs-test"
+) -> subprocess.CompletedProcess[bytes]:
+    """docs/examples/real_model.py as a process, its endpoint (``OPENAI_BASE_URL``) the
+    loopback ``server`` answering with ``steps``."""
+    server.script(*steps)
+    environ = os.environ | {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": f"{server.url}/v1"}
+    return await trio.run_process(
+        [sys.executable, str(REAL_MODEL)],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env=environ,
+    )
+
+
+def answer(text: str) -> Step:
+    """A Chat Completions stream that answers ``text``."""
+    delta = sse({"choices": [{"index": 0, "delta": {"content": text}}]})
+    done = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return event_stream([delta, done, "data: [DONE]\n\n"])
+
+
+async def test_real_model_example_prints_the_answer(nursery: trio.Nursery) -> None:
+    """getting-started's real-model program prints the answer, nothing on stderr, exit 0."""
+    server = await nursery.start(ScriptedServer().run)
+    result = await run_real_model(server, answer("Too many requests."))
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"Too many requests.\n", b"")
+    assert server.requests[0].headers["authorization"] == "Bearer sk-docs-test"
+
+
+async def test_real_model_example_with_a_bad_key_exits_1_naming_the_failure(
+    nursery: trio.Nursery,
+) -> None:
+    """Issue 45, acceptance 3: a 401 ends the program at once with exit 1 and one line on
+    stderr naming the failure (not an empty line and exit 0); the key is not in it."""
+    server = await nursery.start(ScriptedServer().run)
+    body = {
+        "error": {
+            "message": "Incorrect API key provided: sk-wrong-0123. You can find your API key"
+            " at https://platform.openai.com/account/api-keys.",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+    }
+    result = await run_real_model(server, respond(401, body), key="sk-wrong-0123")
+    assert (result.returncode, result.stdout) == (1, b"")
+    assert result.stderr.decode() == (
+        "AuthenticationError: 401 Unauthorized: Incorrect API key provided: [redacted]. You "
+        "can find your API key at https://platform.openai.com/account/api-keys. "
+        "(invalid_api_key)\n"
+    )
+    assert len(server.requests) == 1  # a 401 is not retried
+
+
+async def test_real_model_example_tells_each_retry(nursery: trio.Nursery) -> None:
+    """A 503 is retried after 2 s, and the wait is told on stderr while it lasts, on one
+    line, the quoted header left out; then the answer comes and the program exits 0."""
+    server = await nursery.start(ScriptedServer().run)
+    overloaded = respond(
+        503, {"error": {"message": "The server is overloaded"}}, [("retry-after", "1")]
+    )
+    result = await run_real_model(server, overloaded, answer("Too many requests."))
+    assert (result.returncode, result.stdout) == (0, b"Too many requests.\n")
+    assert result.stderr.decode() == (
+        "retry 1/3 in 2 s after: 503 Service Unavailable: The server is overloaded\n"
+    )
 
 
 def test_typed_errors_example_raises_a_connection_error() -> None:

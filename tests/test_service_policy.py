@@ -8,6 +8,7 @@ about what the HTTP adapter reads off a real response.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,11 @@ from trio_session import (
     OverloadedError,
     ProviderError,
     RetrySettings,
+    SettingsError,
     event_to_json,
     message_to_json,
     open_session,
+    settings_with,
 )
 from trio_session._failure import ProviderFailure, http_failure
 from trio_session._retry.backoff import over_budget
@@ -161,6 +164,63 @@ async def test_r62_the_service_preset_waits_what_the_server_asks(
         assert session.settings.retry.max_total_ms == 60_000
         await session.prompt("hi")
     assert provider.request_times == [0.0, 30.0]
+
+
+async def test_settings_with_changes_one_key_of_the_preset() -> None:
+    """Issue 45: ``settings_with`` gives the preset with one key changed, no dict-splat;
+    the preset itself is untouched, the result read-only, and a session runs on it."""
+    settings = settings_with(SERVICE_SETTINGS, {"retry": {"maxRetries": 5}})
+    assert settings == {
+        "retry": {
+            "jitter": "equal",
+            "respectRetryAfter": True,
+            "maxTotalMs": 60_000,
+            "maxRetries": 5,
+        }
+    }
+    assert "maxRetries" not in SERVICE_SETTINGS["retry"]
+    with pytest.raises(TypeError):
+        settings["retry"]["maxRetries"] = 6
+    async with open_session(FauxProvider([]), settings=settings) as session:
+        retry = session.settings.retry
+    assert (retry.max_retries, retry.jitter, retry.max_total_ms) == (5, "equal", 60_000)
+
+
+def test_settings_with_merges_groups_at_any_depth() -> None:
+    """A change to ``retry.provider`` keeps the rest of ``retry`` and of ``retry.provider``;
+    a derived preset derives again; a value that is not a group replaces the one below."""
+    mine = settings_with(SERVICE_SETTINGS, {"retry": {"provider": {"timeoutMs": 30_000}}})
+    again = settings_with(
+        mine, {"retry": {"provider": {"idleTimeoutMs": 5_000}, "maxTotalMs": None}}
+    )
+    assert again == {
+        "retry": {
+            "jitter": "equal",
+            "respectRetryAfter": True,
+            "maxTotalMs": None,
+            "provider": {"timeoutMs": 30_000, "idleTimeoutMs": 5_000},
+        }
+    }
+    assert mine["retry"]["maxTotalMs"] == 60_000
+
+
+def test_settings_with_refuses_a_bad_key_at_once() -> None:
+    """A misspelt key or a bad value is refused when the preset is derived, naming the
+    key, not later when a session opens."""
+    known = (
+        "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, "
+        "classifier, profile, maxAgentDelayMs, sharedCooldown, maxTotalMs, "
+        "provider.maxRetryDelayMs, provider.timeoutMs, provider.idleTimeoutMs, "
+        "provider.maxRetries"
+    )
+    unknown = f"retry.maxRetrys is not a known setting (known retry keys: {known})"
+    with pytest.raises(SettingsError, match=f"^{re.escape(unknown)} \\(in <programmatic>\\)$"):
+        settings_with(SERVICE_SETTINGS, {"retry": {"maxRetrys": 5}})
+    with pytest.raises(
+        SettingsError,
+        match=r"^retry\.maxRetries must be an integer from 0 to 100, not -1 \(in <programmatic>\)$",
+    ):
+        settings_with(SERVICE_SETTINGS, {"retry": {"maxRetries": -1}})
 
 
 # -- R-63: the last real error behind an aborted reply -------------------------------------

@@ -126,6 +126,7 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._settings import SettingsStore as SettingsStore
     from ._settings import default_settings_paths as default_settings_paths
     from ._settings import persist_setting as persist_setting
+    from ._settings import settings_with as settings_with
     from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
     from ._settings_values import HttpSettings as HttpSettings
     from ._stats import ContextUsage as ContextUsage
@@ -302,6 +303,7 @@ _EXPORTS: dict[str, str] = {
     "SettingsStore": "._settings",
     "default_settings_paths": "._settings",
     "persist_setting": "._settings",
+    "settings_with": "._settings",
     "ContextUsage": "._stats",
     "SessionStats": "._stats",
     "TokenTotals": "._stats",
@@ -551,5 +553,6 @@ __all__ = [
     "runtime_context",
     "serve_rpc",
     "session_context",
+    "settings_with",
     "tool",
 ]

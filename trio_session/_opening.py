@@ -87,7 +87,8 @@ def open_session(
             omitted for providers that have a default (the faux provider).
         settings: a ``SettingsStore``, a ``Settings``, nested groups in
             settings-file form (``{"retry": {"maxRetries": 5}}``), or ``None`` for
-            the defaults.
+            the defaults. ``settings_with(SERVICE_SETTINGS, {"retry": {…}})`` is a
+            preset with a key changed.
         tools: tools the model may call.
         system_prompt: sent with every request.
         credentials: where API keys come from; also told about usage limits (R-17).

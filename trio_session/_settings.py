@@ -29,6 +29,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -481,6 +482,58 @@ class SettingsStore:
         attempt = provider.timeout_ms / 1000 if self.is_set(_ATTEMPT_KEY) else None
         idle = provider.idle_timeout_ms / 1000 if self.is_set(_IDLE_KEY) else None
         self._timeouts = _NO_TIMEOUTS if attempt is None and idle is None else (attempt, idle)
+
+
+def settings_with(base: Mapping[str, Any], changes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``base`` with ``changes`` on top, group by group: a preset with one key changed.
+
+    ```python
+    settings = settings_with(SERVICE_SETTINGS, {"retry": {"maxRetries": 5}})
+    # retry: jitter "equal", respectRetryAfter true, maxTotalMs 60000, maxRetries 5
+    async with open_session(provider, model, settings=settings) as session: ...
+    ```
+
+    Both are nested groups in settings-file form, as ``open_session``'s ``settings``
+    takes them. A group in ``changes`` is merged into the same group of ``base`` key by
+    key, at any depth (``{"retry": {"provider": {"timeoutMs": 30000}}}`` keeps the
+    rest of ``retry`` and of ``retry.provider``); any other value replaces ``base``'s,
+    as a project settings file does over the global one. Neither argument is changed.
+    The result is read-only, like ``SERVICE_SETTINGS``, so it can serve as a preset of
+    its own (``settings_with(mine, …)``).
+
+    Args:
+        base: the settings to start from (``SERVICE_SETTINGS``, or your own).
+        changes: the keys to change, in the same form.
+
+    Returns:
+        The merged settings, checked as ``open_session`` checks them.
+
+    Raises:
+        SettingsError: a key of the result is one no one knows, or its value is not
+            valid; the message names the key and the value.
+    """
+    merged = _merged(base, changes)
+    _programmatic_layer(merged)  # checked now; open_session finds the layer made here
+    return merged
+
+
+def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``settings_with``'s merge: groups merged key by key, any other value replaced."""
+    out = {name: _read_only(value) for name, value in base.items()}
+    for name, value in changes.items():
+        below = out.get(name)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            out[name] = _merged(below, value)
+        else:
+            out[name] = _read_only(value)
+    return MappingProxyType(out)
+
+
+def _read_only(value: Any) -> Any:
+    """A mapping as a read-only copy, at any depth; any other value as it is."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({name: _read_only(body) for name, body in value.items()})
+    return value
 
 
 def coerce_settings(value: SettingsStore | Settings | Mapping[str, Any] | None) -> SettingsStore:

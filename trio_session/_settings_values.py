@@ -205,8 +205,8 @@ SERVICE_SETTINGS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 )
 """The service preset (R-62): retry settings for a program that runs many sessions.
 
-Pass it as ``open_session(settings=SERVICE_SETTINGS)``, or merge it with your own
-(``{"retry": {**SERVICE_SETTINGS["retry"], "maxRetries": 5}}``):
+Pass it as ``open_session(settings=SERVICE_SETTINGS)``, or derive your own from it
+with ``settings_with(SERVICE_SETTINGS, {"retry": {"maxRetries": 5}})``:
 
 - ``retry.jitter: "equal"`` spreads the sessions' waits over the upper half of each
   exponential wait, so sessions that failed together do not re-send together (and

@@ -50,6 +50,7 @@ from trio_session import (
     ReplyRestart,
     SessionBusyError,
     open_session,
+    settings_with,
 )
 
 # Connections served at once. A session sends one request at a time, so the
@@ -207,7 +208,7 @@ def show(message: dict[str, Any]) -> None:
 
 
 async def demo() -> None:
-    settings = {"retry": {**SERVICE_SETTINGS["retry"], "baseDelayMs": 50}}
+    settings = settings_with(SERVICE_SETTINGS, {"retry": {"baseDelayMs": 50}})
     service = ChatService(faux_provider(), settings=settings)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(service.run)
