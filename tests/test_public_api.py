@@ -294,6 +294,7 @@ PUBLIC_NAMES = [
     "runtime_context",
     "serve_rpc",
     "session_context",
+    "settings_with",
     "tool",
 ]
 
