@@ -88,7 +88,7 @@ def _walk(task: trio.lowlevel.Task) -> Iterator[trio.lowlevel.Task]:
 
 
 #: Tasks that live as long as the session itself, not as long as a prompt.
-SERVICE_TASKS = {"trio_session._extension_runner.ExtensionRunner.run"}
+SERVICE_TASKS = {"trio_session._session.extension_runner.ExtensionRunner.run"}
 
 
 def session_tasks() -> list[str]:

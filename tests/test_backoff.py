@@ -19,7 +19,7 @@ from trio_session import (
     plan_delay,
 )
 from trio_session._retry.backoff import MAX_WAIT_MS, wait_cap
-from trio_session._settings import RANGES, Jitter
+from trio_session._settings.store import RANGES, Jitter
 
 DRAWS = 2000
 #: ``retry.provider.maxRetryDelayMs: 0``: no cap on a server-requested wait.

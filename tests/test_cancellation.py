@@ -350,7 +350,7 @@ async def test_aborted_session_is_freed_by_reference_counting(
     autojump_clock: trio.testing.MockClock, how: str
 ) -> None:
     """No reference cycle outlives an aborted prompt: with the garbage collector off, a
-    closed session is gone as soon as the last reference to it is (see _groups.py)."""
+    closed session is gone as soon as the last reference to it is (see _core/groups.py)."""
     import gc
     import weakref
 

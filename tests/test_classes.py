@@ -1,4 +1,4 @@
-"""``trio_session._classes``: attrs' decorators with one shared ``__repr__``, which must
+"""``trio_session._core.classes``: attrs' decorators with one shared ``__repr__``, which must
 print exactly what attrs' generated one prints."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from trio_session import AutoRetryStart, UserMessage
-from trio_session._classes import attrs_repr, define, frozen
+from trio_session._core.classes import attrs_repr, define, frozen
 
 
 def _twins(decorate: Any, ours: Any) -> tuple[type, type]:

@@ -18,7 +18,7 @@ from trio_session import SettingsLayer, SettingsStore
 from trio_session._coding_tools import default_tools
 from trio_session._coding_tools._prompt import context_files, system_prompt
 from trio_session._commands import CommandError
-from trio_session._settings import resolve
+from trio_session._settings.store import resolve
 from trio_session.cli._coding import coding_inputs, tool_names
 
 from .http_server import ScriptedServer, event_stream, sse

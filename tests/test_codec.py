@@ -48,14 +48,14 @@ from trio_session import (
     message_from_json,
     message_to_json,
 )
-from trio_session._events import (
+from trio_session._core.events import (
     EVENT_TYPES,
     EntryAppended,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
 )
-from trio_session._messages import StopReason
+from trio_session._core.messages import StopReason
 
 USER = UserMessage(content="Read README.md and summarise it.", timestamp=1_700_000_000_000)
 TOOL_USE = AssistantMessage(

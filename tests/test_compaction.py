@@ -24,7 +24,7 @@ from trio_session import (
     UserMessage,
     open_session,
 )
-from trio_session._messages import (
+from trio_session._core.messages import (
     CompactionSummaryMessage,
     TextContent,
     ToolCall,
@@ -211,8 +211,8 @@ async def test_r50_default_compactor_summarises_older_turns(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R-50: the default asks the model for a summary and sends it with the recent turn."""
-    from trio_session._compaction import SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT
-    from trio_session._messages import CompactionSummaryMessage
+    from trio_session._agent.compactors import SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT
+    from trio_session._core.messages import CompactionSummaryMessage
 
     provider = FauxProvider(
         [ok("a1"), ok("a2"), err(ERR_OVERFLOW), ok("We talked about q1 and q2."), ok("a3")]
@@ -267,7 +267,7 @@ def _turns(*texts: str) -> list[Message]:
 def test_cut_point_keeps_about_keep_recent_tokens() -> None:
     """pi's findCutPoint: walking back, the cut is where the kept tokens reach the budget,
     moved forward past tool results; everything is kept when it all fits."""
-    from trio_session._compaction import cut_point
+    from trio_session._agent.compactors import cut_point
 
     messages = _turns("q" * 40, "a" * 40, "q" * 40, "a" * 40)  # 10 tokens each
     assert cut_point(messages, 20_000) == 0  # everything fits: all kept

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from trio_session import REFERENCE_CLASSIFIER, STRICT_CLASSIFIER, Settings, Usage
-from trio_session._messages import AssistantMessage, TextContent
+from trio_session._core.messages import AssistantMessage, TextContent
 from trio_session._retry.decide import Next, asks_for_a_key, decide
-from trio_session._settings import SettingsStore
+from trio_session._settings.store import SettingsStore
 
 from .conftest import PROFILES
 

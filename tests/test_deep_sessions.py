@@ -18,9 +18,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import trio_session._json_deep as _json_deep
+import trio_session._core.json_deep as _json_deep
 from trio_session import FauxProvider, Model, open_session
-from trio_session._json_deep import dumps, loads
+from trio_session._core.json_deep import dumps, loads
 from trio_session.rpc import open_rpc_client
 from trio_session.rpc._entries import entries_json, tree_json
 from trio_session.rpc._wire import encode_line

@@ -92,7 +92,7 @@ def _all_docstrings() -> list[tuple[str, int, str, str]]:
 def test_docstrings_found() -> None:
     """The walk sees the package's docstrings (a broken walk would pass every check)."""
     found = {name for _, _, name, _ in _all_docstrings()}
-    assert "trio_session._session.AgentSession.prompt" in found
+    assert "trio_session._session.facade.AgentSession.prompt" in found
     assert "trio_session.providers._openai.OpenAIProvider" in found
     assert len(found) > 500
 

@@ -23,8 +23,8 @@ from trio_session import (
     load_extension_file,
     open_session,
 )
-from trio_session._codec import event_to_json
-from trio_session._extensions import ENTRY_POINT_GROUP, _may_declare
+from trio_session._core.codec import event_to_json
+from trio_session._session.extensions import ENTRY_POINT_GROUP, _may_declare
 from trio_session.testing import EventRecorder
 
 from .conftest import assert_idle, err, ok
@@ -113,7 +113,7 @@ def test_no_declared_extension_spares_importlib_metadata(tmp_path: Path) -> None
     milliseconds of ``trio-session rpc``'s start-up)."""
     code = (
         "import sys\n"
-        "from trio_session._extensions import load_entry_point_extensions\n"
+        "from trio_session._session.extensions import load_entry_point_extensions\n"
         "assert 'importlib.metadata' not in sys.modules, 'imported before the call'\n"
         "assert load_entry_point_extensions() == []\n"
         "print('importlib.metadata' in sys.modules)\n"

@@ -38,8 +38,8 @@ from trio_session import (
     UserMessage,
     open_session,
 )
+from trio_session._core.messages import CompactionSummaryMessage, StopReason
 from trio_session._dirs import user_data_dir
-from trio_session._messages import CompactionSummaryMessage, StopReason
 from trio_session.store._entries import (
     SESSION_VERSION,
     CompactionEntry,

@@ -28,7 +28,7 @@ from trio_session import (
     SessionEvent,
     open_session,
 )
-from trio_session._messages import MAX_TOKEN_COUNT, AssistantMessage
+from trio_session._core.messages import MAX_TOKEN_COUNT, AssistantMessage
 from trio_session._retry.reply import MAX_HINT_MS, parse_retry_after_ms
 from trio_session.conformance import LoopbackLLM, Stream
 from trio_session.providers._anthropic import MessagesParser

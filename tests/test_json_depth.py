@@ -34,9 +34,9 @@ from trio_session import (
     open_session,
     tool,
 )
-from trio_session._codec import to_json
-from trio_session._json import MAX_JSON_DEPTH, json_depth, loads
-from trio_session._text import valid_json_value
+from trio_session._core.codec import to_json
+from trio_session._core.json_bounds import MAX_JSON_DEPTH, json_depth, loads
+from trio_session._core.text import valid_json_value
 from trio_session.providers._anthropic import AnthropicProvider
 from trio_session.providers._error_text import body_detail
 from trio_session.providers._openai import OpenAIProvider

@@ -15,7 +15,7 @@ import trio.testing
 
 from trio_session import InMemoryCredentialStore
 from trio_session._retry.keys import KeyRing
-from trio_session._settings import SettingsStore
+from trio_session._settings.store import SettingsStore
 
 
 @attrs.define

@@ -43,9 +43,9 @@ NOT_FOR_A_SESSION = (
     "trio_session.rpc",
     "trio_session.tui",
     "trio_session.providers._http",
-    "trio_session._tools",  # a session without tools: no schema code read from hints
-    "trio_session._tool_schema",
-    "trio_session._bash",  # no bash command run: no subprocess plumbing
+    "trio_session._agent.tools",  # a session without tools: no schema code read from hints
+    "trio_session._agent.tool_schema",
+    "trio_session._session.bash_run",  # no bash command run: no subprocess plumbing
     "trio_session.store",  # no session file, no credential store: no storage code
     "trio_session._retry.keys",  # credential rotation: only with a credential store
     "trio_session._retry.fallback",  # only with fallback models

@@ -26,7 +26,7 @@ from trio_session import (
     Usage,
     open_session,
 )
-from trio_session._messages import ZERO_COST, ZERO_USAGE, Cost
+from trio_session._core.messages import ZERO_COST, ZERO_USAGE, Cost
 from trio_session.providers._base import FREE
 
 from .conftest import ERR_503, err, hang, ok

@@ -26,9 +26,9 @@ from trio_session import (
     UserMessage,
     open_session,
 )
-from trio_session._agent import _RequestCache, request_messages
-from trio_session._logging import known_secrets
-from trio_session._messages import BashExecutionMessage
+from trio_session._agent.loop import _RequestCache, request_messages
+from trio_session._core.messages import BashExecutionMessage
+from trio_session._observe.log_records import known_secrets
 from trio_session._retry.classify import (
     PI_1_6_CLASSIFIER,
     REFERENCE_CLASSIFIER,

@@ -31,21 +31,21 @@ from trio_session import (
     message_to_json,
     open_session,
 )
-from trio_session._codec import event_to_json
-from trio_session._compaction import (
+from trio_session._agent.compactors import (
     SUMMARY_REQUEST,
     TURN_PREFIX_REQUEST,
     Preparation,
     prepare,
 )
-from trio_session._messages import (
+from trio_session._core.codec import event_to_json
+from trio_session._core.messages import (
     AssistantMessage,
     CompactionSummaryMessage,
     TextContent,
     UserMessage,
 )
+from trio_session._core.stats import estimate_tokens
 from trio_session._retry.overflow import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED
-from trio_session._stats import estimate_tokens
 from trio_session.store._history import load_session
 from trio_session.store._loaded import runtime_context
 from trio_session.testing import EventRecorder

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trio_session import FauxProvider, FauxReply, coding_tools, open_session
-from trio_session._session_parts.journal import system_text
+from trio_session._session.journal import system_text
 
 PI16 = {"retry": {"profile": "pi-1.6"}}
 

@@ -13,15 +13,15 @@ import pytest
 import trio
 
 from trio_session import Settings, SettingsError, SettingsLayer, SettingsStore
-from trio_session._codec import model_to_json
 from trio_session._commands import CommandError, load_settings, provider_class, select_model
-from trio_session._pi_config import (
+from trio_session._core.codec import model_to_json
+from trio_session._pi.config import (
     AgentDirConfig,
     agent_dir_from,
     available_models,
     load_agent_dir,
 )
-from trio_session._settings import MOOT_PROVIDER_RETRIES
+from trio_session._settings.store import MOOT_PROVIDER_RETRIES
 from trio_session.providers._anthropic import AnthropicProvider
 from trio_session.providers._base import Model, ModelCost
 from trio_session.providers._openai import OpenAIProvider

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import trio
 
-from trio_session._pi_frontmatter import NOT_TEXT, FrontmatterError, parse_frontmatter
-from trio_session._pi_resources import (
+from trio_session._pi.frontmatter import NOT_TEXT, FrontmatterError, parse_frontmatter
+from trio_session._pi.resources import (
     MAX_RESOURCE_FILE_BYTES,
     ResourceFileError,
     load_resources,

@@ -29,8 +29,8 @@ from trio_session import (
     UserMessage,
     open_session,
 )
-from trio_session._compaction import Compaction, split_turns
-from trio_session._messages import (
+from trio_session._agent.compactors import Compaction, split_turns
+from trio_session._core.messages import (
     BashExecutionMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
@@ -41,7 +41,7 @@ from trio_session._messages import (
     ThinkingContent,
     Usage,
 )
-from trio_session._settings import CompactionSettings
+from trio_session._settings.store import CompactionSettings
 from trio_session.rpc import (
     RpcClient,
     RpcCommandError,

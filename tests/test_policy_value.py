@@ -22,7 +22,7 @@ from trio_session import (
     SummarizationRetryScheduled,
     open_session,
 )
-from trio_session._messages import AssistantMessage
+from trio_session._core.messages import AssistantMessage
 from trio_session._retry.backoff import stop
 from trio_session._retry.chain import RetryChain
 from trio_session._retry.classify import CLASSIFIERS

@@ -521,7 +521,7 @@ async def test_thinking_streams_and_goes_back_signed(
     its signature, and the next request sends the block back first and verbatim (the API
     wants it before the turn's tool_use); an unsigned one is left out."""
     from trio_session import open_session
-    from trio_session._messages import ThinkingContent
+    from trio_session._core.messages import ThinkingContent
     from trio_session.providers._anthropic import anthropic_messages
 
     server.script(

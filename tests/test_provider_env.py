@@ -25,8 +25,8 @@ from trio_session import (
     open_session,
 )
 from trio_session._commands import endpoint, open_provider, select_model
-from trio_session._pi_config import load_agent_dir
-from trio_session._settings import Settings
+from trio_session._pi.config import load_agent_dir
+from trio_session._settings.store import Settings
 
 from .http_server import ScriptedServer, event_stream, sse
 from .provider_support import RecordingSink

@@ -29,7 +29,7 @@ from trio_session import (
     builtin_model,
     parse_retry_after_ms,
 )
-from trio_session._messages import ImageContent, ThinkingContent
+from trio_session._core.messages import ImageContent, ThinkingContent
 from trio_session.providers._error_text import STREAM_CUT_MESSAGE
 
 from .http_server import ScriptedServer, event_stream, respond, sse

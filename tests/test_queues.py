@@ -25,7 +25,7 @@ from trio_session import (
     event_to_json,
     open_session,
 )
-from trio_session._messages import ImageContent
+from trio_session._core.messages import ImageContent
 from trio_session.rpc._protocol import encode_line
 from trio_session.testing import EventRecorder
 

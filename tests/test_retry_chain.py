@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from trio_session import AutoRetryEnd, AutoRetryStart, RetrySettings, SessionEvent, Settings
-from trio_session._messages import AssistantMessage, TextContent
+from trio_session._core.messages import AssistantMessage, TextContent
 from trio_session._retry.chain import CANCELLED, Attempt, RetryChain
 from trio_session._retry.decide import Next
 from trio_session._retry.policy import RetryPolicy

@@ -30,7 +30,7 @@ from trio_session import (
     open_session,
 )
 from trio_session._retry.backoff import agent_delay_cap, plan_delay
-from trio_session._settings import RetrySettings, SettingsStore
+from trio_session._settings.store import RetrySettings, SettingsStore
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, assert_idle, check_retry_events, err, hang, ok

@@ -26,24 +26,24 @@ from .conftest import err, hang, ok
 
 PACKAGE = Path(trio_session.__file__).resolve().parent
 ROOT = PACKAGE.parent
-HUB = PACKAGE / "_session_parts" / "hub.py"
+HUB = PACKAGE / "_session" / "hub.py"
 #: Where the agent loop streams: no retry event may be emitted from inside it.
-AGENT = {PACKAGE / "_agent.py", PACKAGE / "_agent_run.py", PACKAGE / "_message_builder.py"}
+AGENT = {PACKAGE / "_agent/loop.py", PACKAGE / "_agent_run.py", PACKAGE / "_agent/builder.py"}
 
 #: The success's trace, as docs/architecture.md and ``_retry/__init__`` print it.
 SUCCESS_TRACE = [
     "_retry/run.py:PromptRun.run_chain",
     "_retry/chain.py:RetryChain.run",
     "_retry/chain.py:RetryChain._end",
-    "_session_parts/hub.py:EventHub.emit",
+    "_session/hub.py:EventHub.emit",
 ]
 START_TRACE = [
-    "_session.py:AgentSession.prompt",
+    "_session/facade.py:AgentSession.prompt",
     "_retry/run.py:PromptRun.run",
     "(the chain's task)",
     "_retry/run.py:PromptRun.run_chain",
     "_retry/chain.py:RetryChain.run",
-    "_session_parts/hub.py:EventHub.emit",
+    "_session/hub.py:EventHub.emit",
 ]
 
 
@@ -64,7 +64,7 @@ def _to_hub(frame: FrameType | None) -> list[str]:
             hops.append(hop)
         frame = frame.f_back
     hops.reverse()
-    hub = next(i for i, h in enumerate(hops) if h.startswith("_session_parts/hub.py:"))
+    hub = next(i for i, h in enumerate(hops) if h.startswith("_session/hub.py:"))
     return hops[: hub + 1]
 
 
@@ -154,7 +154,7 @@ async def test_prompt_to_the_chain_start(autojump_clock: trio.testing.MockClock)
         session.subscribe(tracer)
         await session.prompt("Hi")
     [(spawn, chain)] = tracer.starts
-    spawn = spawn[spawn.index("_session.py:AgentSession.prompt") :]
+    spawn = spawn[spawn.index("_session/facade.py:AgentSession.prompt") :]
     assert [*spawn, "(the chain's task)", *chain] == START_TRACE
     assert len(spawn) + len(chain) <= 5
 

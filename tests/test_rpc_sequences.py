@@ -73,7 +73,7 @@ from trio_session import (
     UserMessage,
     load_session,
 )
-from trio_session._json_deep import loads as deep_loads
+from trio_session._core.json_deep import loads as deep_loads
 from trio_session.rpc import RpcServer, encode_line
 from trio_session.rpc._client import default_command
 from trio_session.rpc._server import SessionRequest

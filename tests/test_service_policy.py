@@ -35,7 +35,7 @@ from trio_session import (
     open_session,
     settings_with,
 )
-from trio_session._failure import ProviderFailure, http_failure
+from trio_session._core.failure import ProviderFailure, http_failure
 from trio_session._retry.backoff import over_budget
 from trio_session._retry.chain import RetryChain
 from trio_session._retry.decide import Next

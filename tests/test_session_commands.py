@@ -23,10 +23,10 @@ from trio_session import (
     UserMessage,
     open_session,
 )
-from trio_session._bash import BashRun, truncate_tail
-from trio_session._messages import BashExecutionMessage, CompactionSummaryMessage
-from trio_session._stats import context_usage, estimate_tokens
-from trio_session._tools import Tool
+from trio_session._agent.tools import Tool
+from trio_session._core.messages import BashExecutionMessage, CompactionSummaryMessage
+from trio_session._core.stats import context_usage, estimate_tokens
+from trio_session._session.bash_run import BashRun, truncate_tail
 from trio_session.providers._anthropic import AnthropicProvider, thinking_budget
 from trio_session.providers._base import ModelCost, clamp_thinking_level
 from trio_session.providers._openai import OpenAIProvider

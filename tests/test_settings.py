@@ -25,7 +25,7 @@ from trio_session import (
     SettingsLayer,
     SettingsStore,
 )
-from trio_session._codec import camel
+from trio_session._core.codec import camel
 
 RETRY_KEYS = (
     "enabled, maxRetries, baseDelayMs, maxDelayMs, jitter, respectRetryAfter, classifier, "

@@ -15,7 +15,7 @@ import pytest
 from tests.wording import json_error
 from trio_session import SettingsError, SettingsLayer, SettingsStore
 from trio_session._dirs import user_config_dir, user_data_dir
-from trio_session._settings import default_settings_paths, persist_setting
+from trio_session._settings.store import default_settings_paths, persist_setting
 
 HOME = Path("/home/ada")
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes and links")

@@ -19,7 +19,7 @@ from trio_session import (
     event_to_json,
     open_session,
 )
-from trio_session._messages import CompactionSummaryMessage
+from trio_session._core.messages import CompactionSummaryMessage
 from trio_session.testing import EventRecorder
 
 from .conftest import ERR_503, err, ok

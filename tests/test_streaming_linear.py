@@ -38,10 +38,10 @@ from trio_session import (
     message_to_json,
     open_session,
 )
-from trio_session._codec import camel, to_json, update_to_json
-from trio_session._events import PartialMessage, StreamEvent
-from trio_session._message_builder import MessageBuilder as _Builder
-from trio_session._messages import ThinkingContent
+from trio_session._agent.builder import MessageBuilder as _Builder
+from trio_session._core.codec import camel, to_json, update_to_json
+from trio_session._core.events import PartialMessage, StreamEvent
+from trio_session._core.messages import ThinkingContent
 from trio_session.providers._base import StreamEnd
 from trio_session.rpc import LineSplitter, RpcServer, open_rpc_client
 from trio_session.rpc._outbox import merge_updates

@@ -452,7 +452,7 @@ HIDDEN = textwrap.dedent(
     import sys
     sys.modules["opentelemetry"] = None  # as if trio-session[otel] were not installed
     import trio
-    import trio_session._tracing as tracing
+    import trio_session._observe.tracing as tracing
     from trio_session import FauxProvider, FauxReply, open_session
 
     assert tracing.AVAILABLE is False

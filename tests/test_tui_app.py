@@ -12,11 +12,11 @@ import trio
 import wcwidth
 
 from trio_session import FauxProvider, FauxReply, Model, UserMessage, open_session
-from trio_session._messages import ToolCall
-from trio_session._pi_resources import load_resources
-from trio_session._prompt_input import PromptInput
-from trio_session._session import AgentSession
-from trio_session._tools import Tool
+from trio_session._agent.tools import Tool
+from trio_session._core.messages import ToolCall
+from trio_session._pi.prompt_input import PromptInput
+from trio_session._pi.resources import load_resources
+from trio_session._session.facade import AgentSession
 from trio_session.tui._app import ChatApp
 from trio_session.tui._input_history import InputHistory
 from trio_session.tui._render import Style

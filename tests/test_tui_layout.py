@@ -8,7 +8,7 @@ import pytest
 import wcwidth
 
 from trio_session import AssistantMessage, TextContent, ToolCall, UserMessage
-from trio_session._messages import ThinkingContent
+from trio_session._core.messages import ThinkingContent
 from trio_session.tui._keys import Key
 from trio_session.tui._layout import (
     SMALL_HEIGHT,

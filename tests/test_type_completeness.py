@@ -37,18 +37,17 @@ PUBLIC_MODULES = (
 NOT_EXPORTED = {
     # pi 1.6.0's cut, which the session hands SummarizingCompactor.compact(prepared=…):
     # not exported until a custom compactor is documented as taking it (issue 41).
-    "trio_session._compaction.Preparation": "the session's argument to the default compactor",
+    "trio_session._agent.compactors.Preparation": "the session's argument to the default compactor",
     # The front ends' own plumbing (rpc, tui, cli): named by their servers' fields, not
     # by anything an embedding program calls. Issue 31 leaves them to the front ends.
-    "trio_session._prompt_input.PromptInput": "the front ends' prompt expansion",
-    "trio_session._pi_resources.PiResources": "the front ends' pi resources",
-    # Left for the splits of store/ and _agent.py under way: exporting them needs an
-    # Attributes section in each docstring (tests/test_docstrings.py), in those files.
-    "trio_session._agent.MessageQueue": "Agent.steering / follow_ups; _agent.py is being split",
+    "trio_session._pi.prompt_input.PromptInput": "the front ends' prompt expansion",
+    "trio_session._pi.resources.PiResources": "the front ends' pi resources",
+    # Exporting it needs an Attributes section in its docstring (tests/test_docstrings.py).
+    "trio_session._agent.loop.MessageQueue": "Agent.steering / follow_ups",
     # The agent's run in steps (issue 40): driven by the session's PromptRun and its retry
     # chain; an embedding program drives a session, not an agent's steps.
-    "trio_session._agent.AgentRun": "Agent.start_run's steps, driven by the session",
-    "trio_session._agent.KeySource": "the Protocol of Agent.key_source",
+    "trio_session._agent.loop.AgentRun": "Agent.start_run's steps, driven by the session",
+    "trio_session._agent.loop.KeySource": "the Protocol of Agent.key_source",
     **{
         f"trio_session.store._entries.{name}": "a LoadedSession entry; store/ is being split"
         for name in [

@@ -13,85 +13,84 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if imported here
-    from ._agent import Agent as Agent
-    from ._bash import BashResult as BashResult
-    from ._codec import event_from_json as event_from_json
-    from ._codec import event_to_json as event_to_json
-    from ._codec import message_from_json as message_from_json
-    from ._codec import message_to_json as message_to_json
-    from ._codec import model_to_json as model_to_json
+    from ._agent.compactors import Ask as Ask
+    from ._agent.compactors import Compaction as Compaction
+    from ._agent.compactors import Compactor as Compactor
+    from ._agent.compactors import DropOldestCompactor as DropOldestCompactor
+    from ._agent.compactors import SummarizingCompactor as SummarizingCompactor
+    from ._agent.loop import Agent as Agent
+    from ._agent.tools import Tool as Tool
+    from ._agent.tools import ToolArgumentError as ToolArgumentError
+    from ._agent.tools import tool as tool
     from ._coding_tools import coding_tools as coding_tools
-    from ._compaction import Ask as Ask
-    from ._compaction import Compaction as Compaction
-    from ._compaction import Compactor as Compactor
-    from ._compaction import DropOldestCompactor as DropOldestCompactor
-    from ._compaction import SummarizingCompactor as SummarizingCompactor
-    from ._errors import AuthenticationError as AuthenticationError
-    from ._errors import CodecError as CodecError
-    from ._errors import CompactionError as CompactionError
-    from ._errors import ContextOverflowError as ContextOverflowError
-    from ._errors import EventStreamLagged as EventStreamLagged
-    from ._errors import HistoryError as HistoryError
-    from ._errors import OverloadedError as OverloadedError
-    from ._errors import ProviderConnectionError as ProviderConnectionError
-    from ._errors import ProviderError as ProviderError
-    from ._errors import RateLimitError as RateLimitError
-    from ._errors import ServerError as ServerError
-    from ._errors import SessionBusyError as SessionBusyError
-    from ._errors import SessionClosedError as SessionClosedError
-    from ._errors import SettingsError as SettingsError
-    from ._errors import ToolError as ToolError
-    from ._errors import TrioSessionError as TrioSessionError
-    from ._events import AgentEnd as AgentEnd
-    from ._events import AgentSettled as AgentSettled
-    from ._events import AgentStart as AgentStart
-    from ._events import AutoCompactionEnd as AutoCompactionEnd
-    from ._events import AutoCompactionStart as AutoCompactionStart
-    from ._events import AutoRetryEnd as AutoRetryEnd
-    from ._events import AutoRetryStart as AutoRetryStart
-    from ._events import CompactionEnd as CompactionEnd
-    from ._events import CompactionResult as CompactionResult
-    from ._events import CompactionStart as CompactionStart
-    from ._events import EntryAppended as EntryAppended
-    from ._events import ExtensionError as ExtensionError
-    from ._events import HistoryWriteFailed as HistoryWriteFailed
-    from ._events import MessageEnd as MessageEnd
-    from ._events import MessageStart as MessageStart
-    from ._events import MessageUpdate as MessageUpdate
-    from ._events import ModelFallback as ModelFallback
-    from ._events import QueueUpdate as QueueUpdate
-    from ._events import SessionEvent as SessionEvent
-    from ._events import SessionInfoChanged as SessionInfoChanged
-    from ._events import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
-    from ._events import SummarizationRetryFinished as SummarizationRetryFinished
-    from ._events import SummarizationRetryScheduled as SummarizationRetryScheduled
-    from ._events import ThinkingLevelChanged as ThinkingLevelChanged
-    from ._events import ToolExecutionEnd as ToolExecutionEnd
-    from ._events import ToolExecutionStart as ToolExecutionStart
-    from ._events import ToolExecutionUpdate as ToolExecutionUpdate
-    from ._events import ToolOutput as ToolOutput
-    from ._events import TurnEnd as TurnEnd
-    from ._events import TurnStart as TurnStart
-    from ._extensions import Extension as Extension
-    from ._extensions import ExtensionAPI as ExtensionAPI
-    from ._extensions import ExtensionLoadError as ExtensionLoadError
-    from ._extensions import load_entry_point_extensions as load_entry_point_extensions
-    from ._extensions import load_extension_file as load_extension_file
-    from ._failure import ProviderFailure as ProviderFailure
-    from ._messages import AssistantMessage as AssistantMessage
-    from ._messages import BashExecutionMessage as BashExecutionMessage
-    from ._messages import BranchSummaryMessage as BranchSummaryMessage
-    from ._messages import CompactionSummaryMessage as CompactionSummaryMessage
-    from ._messages import Cost as Cost
-    from ._messages import CustomMessage as CustomMessage
-    from ._messages import ImageContent as ImageContent
-    from ._messages import Message as Message
-    from ._messages import TextContent as TextContent
-    from ._messages import ToolCall as ToolCall
-    from ._messages import ToolResultMessage as ToolResultMessage
-    from ._messages import Usage as Usage
-    from ._messages import UserMessage as UserMessage
-    from ._opening import open_session as open_session
+    from ._core.codec import event_from_json as event_from_json
+    from ._core.codec import event_to_json as event_to_json
+    from ._core.codec import message_from_json as message_from_json
+    from ._core.codec import message_to_json as message_to_json
+    from ._core.codec import model_to_json as model_to_json
+    from ._core.errors import AuthenticationError as AuthenticationError
+    from ._core.errors import CodecError as CodecError
+    from ._core.errors import CompactionError as CompactionError
+    from ._core.errors import ContextOverflowError as ContextOverflowError
+    from ._core.errors import EventStreamLagged as EventStreamLagged
+    from ._core.errors import HistoryError as HistoryError
+    from ._core.errors import OverloadedError as OverloadedError
+    from ._core.errors import ProviderConnectionError as ProviderConnectionError
+    from ._core.errors import ProviderError as ProviderError
+    from ._core.errors import RateLimitError as RateLimitError
+    from ._core.errors import ServerError as ServerError
+    from ._core.errors import SessionBusyError as SessionBusyError
+    from ._core.errors import SessionClosedError as SessionClosedError
+    from ._core.errors import SettingsError as SettingsError
+    from ._core.errors import ToolError as ToolError
+    from ._core.errors import TrioSessionError as TrioSessionError
+    from ._core.events import AgentEnd as AgentEnd
+    from ._core.events import AgentSettled as AgentSettled
+    from ._core.events import AgentStart as AgentStart
+    from ._core.events import AutoCompactionEnd as AutoCompactionEnd
+    from ._core.events import AutoCompactionStart as AutoCompactionStart
+    from ._core.events import AutoRetryEnd as AutoRetryEnd
+    from ._core.events import AutoRetryStart as AutoRetryStart
+    from ._core.events import CompactionEnd as CompactionEnd
+    from ._core.events import CompactionResult as CompactionResult
+    from ._core.events import CompactionStart as CompactionStart
+    from ._core.events import EntryAppended as EntryAppended
+    from ._core.events import ExtensionError as ExtensionError
+    from ._core.events import HistoryWriteFailed as HistoryWriteFailed
+    from ._core.events import MessageEnd as MessageEnd
+    from ._core.events import MessageStart as MessageStart
+    from ._core.events import MessageUpdate as MessageUpdate
+    from ._core.events import ModelFallback as ModelFallback
+    from ._core.events import QueueUpdate as QueueUpdate
+    from ._core.events import SessionEvent as SessionEvent
+    from ._core.events import SessionInfoChanged as SessionInfoChanged
+    from ._core.events import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
+    from ._core.events import SummarizationRetryFinished as SummarizationRetryFinished
+    from ._core.events import SummarizationRetryScheduled as SummarizationRetryScheduled
+    from ._core.events import ThinkingLevelChanged as ThinkingLevelChanged
+    from ._core.events import ToolExecutionEnd as ToolExecutionEnd
+    from ._core.events import ToolExecutionStart as ToolExecutionStart
+    from ._core.events import ToolExecutionUpdate as ToolExecutionUpdate
+    from ._core.events import ToolOutput as ToolOutput
+    from ._core.events import TurnEnd as TurnEnd
+    from ._core.events import TurnStart as TurnStart
+    from ._core.failure import ProviderFailure as ProviderFailure
+    from ._core.messages import AssistantMessage as AssistantMessage
+    from ._core.messages import BashExecutionMessage as BashExecutionMessage
+    from ._core.messages import BranchSummaryMessage as BranchSummaryMessage
+    from ._core.messages import CompactionSummaryMessage as CompactionSummaryMessage
+    from ._core.messages import Cost as Cost
+    from ._core.messages import CustomMessage as CustomMessage
+    from ._core.messages import ImageContent as ImageContent
+    from ._core.messages import Message as Message
+    from ._core.messages import TextContent as TextContent
+    from ._core.messages import ToolCall as ToolCall
+    from ._core.messages import ToolResultMessage as ToolResultMessage
+    from ._core.messages import Usage as Usage
+    from ._core.messages import UserMessage as UserMessage
+    from ._core.stats import ContextUsage as ContextUsage
+    from ._core.stats import SessionStats as SessionStats
+    from ._core.stats import TokenTotals as TokenTotals
     from ._retry.backoff import DelayPlan as DelayPlan
     from ._retry.backoff import exponential_delay_ms as exponential_delay_ms
     from ._retry.backoff import plan_delay as plan_delay
@@ -115,29 +114,30 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._retry.tables import STRICT_PATTERNS as STRICT_PATTERNS
     from ._retry.tables import NamedPattern as NamedPattern
     from ._retry.tables import PatternTable as PatternTable
-    from ._session import AgentSession as AgentSession
-    from ._session_parts.hub import EventStream as EventStream
-    from ._settings import CompactionSettings as CompactionSettings
-    from ._settings import CredentialsSettings as CredentialsSettings
-    from ._settings import ProviderRetrySettings as ProviderRetrySettings
-    from ._settings import RetrySettings as RetrySettings
-    from ._settings import Settings as Settings
-    from ._settings import SettingsLayer as SettingsLayer
-    from ._settings import SettingsStore as SettingsStore
-    from ._settings import default_settings_paths as default_settings_paths
-    from ._settings import persist_setting as persist_setting
-    from ._settings import settings_with as settings_with
-    from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
-    from ._settings_values import HttpSettings as HttpSettings
-    from ._stats import ContextUsage as ContextUsage
-    from ._stats import SessionStats as SessionStats
-    from ._stats import TokenTotals as TokenTotals
-    from ._stream import ReplyItems as ReplyItems
-    from ._stream import ReplyRestart as ReplyRestart
-    from ._stream import ReplyStream as ReplyStream
-    from ._tools import Tool as Tool
-    from ._tools import ToolArgumentError as ToolArgumentError
-    from ._tools import tool as tool
+    from ._session.bash_run import BashResult as BashResult
+    from ._session.extensions import Extension as Extension
+    from ._session.extensions import ExtensionAPI as ExtensionAPI
+    from ._session.extensions import ExtensionLoadError as ExtensionLoadError
+    from ._session.extensions import load_entry_point_extensions as load_entry_point_extensions
+    from ._session.extensions import load_extension_file as load_extension_file
+    from ._session.facade import AgentSession as AgentSession
+    from ._session.hub import EventStream as EventStream
+    from ._session.opening import open_session as open_session
+    from ._session.stream import ReplyItems as ReplyItems
+    from ._session.stream import ReplyRestart as ReplyRestart
+    from ._session.stream import ReplyStream as ReplyStream
+    from ._settings.store import CompactionSettings as CompactionSettings
+    from ._settings.store import CredentialsSettings as CredentialsSettings
+    from ._settings.store import ProviderRetrySettings as ProviderRetrySettings
+    from ._settings.store import RetrySettings as RetrySettings
+    from ._settings.store import Settings as Settings
+    from ._settings.store import SettingsLayer as SettingsLayer
+    from ._settings.store import SettingsStore as SettingsStore
+    from ._settings.store import default_settings_paths as default_settings_paths
+    from ._settings.store import persist_setting as persist_setting
+    from ._settings.store import settings_with as settings_with
+    from ._settings.values import SERVICE_SETTINGS as SERVICE_SETTINGS
+    from ._settings.values import HttpSettings as HttpSettings
     from .providers._anthropic import AnthropicProvider as AnthropicProvider
     from .providers._base import THINKING_LEVELS as THINKING_LEVELS
     from .providers._base import Model as Model
@@ -189,18 +189,18 @@ __version__ = "0.1.0.dev0"
 #: Each public name → the module that defines it, relative to this package.
 _EXPORTS: dict[str, str] = {
     "CredentialInfo": ".store._credentials_file",
-    "ImageContent": "._messages",
-    "CustomMessage": "._messages",
-    "Cost": "._messages",
-    "CompactionSummaryMessage": "._messages",
-    "BranchSummaryMessage": "._messages",
-    "BashExecutionMessage": "._messages",
-    "Agent": "._agent",
-    "Tool": "._tools",
+    "ImageContent": "._core.messages",
+    "CustomMessage": "._core.messages",
+    "Cost": "._core.messages",
+    "CompactionSummaryMessage": "._core.messages",
+    "BranchSummaryMessage": "._core.messages",
+    "BashExecutionMessage": "._core.messages",
+    "Agent": "._agent.loop",
+    "Tool": "._agent.tools",
     "DelayPlan": "._retry.backoff",
     "exponential_delay_ms": "._retry.backoff",
     "plan_delay": "._retry.backoff",
-    "BashResult": "._bash",
+    "BashResult": "._session.bash_run",
     "OVERFLOW_PATTERNS": "._retry.classify",
     "PI_1_6_CLASSIFIER": "._retry.classify",
     "REFERENCE_CLASSIFIER": "._retry.classify",
@@ -221,99 +221,99 @@ _EXPORTS: dict[str, str] = {
     "is_usage_limit_error": "._retry.classify",
     "parse_retry_after_ms": "._retry.classify",
     "provider_error": "._retry.classify",
-    "event_from_json": "._codec",
-    "event_to_json": "._codec",
-    "message_from_json": "._codec",
-    "message_to_json": "._codec",
-    "model_to_json": "._codec",
-    "Ask": "._compaction",
-    "Compaction": "._compaction",
-    "Compactor": "._compaction",
-    "DropOldestCompactor": "._compaction",
-    "SummarizingCompactor": "._compaction",
-    "AuthenticationError": "._errors",
-    "CodecError": "._errors",
-    "CompactionError": "._errors",
-    "ContextOverflowError": "._errors",
-    "EventStreamLagged": "._errors",
-    "HistoryError": "._errors",
-    "OverloadedError": "._errors",
-    "ProviderConnectionError": "._errors",
-    "ProviderError": "._errors",
-    "RateLimitError": "._errors",
-    "ServerError": "._errors",
-    "SessionBusyError": "._errors",
-    "SessionClosedError": "._errors",
-    "SettingsError": "._errors",
-    "TrioSessionError": "._errors",
-    "AgentEnd": "._events",
-    "AgentSettled": "._events",
-    "AgentStart": "._events",
-    "AutoCompactionEnd": "._events",
-    "AutoCompactionStart": "._events",
-    "AutoRetryEnd": "._events",
-    "AutoRetryStart": "._events",
-    "CompactionEnd": "._events",
-    "CompactionResult": "._events",
-    "CompactionStart": "._events",
-    "EntryAppended": "._events",
-    "ExtensionError": "._events",
-    "HistoryWriteFailed": "._events",
-    "MessageEnd": "._events",
-    "MessageStart": "._events",
-    "MessageUpdate": "._events",
-    "ModelFallback": "._events",
-    "QueueUpdate": "._events",
-    "SessionEvent": "._events",
-    "SessionInfoChanged": "._events",
-    "SummarizationRetryAttemptStart": "._events",
-    "SummarizationRetryFinished": "._events",
-    "SummarizationRetryScheduled": "._events",
-    "ThinkingLevelChanged": "._events",
-    "ToolExecutionEnd": "._events",
-    "ToolExecutionStart": "._events",
-    "ToolExecutionUpdate": "._events",
-    "ToolOutput": "._events",
-    "TurnEnd": "._events",
-    "TurnStart": "._events",
-    "Extension": "._extensions",
-    "ProviderFailure": "._failure",
-    "ExtensionAPI": "._extensions",
-    "ExtensionLoadError": "._extensions",
-    "load_entry_point_extensions": "._extensions",
-    "load_extension_file": "._extensions",
-    "AssistantMessage": "._messages",
-    "Message": "._messages",
-    "TextContent": "._messages",
-    "ToolCall": "._messages",
-    "ToolResultMessage": "._messages",
-    "Usage": "._messages",
-    "UserMessage": "._messages",
-    "AgentSession": "._session",
-    "EventStream": "._session_parts.hub",
-    "open_session": "._opening",
-    "CompactionSettings": "._settings",
-    "CredentialsSettings": "._settings",
-    "HttpSettings": "._settings_values",
-    "ProviderRetrySettings": "._settings",
-    "RetrySettings": "._settings",
-    "SERVICE_SETTINGS": "._settings_values",
-    "Settings": "._settings",
-    "SettingsLayer": "._settings",
-    "SettingsStore": "._settings",
-    "default_settings_paths": "._settings",
-    "persist_setting": "._settings",
-    "settings_with": "._settings",
-    "ContextUsage": "._stats",
-    "SessionStats": "._stats",
-    "TokenTotals": "._stats",
-    "ReplyItems": "._stream",
-    "ReplyRestart": "._stream",
-    "ReplyStream": "._stream",
-    "ToolArgumentError": "._tools",
-    "ToolError": "._errors",
+    "event_from_json": "._core.codec",
+    "event_to_json": "._core.codec",
+    "message_from_json": "._core.codec",
+    "message_to_json": "._core.codec",
+    "model_to_json": "._core.codec",
+    "Ask": "._agent.compactors",
+    "Compaction": "._agent.compactors",
+    "Compactor": "._agent.compactors",
+    "DropOldestCompactor": "._agent.compactors",
+    "SummarizingCompactor": "._agent.compactors",
+    "AuthenticationError": "._core.errors",
+    "CodecError": "._core.errors",
+    "CompactionError": "._core.errors",
+    "ContextOverflowError": "._core.errors",
+    "EventStreamLagged": "._core.errors",
+    "HistoryError": "._core.errors",
+    "OverloadedError": "._core.errors",
+    "ProviderConnectionError": "._core.errors",
+    "ProviderError": "._core.errors",
+    "RateLimitError": "._core.errors",
+    "ServerError": "._core.errors",
+    "SessionBusyError": "._core.errors",
+    "SessionClosedError": "._core.errors",
+    "SettingsError": "._core.errors",
+    "TrioSessionError": "._core.errors",
+    "AgentEnd": "._core.events",
+    "AgentSettled": "._core.events",
+    "AgentStart": "._core.events",
+    "AutoCompactionEnd": "._core.events",
+    "AutoCompactionStart": "._core.events",
+    "AutoRetryEnd": "._core.events",
+    "AutoRetryStart": "._core.events",
+    "CompactionEnd": "._core.events",
+    "CompactionResult": "._core.events",
+    "CompactionStart": "._core.events",
+    "EntryAppended": "._core.events",
+    "ExtensionError": "._core.events",
+    "HistoryWriteFailed": "._core.events",
+    "MessageEnd": "._core.events",
+    "MessageStart": "._core.events",
+    "MessageUpdate": "._core.events",
+    "ModelFallback": "._core.events",
+    "QueueUpdate": "._core.events",
+    "SessionEvent": "._core.events",
+    "SessionInfoChanged": "._core.events",
+    "SummarizationRetryAttemptStart": "._core.events",
+    "SummarizationRetryFinished": "._core.events",
+    "SummarizationRetryScheduled": "._core.events",
+    "ThinkingLevelChanged": "._core.events",
+    "ToolExecutionEnd": "._core.events",
+    "ToolExecutionStart": "._core.events",
+    "ToolExecutionUpdate": "._core.events",
+    "ToolOutput": "._core.events",
+    "TurnEnd": "._core.events",
+    "TurnStart": "._core.events",
+    "Extension": "._session.extensions",
+    "ProviderFailure": "._core.failure",
+    "ExtensionAPI": "._session.extensions",
+    "ExtensionLoadError": "._session.extensions",
+    "load_entry_point_extensions": "._session.extensions",
+    "load_extension_file": "._session.extensions",
+    "AssistantMessage": "._core.messages",
+    "Message": "._core.messages",
+    "TextContent": "._core.messages",
+    "ToolCall": "._core.messages",
+    "ToolResultMessage": "._core.messages",
+    "Usage": "._core.messages",
+    "UserMessage": "._core.messages",
+    "AgentSession": "._session.facade",
+    "EventStream": "._session.hub",
+    "open_session": "._session.opening",
+    "CompactionSettings": "._settings.store",
+    "CredentialsSettings": "._settings.store",
+    "HttpSettings": "._settings.values",
+    "ProviderRetrySettings": "._settings.store",
+    "RetrySettings": "._settings.store",
+    "SERVICE_SETTINGS": "._settings.values",
+    "Settings": "._settings.store",
+    "SettingsLayer": "._settings.store",
+    "SettingsStore": "._settings.store",
+    "default_settings_paths": "._settings.store",
+    "persist_setting": "._settings.store",
+    "settings_with": "._settings.store",
+    "ContextUsage": "._core.stats",
+    "SessionStats": "._core.stats",
+    "TokenTotals": "._core.stats",
+    "ReplyItems": "._session.stream",
+    "ReplyRestart": "._session.stream",
+    "ReplyStream": "._session.stream",
+    "ToolArgumentError": "._agent.tools",
+    "ToolError": "._core.errors",
     "coding_tools": "._coding_tools",
-    "tool": "._tools",
+    "tool": "._agent.tools",
     "AnthropicProvider": ".providers._anthropic",
     "THINKING_LEVELS": ".providers._base",
     "Model": ".providers._base",

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TextIO
 
 from ._commands import KEY_VARIABLES, CommandError, env_api_key, key_variables
-from ._errors import TrioSessionError
+from ._core.errors import TrioSessionError
 from .store._credentials import CredentialStore, InMemoryCredentialStore
 
 # The SQLite credential store is imported where a command needs it: a key given in full
@@ -210,7 +210,7 @@ def auth_add(provider: str, label: str | None, *, stdin: TextIO = sys.stdin) -> 
 
     A provider name neither ours nor pi's is refused before the key is asked for.
     """
-    from ._pi_config import BUILT_IN_PROVIDERS
+    from ._pi.config import BUILT_IN_PROVIDERS
     from .providers._models import PROVIDER_APIS
 
     known = sorted({*KEY_VARIABLES, *PROVIDER_APIS, *BUILT_IN_PROVIDERS})

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._core.errors import SettingsError, TrioSessionError
 from ._dirs import make_private_dirs
-from ._errors import SettingsError, TrioSessionError
 from ._files import check_regular
-from ._pi_config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
-from ._settings import Settings, SettingsLayer, SettingsStore, default_settings_paths
+from ._pi.config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
+from ._settings.store import Settings, SettingsLayer, SettingsStore, default_settings_paths
 from .providers._base import Model, Provider
 from .providers._error_text import excerpt
 from .providers._models import PROVIDER_APIS, builtin_model

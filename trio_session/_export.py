@@ -22,9 +22,7 @@ from pathlib import Path
 
 import trio
 
-from ._dirs import fsync_directory, make_private_dirs
-from ._files import check_regular
-from ._messages import (
+from ._core.messages import (
     AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,
@@ -39,6 +37,8 @@ from ._messages import (
     UserContent,
     UserMessage,
 )
+from ._dirs import fsync_directory, make_private_dirs
+from ._files import check_regular
 
 _IMAGE_TYPE = re.compile(r"^image/[A-Za-z0-9.+-]+$")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")

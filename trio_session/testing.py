@@ -23,9 +23,9 @@ from typing import TypeVar
 import attrs
 import trio
 
-from ._classes import define
-from ._events import SessionEvent
-from ._session import AgentSession
+from ._core.classes import define
+from ._core.events import SessionEvent
+from ._session.facade import AgentSession
 from .providers._faux import FauxProvider, FauxReply, faux_script
 
 __all__ = ["EventRecorder", "FauxProvider", "FauxReply", "faux_script"]

@@ -32,8 +32,8 @@ from trio_session import (
     message_to_json,
     open_session,
 )
-from trio_session._compaction import Compaction, split_turns
-from trio_session._messages import (
+from trio_session._agent.compactors import Compaction, split_turns
+from trio_session._core.messages import (
     BashExecutionMessage,
     CompactionSummaryMessage,
     Cost,
@@ -43,7 +43,7 @@ from trio_session._messages import (
     ThinkingContent,
     Usage,
 )
-from trio_session._settings import CompactionSettings
+from trio_session._settings.store import CompactionSettings
 from trio_session.store._entries import (
     BranchSummaryEntry,
     CompactionEntry,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .._tools import Tool
+from .._agent.tools import Tool
 from ._bash import bash_tool
 from ._edit import edit_tool, write_tool
 from ._read import read_tool

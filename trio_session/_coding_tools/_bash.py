@@ -1,6 +1,6 @@
 """``bash``: a shell command in the session's working directory, as pi 1.6.0 runs it.
 
-The command runs through ``trio_session._bash.BashRun`` (the runner of RPC's own
+The command runs through ``trio_session._session.bash_run.BashRun`` (the runner of RPC's own
 ``bash`` command): in a new process group, stdout and stderr merged, the output's
 tail kept within 2000 lines and 50 KB and the whole of a longer one in a temporary
 file, named in the result. The answer is pi's:
@@ -24,11 +24,11 @@ from typing import Any
 
 import trio
 
-from .._agent import report_progress
-from .._bash import BashResult, BashRun, truncate_tail
-from .._classes import define
-from .._errors import ToolError
-from .._tools import Tool
+from .._agent.loop import report_progress
+from .._agent.tools import Tool
+from .._core.classes import define
+from .._core.errors import ToolError
+from .._session.bash_run import BashResult, BashRun, truncate_tail
 from ._common import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,

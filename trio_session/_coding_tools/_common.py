@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._bash import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from .._classes import frozen
-from .._errors import ToolError
+from .._core.classes import frozen
+from .._core.errors import ToolError
+from .._session.bash_run import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -30,9 +30,9 @@ from typing import Any
 
 import trio
 
-from .._classes import frozen
-from .._errors import ToolError
-from .._tools import Tool
+from .._agent.tools import Tool
+from .._core.classes import frozen
+from .._core.errors import ToolError
 from ._common import Param, check_arguments, parameters_schema, resolve_path
 from ._read import os_error_text
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._classes import frozen
+from .._core.classes import frozen
 
 __all__ = ["ContextFile", "context_files", "prompt_file", "read_prompt_input", "system_prompt"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import trio
 
-from .._errors import ToolError
-from .._tools import Tool
+from .._agent.tools import Tool
+from .._core.errors import ToolError
 from ._common import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,

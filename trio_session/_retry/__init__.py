@@ -24,7 +24,7 @@ controller.py   the session's prompts: the one running, abort, join          the
 Every decision asks one ``policy.py:RetryPolicy``, resolved from the settings at the
 decision (R-11): the run's end (``PromptRun.decide``), the chain before each
 wait (``RetryChain._start_attempt``), a summary request (``summary.py:RetryingAsk``),
-the tracer's failure label (``_tracing.classify_for``). Each rule has one home:
+the tracer's failure label (``_observe/tracing.py:classify_for``). Each rule has one home:
 
 ```text
 the classifier in effect      profile.py:classifier_of    (R-8, R-53, R-57)
@@ -68,10 +68,10 @@ R-24 R-25       chain.py:RetryChain.run, run.py:PromptRun.run_chain
 R-26 R-28       backoff.py:plan_delay, backoff.py:wait_cap (the one cap rule)
 R-28a           this folder: the one owner of the loop
 R-61            backoff.py:stop, backoff.py:over_budget, chain.py:RetryChain._start_attempt
-R-62            trio_session._settings_values.SERVICE_SETTINGS (the preset is settings)
+R-62            trio_session._settings.values.SERVICE_SETTINGS (the preset is settings)
 R-63            chain.py:RetryChain.retrying, run.py:PromptRun.reattempt (passes it
-                to Agent.start_run), _messages.py:AssistantMessage.raise_for_error
-R-64            trio_session._failure (ProviderFailure), providers/_http_body.py:
+                to Agent.start_run), _core/messages.py:AssistantMessage.raise_for_error
+R-64            trio_session._core.failure (ProviderFailure), providers/_http_body.py:
                 error_response_end; the codec skips both (IN_MEMORY)
 R-28b           keys.py:KeyRing.share_cooldown, KeyRing.cooldown_ms, KeyRing.api_key
 R-29 R-31       chain.py:RetryChain.cancel (AgentSession.abort_retry calls it;
@@ -131,12 +131,12 @@ and checks them against this text). The chain starts from the prompt's task in t
 hops, and its task reaches the hub in three (``auto_retry_start``):
 
 ```text
-_session.py:AgentSession.prompt
+_session/facade.py:AgentSession.prompt
 _retry/run.py:PromptRun.run                 first run; decide: RETRY; settle starts the task
   (the chain's task)
   _retry/run.py:PromptRun.run_chain
   _retry/chain.py:RetryChain.run            auto_retry_start, the wait, the re-attempt
-  _session_parts/hub.py:EventHub.emit
+  _session/hub.py:EventHub.emit
 ```
 
 The success is announced by the chain's own loop, right after the re-attempt's first
@@ -146,7 +146,7 @@ answer (``AgentRun.next_message``) has returned, four hops from its task's root:
 _retry/run.py:PromptRun.run_chain
 _retry/chain.py:RetryChain.run
 _retry/chain.py:RetryChain._end
-_session_parts/hub.py:EventHub.emit
+_session/hub.py:EventHub.emit
 ```
 
 (a give-up and a cancel: the same four). Before issue 40 the success was announced

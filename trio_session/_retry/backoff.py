@@ -30,8 +30,8 @@ import math
 import random
 from typing import Literal
 
-from .._classes import frozen
-from .._settings_values import RetrySettings
+from .._core.classes import frozen
+from .._settings.values import RetrySettings
 from .classify import MAX_HINT_MS
 from .profile import is_pi16
 

@@ -43,9 +43,9 @@ from typing import NoReturn, Protocol
 import attrs
 import trio
 
-from .._classes import define
-from .._events import AutoRetryEnd, AutoRetryStart, SessionEvent
-from .._messages import AssistantMessage, Message
+from .._core.classes import define
+from .._core.events import AutoRetryEnd, AutoRetryStart, SessionEvent
+from .._core.messages import AssistantMessage, Message
 from .classify import parse_retry_after_ms
 from .decide import Next
 from .policy import RetryPolicy
@@ -54,7 +54,7 @@ CANCELLED = "Retry cancelled"
 
 
 class Attempt(Protocol):
-    """An agent run as its driver steps it (``trio_session._agent.AgentRun``)."""
+    """An agent run as its driver steps it (``trio_session._agent.loop.AgentRun``)."""
 
     @property
     def produced(self) -> Sequence[Message]:

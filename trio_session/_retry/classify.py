@@ -31,10 +31,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from .._classes import frozen
-from .._errors import ProviderError
-from .._messages import AssistantMessage
-from .._settings_values import RetryProfile
+from .._core.classes import frozen
+from .._core.errors import ProviderError
+from .._core.messages import AssistantMessage
+from .._settings.values import RetryProfile
 from .reply import MAX_HINT_MS as MAX_HINT_MS
 from .reply import PatternRules, reply_error
 from .reply import error_status as error_status

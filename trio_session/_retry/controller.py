@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._agent import Agent
-from .._classes import define
-from .._errors import SessionBusyError, SessionClosedError
-from .._events import AgentSettled
-from .._messages import UserMessage
+from .._agent.loop import Agent
+from .._core.classes import define
+from .._core.errors import SessionBusyError, SessionClosedError
+from .._core.events import AgentSettled
+from .._core.messages import UserMessage
 from .chain import RetryChain
 from .classify import Classifier
 from .decide import SettingsSource

@@ -35,8 +35,8 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
-from .._messages import AssistantMessage
-from .._settings_values import Settings
+from .._core.messages import AssistantMessage
+from .._settings.values import Settings
 from .backoff import stop
 from .classify import Classifier, is_usage_limit_error
 from .profile import is_pi16, retry_profile

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import attrs
 
-from .._agent import Agent
-from .._classes import define
+from .._agent.loop import Agent
+from .._core.classes import define
 from ..providers._base import Model, clamp_thinking_level
 
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import trio
 
-from .._classes import define
+from .._core.classes import define
 from ..store._credentials import CooldownStore, CredentialStore
 from .backoff import wait_cap
 from .decide import SettingsSource

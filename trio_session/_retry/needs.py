@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol
 
-from .._events import SessionEvent
-from .._messages import Message, UserMessage
+from .._core.events import SessionEvent
+from .._core.messages import Message, UserMessage
 
 
 class Deliver(Protocol):

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._messages import AssistantMessage
-from .._settings_values import Settings
+from .._core.messages import AssistantMessage
+from .._settings.values import Settings
 from .classify import Classifier
 from .decide import Next
 from .profile import is_pi16

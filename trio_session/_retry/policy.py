@@ -25,9 +25,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from .._classes import frozen
-from .._messages import AssistantMessage
-from .._settings_values import RetrySettings, Settings
+from .._core.classes import frozen
+from .._core.messages import AssistantMessage
+from .._settings.values import RetrySettings, Settings
 from .backoff import DelayPlan, Stop, over_budget, plan_delay, stop, summary_delay_ms
 from .classify import Classifier, is_usage_limit_error
 from .decide import Next, asks_for_a_key, decide

@@ -9,7 +9,7 @@ every rule that acts differently per profile asks it, mostly through the policy 
 
 from __future__ import annotations
 
-from .._settings_values import RetryProfile, RetrySettings
+from .._settings.values import RetryProfile, RetrySettings
 from .classify import CLASSIFIERS, Classifier
 
 PI_16: RetryProfile = "pi-1.6"

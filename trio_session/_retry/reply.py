@@ -19,8 +19,8 @@ from typing import Protocol, Self
 
 import attrs
 
-from .._classes import frozen
-from .._errors import (
+from .._core.classes import frozen
+from .._core.errors import (
     AuthenticationError,
     ContextOverflowError,
     OverloadedError,

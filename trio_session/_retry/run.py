@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import attrs
 import trio
 
-from .._agent import Agent, AgentRun
-from .._classes import define
-from .._events import CompactionEnd, EntryAppended, ModelFallback, SessionEvent
-from .._groups import unwrapped
-from .._messages import AssistantMessage, UserMessage
+from .._agent.loop import Agent, AgentRun
+from .._core.classes import define
+from .._core.events import CompactionEnd, EntryAppended, ModelFallback, SessionEvent
+from .._core.groups import unwrapped
+from .._core.messages import AssistantMessage, UserMessage
 from .chain import Attempt, RetryChain
 from .classify import parse_retry_after_ms
 from .decide import Next

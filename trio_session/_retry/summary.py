@@ -24,15 +24,15 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from .._classes import frozen
-from .._events import (
+from .._core.classes import frozen
+from .._core.events import (
     CompactionReason,
     SessionEvent,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
 )
-from .._messages import AssistantMessage, Message
+from .._core.messages import AssistantMessage, Message
 from .policy import RetryPolicy
 
 

@@ -24,7 +24,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
-from .._classes import frozen
+from .._core.classes import frozen
 
 Dialect: TypeAlias = Literal["python", "javascript"]
 

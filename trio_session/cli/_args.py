@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from .. import __version__
-from .._pi_config import AGENT_DIR_VARIABLE
-from .._settings import RANGES, RETRY_PROFILES
+from .._pi.config import AGENT_DIR_VARIABLE
+from .._settings.store import RANGES, RETRY_PROFILES
 
 #: ``--thinking``'s levels, pi's: ``max`` is pi 1.6.0's name above ``xhigh``.
 THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh", "max")

@@ -15,11 +15,11 @@ import trio
 
 from .._command_keys import open_credentials
 from .._commands import CommandError, history_path
-from .._messages import AssistantMessage
-from .._opening import open_session
-from .._prompt_input import PromptInput, PromptRefused
-from .._session import AgentSession
-from .._settings import SettingsStore
+from .._core.messages import AssistantMessage
+from .._pi.prompt_input import PromptInput, PromptRefused
+from .._session.facade import AgentSession
+from .._session.opening import open_session
+from .._settings.store import SettingsStore
 from ..store._entries import HistoryError
 from ._output import Printer, is_terminal, show
 from ._setup import (

@@ -26,7 +26,7 @@ from .._coding_tools._prompt import (
     system_prompt,
 )
 from .._commands import CommandError
-from .._settings import SettingsStore
+from .._settings.store import SettingsStore
 
 
 def tool_names(args: argparse.Namespace, settings: SettingsStore) -> list[str]:

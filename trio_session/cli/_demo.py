@@ -11,10 +11,10 @@ from typing import TextIO
 
 import trio
 
-from .._extensions import Extension
-from .._messages import UserMessage
-from .._opening import open_session
-from .._settings import SettingsStore
+from .._core.messages import UserMessage
+from .._session.extensions import Extension
+from .._session.opening import open_session
+from .._settings.store import SettingsStore
 from ..providers._base import Model, ProviderRequest
 from ..providers._faux import FauxProvider, FauxReply
 from ._output import Printer, show

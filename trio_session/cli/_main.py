@@ -13,7 +13,7 @@ import trio
 
 from .._command_keys import auth_add, auth_list, auth_remove
 from .._commands import CommandError, load_settings
-from .._errors import TrioSessionError
+from .._core.errors import TrioSessionError
 from ._args import parser, print_shorthand
 from ._coding import coding_inputs
 from ._output import is_terminal

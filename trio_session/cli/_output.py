@@ -10,8 +10,8 @@ from typing import TextIO
 
 import trio
 
-from .._codec import event_to_json
-from .._events import (
+from .._core.codec import event_to_json
+from .._core.events import (
     AutoRetryEnd,
     AutoRetryStart,
     CompactionEnd,
@@ -21,8 +21,8 @@ from .._events import (
     MessageUpdate,
     SessionEvent,
 )
-from .._messages import AssistantMessage, UserMessage
-from .._session import EventStream
+from .._core.messages import AssistantMessage, UserMessage
+from .._session.facade import EventStream
 
 #: A refused connection, as the HTTP providers word it (``providers._http``).
 REFUSED = re.compile(r"Connection error: could not connect to (.+) \(Connection refused\)")

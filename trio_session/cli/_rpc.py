@@ -8,11 +8,11 @@ import sys
 from collections.abc import AsyncIterator
 
 from .._command_keys import open_credentials
-from .._errors import HistoryError
-from .._events import AutoRetryStart, HistoryWriteFailed, SessionEvent
-from .._opening import open_session
-from .._session import AgentSession
-from .._settings import SettingsStore
+from .._core.errors import HistoryError
+from .._core.events import AutoRetryStart, HistoryWriteFailed, SessionEvent
+from .._session.facade import AgentSession
+from .._session.opening import open_session
+from .._settings.store import SettingsStore
 from ..store._open_history import open_history
 from ..store._session_file import SessionFile
 from ._output import refused_note

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-from .._classes import frozen
 from .._command_keys import api_key_flag_warning, read_api_key_file
 from .._commands import (
     KEY_VARIABLES,
@@ -27,16 +26,17 @@ from .._commands import (
     sessions_dir,
     user_path,
 )
-from .._extensions import Extension, load_entry_point_extensions, load_extension_file
-from .._pi_config import (
+from .._core.classes import frozen
+from .._pi.config import (
     AGENT_DIR_VARIABLE,
     AgentDirConfig,
     agent_dir_from,
     available_models,
     load_agent_dir,
 )
-from .._prompt_input import PromptInput
-from .._settings import SettingsStore
+from .._pi.prompt_input import PromptInput
+from .._session.extensions import Extension, load_entry_point_extensions, load_extension_file
+from .._settings.store import SettingsStore
 from ..providers._base import Model, Provider
 from ._args import THINKING_CHOICES
 
@@ -350,7 +350,7 @@ def _find_session(arg: str, directory: Path) -> Path:
 
 def prompt_input(args: argparse.Namespace) -> PromptInput:
     """The prompt step of ``chat``/``rpc``: pi's templates and skills, and the key check."""
-    from .._pi_resources import load_resources
+    from .._pi.resources import load_resources
 
     config: AgentDirConfig | None = args.agent_dir_config
     resources = load_resources(config.path if config is not None else None, cwd=Path.cwd())

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from .._classes import define, frozen
+from .._core.classes import define, frozen
 
 #: The provider and model the agent directory declares.
 PROVIDER = "conformance"

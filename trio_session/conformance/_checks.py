@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._classes import define, frozen
+from .._core.classes import define, frozen
 from ._agent import Agent, Observed
 from ._server import LoopbackLLM, Request
 

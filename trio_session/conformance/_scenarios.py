@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import trio
 
-from .._classes import frozen
+from .._core.classes import frozen
 from ._agent import Observed, text_of
 from ._checks import QUIET, RUN_TIMEOUT, SLACK, Run, requests
 from ._server import Hang, HttpError, Step, Stream, error_body

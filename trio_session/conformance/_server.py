@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import trio
 
-from .._classes import define, frozen
+from .._core.classes import define, frozen
 
 _MAX_HEAD = 64 * 1024
 #: The largest request body the kit's server reads; a longer one ends the connection.

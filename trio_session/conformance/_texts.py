@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from .._classes import frozen
+from .._core.classes import frozen
 
 
 @frozen

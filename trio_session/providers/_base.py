@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 import attrs
 
-from .._classes import frozen
-from .._failure import ProviderFailure
-from .._messages import (
+from .._core.classes import frozen
+from .._core.failure import ProviderFailure
+from .._core.messages import (
     ZERO_COST,
     Cost,
     Message,

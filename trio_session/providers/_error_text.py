@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._json import MAX_JSON_DEPTH, json_depth, loads
+from .._core.json_bounds import MAX_JSON_DEPTH, json_depth, loads
 from .._retry.classify import USAGE_LIMIT_PATTERN
 
 # -- failures as text (R-52) ------------------------------------------------------------

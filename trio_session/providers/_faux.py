@@ -16,11 +16,11 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
-from .._classes import define, frozen
-from .._codec import _decode_attrs
-from .._errors import CodecError, TrioSessionError
-from .._json import loads
-from .._messages import ZERO_USAGE, StopReason, ToolCall, Usage
+from .._core.classes import define, frozen
+from .._core.codec import _decode_attrs
+from .._core.errors import CodecError, TrioSessionError
+from .._core.json_bounds import loads
+from .._core.messages import ZERO_USAGE, StopReason, ToolCall, Usage
 from ._base import ProviderRequest, StreamEnd, StreamSink
 
 ScriptStep: TypeAlias = "FauxReply | Callable[[ProviderRequest], FauxReply]"

@@ -63,8 +63,8 @@ from urllib.parse import quote
 
 import attrs
 
-from .._classes import define
-from .._messages import (
+from .._core.classes import define
+from .._core.messages import (
     AssistantMessage,
     ImageContent,
     Message,

@@ -55,8 +55,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 import attrs
 import trio
 
-from .._classes import define
-from .._text import valid_unicode
+from .._core.classes import define
+from .._core.text import valid_unicode
 from ._base import Model, ProviderRequest, StreamEnd, StreamSink
 from ._error_text import (
     STREAM_CUT_MESSAGE,

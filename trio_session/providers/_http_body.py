@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import trio
 
-from .._classes import define
-from .._failure import http_failure
-from .._json import loads
+from .._core.classes import define
+from .._core.failure import http_failure
+from .._core.json_bounds import loads
 from .._retry.classify import parse_retry_after_ms
 from ._base import StreamEnd
 from ._error_text import (

@@ -35,10 +35,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from .._classes import define
-from .._errors import CodecError
-from .._json import TOO_DEEP_ARGUMENTS, loads
-from .._messages import (
+from .._core.classes import define
+from .._core.errors import CodecError
+from .._core.json_bounds import TOO_DEEP_ARGUMENTS, loads
+from .._core.messages import (
     AssistantMessage,
     ImageContent,
     Message,

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from .._classes import define, frozen
+from .._core.classes import define, frozen
 
 #: The longest line an event stream may send (in bytes), and the most data one event
 #: may gather (in characters): 8 MiB. Streamed answers come in small pieces; a line

@@ -8,9 +8,9 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .._classes import define
-from .._errors import SessionBusyError, SessionClosedError
-from .._session import AgentSession
+from .._core.classes import define
+from .._core.errors import SessionBusyError, SessionClosedError
+from .._session.facade import AgentSession
 from ._protocol import Bash, Response, encode_line, response_to_json
 
 BASH_BUSY: Final = 'a bash command is already running; wait for its response or send "abort_bash"'

@@ -36,9 +36,9 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .._classes import define
-from .._groups import unwrapped as _unwrapped
-from .._json_deep import loads
+from .._core.classes import define
+from .._core.groups import unwrapped as _unwrapped
+from .._core.json_deep import loads
 from ._client_commands import JSONObject, SessionCommands, disposition
 from ._errors import RpcCommandError, RpcConnectionError
 from ._protocol import LineSplitter, encode_line

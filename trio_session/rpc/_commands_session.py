@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from .._classes import frozen
-from .._messages import ImageContent
+from .._core.classes import frozen
+from .._core.messages import ImageContent
 from ._fields import (
     COMMAND,
     EXCLUDE,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from .._classes import frozen
+from .._core.classes import frozen
 from ._fields import ENTRY_ID, NAME, SESSION_PATH, SINCE, Field
 from ._wire import CommandId
 

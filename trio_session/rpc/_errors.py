@@ -1,6 +1,6 @@
 """What an ``trio_session.rpc.RpcClient`` raises.
 
-The RPC errors hang under the package's base class (see ``trio_session._errors``):
+The RPC errors hang under the package's base class (see ``trio_session._core.errors``):
 
 ```text
 TrioSessionError
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import TrioSessionError
+from .._core.errors import TrioSessionError
 
 
 class RpcError(TrioSessionError):

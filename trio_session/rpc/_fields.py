@@ -6,8 +6,8 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._classes import frozen
-from .._messages import ImageContent
+from .._core.classes import frozen
+from .._core.messages import ImageContent
 
 #: The thinking levels ``set_thinking_level`` accepts (the reference's).
 THINKING_LEVEL_NAMES: Final = ("off", "minimal", "low", "medium", "high", "xhigh")

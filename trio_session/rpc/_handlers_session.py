@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._codec import message_to_json, model_to_json
+from .._core.codec import message_to_json, model_to_json
 from ._host import QUEUED, Handlers, Host, null
 from ._protocol import (
     AbortBash,

@@ -11,7 +11,7 @@ from typing import Final
 
 import trio
 
-from .._messages import UserMessage
+from .._core.messages import UserMessage
 from ..store._history import HistoryError, LoadedSession, MessageEntry
 from ..store._session_file import fork_session
 from ._entries import entries_json, tree_json

@@ -13,9 +13,9 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
-from .._classes import frozen
-from .._prompt_input import PromptInput
-from .._session import AgentSession
+from .._core.classes import frozen
+from .._pi.prompt_input import PromptInput
+from .._session.facade import AgentSession
 from ._protocol import Command, Response
 
 if TYPE_CHECKING:  # the server makes it at the first bash command

@@ -16,7 +16,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .._classes import define
+from .._core.classes import define
 from ._protocol import encode_line
 
 #: Largest write the writer task makes at once (it joins queued lines up to this).

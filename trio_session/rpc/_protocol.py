@@ -27,8 +27,8 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
-from .._classes import frozen
-from .._messages import ImageContent
+from .._core.classes import frozen
+from .._core.messages import ImageContent
 from . import _commands_session, _commands_tree
 from ._commands_session import AbortBash as AbortBash
 from ._commands_session import Bash as Bash

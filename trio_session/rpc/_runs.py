@@ -24,11 +24,11 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .._classes import define, frozen
-from .._codec import to_json
-from .._errors import CompactionError, HistoryError, SessionBusyError
-from .._session import AgentSession
-from .._session_parts.compaction import COMPACTION_CANCELLED
+from .._core.classes import define, frozen
+from .._core.codec import to_json
+from .._core.errors import CompactionError, HistoryError, SessionBusyError
+from .._session.compaction import COMPACTION_CANCELLED
+from .._session.facade import AgentSession
 from ._protocol import Compact, Prompt, Response
 
 logger = logging.getLogger("trio_session.rpc")

@@ -48,13 +48,13 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
-from .._classes import define, frozen
-from .._codec import event_to_json, model_to_json, update_to_json
-from .._errors import HistoryError
-from .._events import MessageUpdate, SessionEvent
-from .._groups import unwrapped as _unwrapped
-from .._prompt_input import PromptInput, PromptRefused
-from .._session import AgentSession
+from .._core.classes import define, frozen
+from .._core.codec import event_to_json, model_to_json, update_to_json
+from .._core.errors import HistoryError
+from .._core.events import MessageUpdate, SessionEvent
+from .._core.groups import unwrapped as _unwrapped
+from .._pi.prompt_input import PromptInput, PromptRefused
+from .._session.facade import AgentSession
 from . import _handlers_session, _handlers_tree, _runs
 from ._handlers_tree import NO_FACTORY as NO_FACTORY
 from ._host import QUEUED, Handlers, takes_request
@@ -125,7 +125,7 @@ class RpcServer:
             default: the reference's shape, which its own clients read.
         prompt_input: what ``prompt``, ``steer`` and ``follow_up`` text goes through
             first: pi's templates and skills expanded, a prompt without a key refused
-            (``trio_session._prompt_input``); ``get_commands`` lists its commands.
+            (``trio_session._pi.prompt_input``); ``get_commands`` lists its commands.
 
     Use ``serve_rpc``, or ``await nursery.start(server.serve)``.
     """

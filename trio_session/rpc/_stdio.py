@@ -35,8 +35,8 @@ from typing import Final
 
 import trio
 
-from .._classes import define
-from .._prompt_input import PromptInput
+from .._core.classes import define
+from .._pi.prompt_input import PromptInput
 from ._protocol import MAX_LINE_BYTES
 from ._server import RpcServer, SessionFactory, SessionRequest
 

@@ -14,9 +14,9 @@ from typing import Any, Final, Protocol, TypeAlias
 
 import attrs
 
-from .._classes import define, frozen
-from .._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth, loads
-from .._json_deep import dumps
+from .._core.classes import define, frozen
+from .._core.json_bounds import MAX_JSON_DEPTH, TOO_DEEP, json_depth, loads
+from .._core.json_deep import dumps
 
 MAX_LINE_BYTES: Final = 1024 * 1024
 """Longest command line the server reads (bytes, without the newline). A longer line gets one
@@ -204,7 +204,7 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
     U+2028 and U+2029 are escaped, as the reference does, so that readers that
     split on every Unicode line break still see one object per line. Nested as
     deeply as it likes (``get_tree`` of a long session), it is written without
-    recursion (``_json_deep.dumps``). A string
+    recursion (``_core/json_deep.py:dumps``). A string
     that cannot be UTF-8 (a lone surrogate from a ``\\ud800`` escape) makes the
     whole line ASCII-escaped instead of failing.
 

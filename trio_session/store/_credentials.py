@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from .._classes import define
+from .._core.classes import define
 
 DEFAULT_BLOCK_MS = 60_000
 

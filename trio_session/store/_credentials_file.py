@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from .._classes import frozen
+from .._core.classes import frozen
+from .._core.errors import TrioSessionError
 from .._dirs import make_private_dirs, user_data_dir
-from .._errors import TrioSessionError
 
 #: Provider name → the environment variable whose key counts as one more credential.
 DEFAULT_ENV_VARS: Mapping[str, str] = {

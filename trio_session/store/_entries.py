@@ -12,10 +12,10 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from .._classes import frozen
-from .._codec import to_json
-from .._errors import HistoryError as HistoryError
-from .._messages import (
+from .._core.classes import frozen
+from .._core.codec import to_json
+from .._core.errors import HistoryError as HistoryError
+from .._core.messages import (
     BranchSummaryMessage,
     CustomMessage,
     Message,

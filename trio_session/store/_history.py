@@ -74,11 +74,11 @@ from typing import Any
 
 import attrs
 
-from .._classes import define
-from .._codec import _decode_attrs
-from .._errors import CodecError
+from .._core.classes import define
+from .._core.codec import _decode_attrs
+from .._core.errors import CodecError
+from .._core.text import valid_json_value
 from .._files import open_regular, read_fd
-from .._text import valid_json_value
 from ._entries import (
     ENTRY_TYPES,
     MAX_SESSION_FILE_BYTES,

@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
-from .._classes import frozen
-from .._codec import message_from_json, message_to_json
-from .._errors import CodecError
-from .._messages import (
+from .._core.classes import frozen
+from .._core.codec import message_from_json, message_to_json
+from .._core.errors import CodecError
+from .._core.messages import (
     AssistantMessage,
     CompactionSummaryMessage,
     CustomMessage,

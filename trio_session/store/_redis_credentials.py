@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 import trio
 
-from .._classes import define
-from .._errors import TrioSessionError
+from .._core.classes import define
+from .._core.errors import TrioSessionError
 from ._credentials import DEFAULT_BLOCK_MS, with_jitter
 from ._credentials_file import DEFAULT_ENV_VARS, fingerprint
 

@@ -36,9 +36,9 @@ from typing import Any
 import attrs
 import trio
 
-from .._classes import define, frozen
-from .._events import CompactionResult
-from .._messages import Message, UserMessage
+from .._core.classes import define, frozen
+from .._core.events import CompactionResult
+from .._core.messages import Message, UserMessage
 from ._entries import (
     BranchSummaryEntry,
     CompactionEntry,

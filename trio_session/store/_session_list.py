@@ -8,12 +8,12 @@ import os
 import re
 from pathlib import Path
 
-from .._classes import frozen
-from .._dirs import user_data_dir
-from .._files import open_regular
-from .._messages import (
+from .._core.classes import frozen
+from .._core.messages import (
     UserMessage,
 )
+from .._dirs import user_data_dir
+from .._files import open_regular
 from ._entries import (
     MAX_SESSION_FILE_BYTES,
     SUFFIX,

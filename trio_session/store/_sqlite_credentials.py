@@ -58,7 +58,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from .._classes import define
+from .._core.classes import define
 from ._credentials import DEFAULT_BLOCK_MS, redact
 from ._credentials_file import (
     DEFAULT_ENV_VARS,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._messages import UserContent
+from .._core.messages import UserContent
 from ._entries import (
     BranchSummaryEntry,
     ContextEditEntry,

@@ -24,12 +24,12 @@ from typing import Any
 import attrs
 import trio
 
-from .._classes import define, frozen
-from .._errors import SessionBusyError, TrioSessionError
-from .._events import MessageEnd, MessageStart, MessageUpdate, SessionEvent
-from .._messages import AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
-from .._prompt_input import PromptInput, PromptRefused
-from .._session import AgentSession, EventStream
+from .._core.classes import define, frozen
+from .._core.errors import SessionBusyError, TrioSessionError
+from .._core.events import MessageEnd, MessageStart, MessageUpdate, SessionEvent
+from .._core.messages import AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
+from .._pi.prompt_input import PromptInput, PromptRefused
+from .._session.facade import AgentSession, EventStream
 from ..providers._base import Model
 from ..store._entries import HistoryError
 from ._complete import command_matches, complete, menu_lines, the_command
@@ -76,7 +76,7 @@ class ChatApp:
         sessions_dir: where ``/resume`` looks for this directory's sessions.
         style: colours or not.
         prompt_input: what a sent line goes through first: pi's templates and skills
-            expanded, a prompt without a key refused (``trio_session._prompt_input``).
+            expanded, a prompt without a key refused (``trio_session._pi.prompt_input``).
         clock: the time, for the loader's countdown.
         suspend: gives the terminal back (cooked mode) while an external editor runs.
     """

@@ -27,8 +27,8 @@ from collections.abc import Callable
 
 import attrs
 
-from .._classes import define
-from .._events import (
+from .._core.classes import define
+from .._core.events import (
     AgentEnd,
     AgentStart,
     AutoRetryEnd,
@@ -44,7 +44,7 @@ from .._events import (
     ToolExecutionStart,
     ToolExecutionUpdate,
 )
-from .._messages import AssistantMessage, UserMessage
+from .._core.messages import AssistantMessage, UserMessage
 
 EscHandler = Callable[[], None]
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

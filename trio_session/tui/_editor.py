@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import attrs
 import wcwidth
 
-from .._classes import define, frozen
+from .._core.classes import define, frozen
 from ._input_history import InputHistory
 from ._keys import Key, clean_text
 

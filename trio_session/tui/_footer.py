@@ -11,7 +11,7 @@ import attrs
 from ._layout import FooterInfo
 
 if TYPE_CHECKING:
-    from .._session import AgentSession
+    from .._session.facade import AgentSession
 
 
 def tilde(path: Path) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import attrs
 
-from .._classes import define
+from .._core.classes import define
 from .._dirs import fsync_directory, make_private_dirs, user_data_dir
 from .._files import RefusedFileError, describe_size, open_regular, read_regular
 

@@ -37,7 +37,7 @@ import re
 
 import attrs
 
-from .._classes import define, frozen
+from .._core.classes import define, frozen
 
 ESC_TIMEOUT = 0.05
 """Seconds to wait after a lone ESC byte before it counts as the Esc key."""

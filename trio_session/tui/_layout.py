@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._classes import frozen
+from .._core.classes import frozen
 from ._render import Style, display_width, fit
 from ._transcript import styled
 

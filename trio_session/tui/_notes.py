@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._events import (
+from .._core.events import (
     AutoRetryEnd,
     AutoRetryStart,
     CompactionEnd,

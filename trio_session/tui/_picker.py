@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from .._classes import define
+from .._core.classes import define
 from ._keys import Key
 from ._render import Style, display_width, fit
 from ._transcript import styled

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, ClassVar
 import attrs
 import wcwidth
 
-from .._classes import define, frozen
+from .._core.classes import define, frozen
 
 if TYPE_CHECKING:
     from rich.color import ColorSystem

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TextIO
 import attrs
 import trio
 
-from .._classes import define
+from .._core.classes import define
 from ._keys import ESC_TIMEOUT, Key, KeyDecoder
 
 #: Synchronized output (terminals that know it draw a frame at once; others ignore it).

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .._prompt_input import PromptInput
-from .._session import AgentSession
+from .._pi.prompt_input import PromptInput
+from .._session.facade import AgentSession
 from ._app import Banner, ChatApp, SessionOpener
 from ._input_history import InputHistory
 from ._render import Style

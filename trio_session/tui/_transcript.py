@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from .._classes import define
-from .._messages import (
+from .._core.classes import define
+from .._core.messages import (
     AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,

@@ -1,0 +1,1 @@
+"""The agent loop: requests, the streamed answer, tools, the compactors."""

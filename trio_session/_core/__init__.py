@@ -1,0 +1,1 @@
+"""Values and pure rules: messages, events, errors, the codec, bounded JSON."""

@@ -1,0 +1,1 @@
+"""The observers: log records and OpenTelemetry spans."""

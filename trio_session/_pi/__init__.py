@@ -1,0 +1,1 @@
+"""pi's own files read as pi reads them: models, config, resources, prompts."""

@@ -1,0 +1,1 @@
+"""Settings: the values and their rules, the files, the layered store."""
