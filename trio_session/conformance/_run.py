@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ._agent import Agent, AgentError, Observed, start_agent
-from ._checks import PROFILES, Check, Result, Run, requests, retry_summary
+from ._checks import PROFILES, Check, LagProbe, Result, Run, requests, retry_summary
 from ._rows import ALL_SCENARIOS
 from ._scenarios import Scenario
 from ._server import LoopbackLLM
@@ -134,6 +134,8 @@ async def run_scenario(
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
+            lag = LagProbe()
+            nursery.start_soon(lag.run)  # cancelled with the nursery below
             with trio.move_on_after(SCENARIO_TIMEOUT) as scope:
                 async with start_agent(
                     command,
@@ -144,7 +146,7 @@ async def run_scenario(
                     compaction,
                 ) as agent:
                     cap = int(retry.get("maxAgentDelayMs", 60_000))
-                    run = Run(agent, server, scenario.base_delay_ms, profile, cap)
+                    run = Run(agent, server, scenario.base_delay_ms, profile, cap, lag)
                     try:
                         await scenario.drive(run)
                     finally:
