@@ -31,6 +31,7 @@ import pstats
 import statistics
 import sys
 import time
+from pathlib import Path
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -287,6 +288,10 @@ GROUPS = (
 )
 
 
+#: This checkout's root, as the profiler's file names start with it (then left out).
+REPOSITORY = str(Path(__file__).resolve().parents[1]) + "/"
+
+
 def profile_report(profile: cProfile.Profile, n: int, top: int = 15) -> list[str]:
     """Own time per task grouped by package, and the top functions by own time."""
     stats = pstats.Stats(profile)
@@ -297,7 +302,7 @@ def profile_report(profile: cProfile.Profile, n: int, top: int = 15) -> list[str
     for (filename, line, func), (_cc, calls, tottime, _cum, _callers) in raw.items():
         group = next((g for g, marker in GROUPS if marker in filename), "other (builtins…)")
         groups[group] = groups.get(group, 0.0) + tottime
-        short = filename.rsplit("/site-packages/", 1)[-1].rsplit("/work/main/", 1)[-1]
+        short = filename.rsplit("/site-packages/", 1)[-1].removeprefix(REPOSITORY)
         rows.append((tottime, calls, f"{short}:{line}({func})"))
     total = sum(groups.values())
     lines = [f"  profiled own time per task: {total / n * 1e6:.1f} µs (cProfile inflates it)"]

