@@ -31,11 +31,11 @@ import pstats
 import statistics
 import sys
 import time
-from pathlib import Path
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
