@@ -87,8 +87,9 @@ def test_all_count() -> None:
     public signatures named without exporting them (``ImageContent``, ``Cost``, four
     message classes, ``CredentialInfo``); issue 27's ``AgentSettled``; ``HttpSettings``
     (the ``http`` group of ``Settings``); issue 42's ``ToolError``, ``ToolOutput``,
-    ``ToolExecutionUpdate`` and ``coding_tools``."""
-    assert len(trio_session.__all__) == 169
+    ``ToolExecutionUpdate`` and ``coding_tools``; issue 43's ``RateLimitSettings``,
+    ``RateLimits`` (the ``rateLimit`` group) and its two wait events."""
+    assert len(trio_session.__all__) == 173
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

@@ -60,6 +60,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._events import MessageUpdate as MessageUpdate
     from ._events import ModelFallback as ModelFallback
     from ._events import QueueUpdate as QueueUpdate
+    from ._events import RateLimitWaitEnd as RateLimitWaitEnd
+    from ._events import RateLimitWaitStart as RateLimitWaitStart
     from ._events import SessionEvent as SessionEvent
     from ._events import SessionInfoChanged as SessionInfoChanged
     from ._events import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
@@ -128,6 +130,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._settings import persist_setting as persist_setting
     from ._settings_values import SERVICE_SETTINGS as SERVICE_SETTINGS
     from ._settings_values import HttpSettings as HttpSettings
+    from ._settings_values import RateLimits as RateLimits
+    from ._settings_values import RateLimitSettings as RateLimitSettings
     from ._stats import ContextUsage as ContextUsage
     from ._stats import SessionStats as SessionStats
     from ._stats import TokenTotals as TokenTotals
@@ -263,6 +267,8 @@ _EXPORTS: dict[str, str] = {
     "MessageUpdate": "._events",
     "ModelFallback": "._events",
     "QueueUpdate": "._events",
+    "RateLimitWaitEnd": "._events",
+    "RateLimitWaitStart": "._events",
     "SessionEvent": "._events",
     "SessionInfoChanged": "._events",
     "SummarizationRetryAttemptStart": "._events",
@@ -294,6 +300,8 @@ _EXPORTS: dict[str, str] = {
     "CompactionSettings": "._settings",
     "CredentialsSettings": "._settings",
     "HttpSettings": "._settings_values",
+    "RateLimitSettings": "._settings_values",
+    "RateLimits": "._settings_values",
     "ProviderRetrySettings": "._settings",
     "RetrySettings": "._settings",
     "SERVICE_SETTINGS": "._settings_values",
@@ -468,6 +476,10 @@ __all__ = [
     "ProviderRetrySettings",
     "QueueUpdate",
     "RateLimitError",
+    "RateLimitSettings",
+    "RateLimitWaitEnd",
+    "RateLimitWaitStart",
+    "RateLimits",
     "RedisCredentialStore",
     "ReplyItems",
     "ReplyRestart",

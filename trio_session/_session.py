@@ -34,6 +34,7 @@ from ._events import MessageEnd, SessionEvent
 from ._extension_runner import ExtensionRunner
 from ._logging import SessionObserver
 from ._messages import AssistantMessage, ImageContent, Message, UserMessage
+from ._rate_budget import RateGate
 from ._retry.classify import Classifier
 from ._retry.controller import PromptController
 from ._session_parts.bash import BashPart
@@ -161,6 +162,7 @@ class AgentSession(
             checkpoint=journal.flush if file is not None else None,
             messages=context,
             timeouts=self._settings.provider_timeouts,  # retry.provider.*, however set
+            rate_gate=RateGate(self._settings, self._credentials),  # rateLimit
         )
         settings = self._settings
         self._compaction = Compaction(

@@ -65,6 +65,8 @@ from ._settings_values import HttpSettings as HttpSettings
 from ._settings_values import Jitter as Jitter
 from ._settings_values import ProviderRetrySettings as ProviderRetrySettings
 from ._settings_values import QueueMode as QueueMode
+from ._settings_values import RateLimits as RateLimits
+from ._settings_values import RateLimitSettings as RateLimitSettings
 from ._settings_values import RetryProfile as RetryProfile
 from ._settings_values import RetrySettings as RetrySettings
 from ._settings_values import Settings as Settings
@@ -233,6 +235,7 @@ def resolve(layers: Iterable[SettingsLayer]) -> Settings:
         compaction=CompactionSettings(**merged["compaction"]),
         credentials=CredentialsSettings(**merged["credentials"]),
         http=HttpSettings(**merged["http"]),
+        rate_limit=RateLimitSettings(**merged["rateLimit"]),
         **merged[""],
     )
     if key:
@@ -303,6 +306,8 @@ def _mapping_key(value: Any) -> tuple[Any, ...] | None:
 
 def _as_nested(value: Any) -> Any:
     """An attrs settings value as nested groups in file form (camelCase keys)."""
+    if isinstance(value, Mapping):  # rateLimit.models: model ids are kept as they are
+        return {name: _as_nested(body) for name, body in value.items()}
     if not attrs.has(type(value)):
         return value
     return {
