@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.conftest import err, ok
+from tests.conftest import PROFILES, err, ok
 from trio_session import (
     FauxProvider,
     Model,
@@ -143,11 +143,15 @@ async def test_requests_per_minute_space_the_prompts(
     assert recorder.times_of("rate_limit_wait_end") == [30.0]
 
 
-async def test_every_re_attempt_takes_a_permit(autojump_clock: trio.testing.MockClock) -> None:
+@PROFILES
+async def test_every_re_attempt_takes_a_permit(
+    autojump_clock: trio.testing.MockClock, profile: str
+) -> None:
     """R-69: a retry's re-attempt waits for its permit too: one request a minute, a 503 at
     0 s, the backoff's 2 s, and the re-attempt goes at 60 s."""
     provider = FauxProvider([err(), ok()])
-    async with open_session(provider, MODEL, settings=limit(requestsPerMinute=1)) as session:
+    settings = {**limit(requestsPerMinute=1), "retry": {"profile": profile}}
+    async with open_session(provider, MODEL, settings=settings) as session:
         await session.prompt("Hi")
     assert provider.request_times == [0.0, 60.0]
 
@@ -177,12 +181,14 @@ async def test_abort_ends_a_budget_wait_at_once_and_leaves_the_budget(
     assert provider.request_times == [0.0, 60.0]
 
 
+@PROFILES
 async def test_abort_retry_ends_a_re_attempt_s_budget_wait(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, profile: str
 ) -> None:
     """R-69: ``abort_retry()`` during a re-attempt's budget wait ends the chain at once."""
     provider = FauxProvider([err(), ok()])
-    async with open_session(provider, MODEL, settings=limit(requestsPerMinute=1)) as session:
+    settings = {**limit(requestsPerMinute=1), "retry": {"profile": profile}}
+    async with open_session(provider, MODEL, settings=settings) as session:
         recorder = EventRecorder.attach(session)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.prompt, "Hi")
