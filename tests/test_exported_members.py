@@ -39,6 +39,7 @@ AGENT_SESSION_MEMBERS = [
     "history_file",
     "is_bash_running",
     "is_compacting",
+    "is_rate_limited",
     "is_retrying",
     "is_running",
     "is_waiting_to_retry",

@@ -11,7 +11,9 @@ import trio
 import trio.testing
 
 from tests.conftest import PROFILES, err, ok
+from tests.rpc_helpers import RawLines
 from trio_session import (
+    AgentSession,
     FauxProvider,
     Model,
     RateLimits,
@@ -32,6 +34,7 @@ from trio_session._rate_budget import (
     local_budget,
 )
 from trio_session._settings import SettingsStore
+from trio_session.rpc import RpcServer
 from trio_session.testing import EventRecorder
 
 MODEL = Model("faux-model", "faux")
@@ -277,3 +280,35 @@ async def test_no_rate_limit_takes_no_permit(autojump_clock: trio.testing.MockCl
             _LOCAL.get()
     assert not [t for t in recorder.types if t.startswith("rate_limit")]
     assert provider.request_times == [0.0, 2.0, 2.0]
+
+
+async def test_get_state_says_when_a_request_waits_for_its_permit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-69: RPC ``get_state`` has ``isRateLimited`` only with a limit on the model, true
+    while a request waits for its permit (``AgentSession.is_rate_limited``)."""
+    async with (
+        open_session(FauxProvider([])) as plain,
+        open_session(FauxProvider([ok(), ok()]), MODEL, settings=limit(requestsPerMinute=1)) as s,
+    ):
+        assert "isRateLimited" not in await get_state(plain)
+        await s.prompt("one")
+        assert (await get_state(s))["isRateLimited"] is False
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(s.prompt, "two")
+            await trio.sleep(1)
+            assert s.is_rate_limited
+            assert (await get_state(s))["isRateLimited"] is True
+        assert not s.is_rate_limited
+
+
+async def get_state(session: AgentSession) -> dict[str, Any]:
+    """``get_state``'s data, asked of an ``RpcServer`` on ``session`` over a memory stream."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    raw = RawLines(client_end, client_end)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(RpcServer(session, server_end).serve)
+        await raw.send({"id": 1, "type": "get_state"})
+        data: dict[str, Any] = (await raw.read())["data"]
+        await client_end.send_eof()
+    return data

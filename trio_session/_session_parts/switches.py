@@ -1,4 +1,5 @@
-"""The session's switches: auto-retry and auto-compaction on or off, the store's status.
+"""The session's switches: auto-retry and auto-compaction on or off, the store's status,
+whether a request waits for its rate-limit permit.
 
 ``set_auto_retry_enabled`` and ``set_auto_compaction_enabled`` write the setting (and
 the settings file it came from, R-37) and record the change in the session file.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .._agent import Agent
     from .._settings import SettingsStore
     from ..store._credentials import CredentialStore
     from .journal import Journal
@@ -22,6 +24,13 @@ class SwitchesPart:
     _settings: SettingsStore
     _credentials: CredentialStore | None
     _journal: Journal
+    _agent: Agent
+
+    @property
+    def is_rate_limited(self) -> bool:
+        """Whether a request waits for its ``rateLimit`` permit now (R-69)."""
+        gate = self._agent.rate_gate
+        return gate is not None and gate.waiting
 
     @property
     def credential_store_status(self) -> str | None:
