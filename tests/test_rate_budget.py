@@ -14,8 +14,10 @@ from tests.conftest import PROFILES, err, ok
 from tests.rpc_helpers import RawLines
 from trio_session import (
     AgentSession,
+    AssistantMessage,
     FauxProvider,
     Model,
+    ProviderFailure,
     RateLimits,
     RateLimitWaitEnd,
     RateLimitWaitStart,
@@ -29,6 +31,7 @@ from trio_session._rate_budget import (
     MINUTE_US,
     BudgetKey,
     Cost,
+    Outcome,
     RateGate,
     gcra,
     local_budget,
@@ -312,3 +315,33 @@ async def get_state(session: AgentSession) -> dict[str, Any]:
         data: dict[str, Any] = (await raw.read())["data"]
         await client_end.send_eof()
     return data
+
+
+def test_a_429_s_hint_drains_the_budget() -> None:
+    """R-69: an answer that is a 429 with ``retry-after`` says to drain the budget for the
+    hint; any other answer (a 503 with a hint, a 429 without) drains nothing."""
+
+    def answer(status: int, retry_after_ms: int | None) -> AssistantMessage:
+        failure = ProviderFailure(status=status, retry_after_ms=retry_after_ms)
+        return AssistantMessage(stop_reason="error", error_message="429", failure=failure)
+
+    assert Outcome.of(answer(429, 7000)) == Outcome(used=0, drain_us=7_000_000)
+    assert Outcome.of(answer(503, 7000)) == Outcome()
+    assert Outcome.of(answer(429, None)) == Outcome()
+    assert Outcome.of(None) == Outcome()
+
+
+async def test_a_drained_budget_holds_every_session_until_the_hint_has_passed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-69: after a 429 with a 5 s hint, the next permit of the budget — any session's —
+    waits the hint and then the budget's pace (one request of 60 a minute: 1 s)."""
+    budget = local_budget()
+    key = BudgetKey("faux", "-", "faux-model")
+    cost = Cost.of(RateLimits(requests_per_minute=60), 0)
+    waits: list[int | None] = []
+    grant = await budget.permit(key, cost, waits.append)
+    await grant.settle(Outcome(drain_us=5_000_000))
+    await budget.permit(key, cost, waits.append)
+    assert trio.current_time() == 6.0
+    assert waits == [6000]

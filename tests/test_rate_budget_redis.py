@@ -16,7 +16,7 @@ import trio
 
 from tests.redis_support import running_redis
 from trio_session import FauxProvider, Model, RateLimits, open_session
-from trio_session._rate_budget import MINUTE_US, BudgetKey, Cost
+from trio_session._rate_budget import MINUTE_US, BudgetKey, Cost, Outcome
 from trio_session.store._credentials_file import fingerprint
 from trio_session.store._redis_budget import RedisGrant
 from trio_session.store._redis_credentials import open_redis_credentials
@@ -160,8 +160,13 @@ async def test_abort_ends_a_redis_budget_wait_and_leaves_redis_as_it_was() -> No
             await budget.permit(KEY, cost, waits.append)
             before = [server.command("GET", f"{PREFIX}:{d}") for d in ("requests", "tokens")]
             start = trio.current_time()
-            with trio.move_on_after(0.2) as scope:
-                await budget.permit(KEY, cost, waits.append)
+            with trio.CancelScope() as scope:
+
+                def abort_when_waiting(delay_ms: int | None) -> None:
+                    waits.append(delay_ms)
+                    scope.cancel()  # as abort() would, once the wait has begun
+
+                await budget.permit(KEY, cost, abort_when_waiting)
             assert scope.cancelled_caught
             assert trio.current_time() - start < 5  # not the minute's wait
             after = [server.command("GET", f"{PREFIX}:{d}") for d in ("requests", "tokens")]
@@ -194,3 +199,27 @@ async def test_a_session_with_the_redis_store_uses_the_fleet_s_budget() -> None:
     base = f"trio-session:{{faux}}:rate:{fingerprint(secret)}:faux-model"
     assert keys == ["trio-session:{faux}:rate-workers", f"{base}:requests"]
     assert all(secret not in text for text in [*keys, *map(str, values)])
+
+
+async def test_a_429_drains_the_fleet_s_budget() -> None:
+    """R-69: a 429 with a 5 s hint on one worker drains the budget in Redis: another
+    worker's next permit waits the hint, then the budget's pace (600 a minute: 100 ms)."""
+    cost = Cost.of(RateLimits(requests_per_minute=600), 0)
+    waits: list[int | None] = []
+    with running_redis() as server:
+        async with (
+            open_redis_credentials(server.url, call_timeout=10) as one,
+            open_redis_credentials(server.url, call_timeout=10) as two,
+        ):
+            grant = await one.rate_budget().permit(KEY, cost, waits.append)
+            await grant.settle(Outcome(drain_us=5_000_000))
+            with trio.CancelScope() as scope:
+
+                def heard(delay_ms: int | None) -> None:
+                    waits.append(delay_ms)
+                    scope.cancel()  # the wait it foresees is all this test needs
+
+                await two.rate_budget().permit(KEY, cost, heard)
+    assert len(waits) == 1
+    assert waits[0] is not None
+    assert 4_900 < waits[0] <= 5_100

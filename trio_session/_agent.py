@@ -49,6 +49,7 @@ from ._messages import (
     UserMessage,
     to_llm,
 )
+from ._rate_budget import Outcome
 from .providers._base import Model, Provider, ProviderRequest, StreamEnd
 
 if TYPE_CHECKING:
@@ -90,12 +91,12 @@ class KeySource(Protocol):
 Checkpoint = Callable[[], Awaitable[None]]
 
 
-async def _settle(grant: Grant, used: int) -> None:
-    """Settle a rate-limit grant with the tokens the answer used, whatever cancels the
-    request: a cancelled answer's unused tokens go back to the budget all the same (one
-    bounded call; ``RateGate``)."""
+async def _settle(grant: Grant, answer: AssistantMessage | None) -> None:
+    """Settle a rate-limit grant with its answer (``None``: none came), whatever cancels
+    the request: a cancelled answer's unused tokens go back to the budget all the same
+    (one bounded call; ``RateGate``)."""
     with trio.CancelScope(shield=True):
-        await grant.settle(used)
+        await grant.settle(Outcome.of(answer))
 
 
 def _last_assistant(messages: Sequence[Message]) -> AssistantMessage | None:
@@ -313,13 +314,13 @@ class Agent:
             end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
         except BaseException:
             if grant is not None:
-                await _settle(grant, 0)
+                await _settle(grant, None)
             raise
         finally:
             self.streaming = False
         message = builder.finish(end)
         if grant is not None:
-            await _settle(grant, message.usage.total_tokens)
+            await _settle(grant, message)
         return message
 
     def request(self, api_key: str | None) -> ProviderRequest:
@@ -412,7 +413,7 @@ class Agent:
         except BaseException:
             aborted = self._abort_answer(builder, produced, retried)
             if grant is not None:
-                await _settle(grant, aborted.usage.total_tokens)
+                await _settle(grant, aborted)
             raise
         message = builder.finish(end)
         if retried is not None and message.failed:  # R-63
@@ -421,7 +422,7 @@ class Agent:
         produced.append(message)
         self.emit(MessageEnd(message=message))
         if grant is not None:
-            await _settle(grant, message.usage.total_tokens)
+            await _settle(grant, message)
         return message
 
     async def _run_tools(

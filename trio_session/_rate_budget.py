@@ -26,7 +26,10 @@ the answer comes, the grant is *settled* with the tokens its usage reports: what
 reserved and not used is given back (``tat = max(tat - d, now)``), what was used past
 the estimate is taken (``tat = max(tat, now) + d``); an answer with no usage (a failure
 before any token, an abort) gives all of its tokens back. A request is never given back:
-it was sent.
+it was sent. An answer that is a 429 with a wait hint (``retry-after``) *drains* the
+budget: both dimensions are empty until the hint has passed (``tat >= now + hint +
+60 s``), so no request of the budget — of any worker, with Redis — goes before it, and
+they go at the budget's pace after it.
 
 Nothing is reserved while a request waits (a permit is checked, not booked), so a
 cancelled wait leaves the budget exactly as it was. Within a process the permits of one
@@ -55,7 +58,7 @@ from ._stats import estimate_context_tokens
 
 if TYPE_CHECKING:
     from ._events import SessionEvent
-    from ._messages import Message
+    from ._messages import AssistantMessage, Message
     from ._settings import SettingsStore
     from ._settings_values import RateLimits
     from .providers._base import Model
@@ -157,15 +160,47 @@ def adjust(time: int, now: int, delta: int) -> int:
     return max(time + delta, now)
 
 
+def drain(time: int, now: int, drain_us: int) -> int:
+    """A dimension's time once it is empty until ``drain_us`` from now (a 429's hint)."""
+    return max(time, now + drain_us + MINUTE_US)
+
+
+@frozen
+class Outcome:
+    """What a request's answer says to its budget.
+
+    Attributes:
+        used: the tokens its usage reports (0: none, or no answer).
+        drain_us: a 429's wait hint, µs (0: none).
+    """
+
+    used: int = 0
+    drain_us: int = 0
+
+    @classmethod
+    def of(cls, answer: AssistantMessage | None) -> Outcome:
+        """The outcome of ``answer`` (``None``: the request ended with no answer).
+
+        Args:
+            answer: the request's answer.
+        """
+        if answer is None:
+            return cls()
+        failure = answer.failure
+        hint = failure.retry_after_ms if failure is not None and failure.status == 429 else None
+        return cls(answer.usage.total_tokens, (hint or 0) * 1000)
+
+
 class Grant(Protocol):
     """A permit taken: the request may go. Settle it once its answer has come."""
 
-    async def settle(self, used: int | None) -> None:
-        """Give back the reserved tokens not used, or take those used past them.
+    async def settle(self, outcome: Outcome) -> None:
+        """Give back the reserved tokens not used, or take those used past them; drain
+        the budget for a 429's wait hint.
 
         Args:
-            used: the tokens the answer's usage reports; ``None`` or 0: none were (a
-                failure before the answer, an abort), all are given back.
+            outcome: what the answer says (``Outcome.of``); no tokens used (a failure
+                before the answer, an abort): all are given back.
         """
         ...
 
@@ -221,8 +256,8 @@ class _LocalGrant:
     _key: BudgetKey
     _cost: Cost
 
-    async def settle(self, used: int | None) -> None:
-        self._budget.settle(self._key, self._cost, used)
+    async def settle(self, outcome: Outcome) -> None:
+        self._budget.settle(self._key, self._cost, outcome)
 
 
 @define(eq=False)
@@ -252,18 +287,25 @@ class LocalRateBudget:
         await take_in_turn(self._locks, key, attempt, on_wait)
         return _LocalGrant(self, key, cost)
 
-    def settle(self, key: BudgetKey, cost: Cost, used: int | None) -> None:
+    def settle(self, key: BudgetKey, cost: Cost, outcome: Outcome) -> None:
         """Settle a grant of ``key`` (see ``Grant.settle``).
 
         Args:
             key: the grant's budget.
             cost: what the grant took.
-            used: the tokens used; ``None``: none.
+            outcome: what its answer says.
         """
-        delta = token_increment((used or 0) - cost.reserved, cost.tokens_per_minute)
+        delta = token_increment(outcome.used - cost.reserved, cost.tokens_per_minute)
+        requests, tokens = self._times.get(key, (0, 0))
+        now = now_us()
         if delta:
-            requests, tokens = self._times.get(key, (0, 0))
-            self._times[key] = (requests, adjust(tokens, now_us(), delta))
+            tokens = adjust(tokens, now, delta)
+        if outcome.drain_us:
+            requests, tokens = (
+                drain(requests, now, outcome.drain_us),
+                drain(tokens, now, outcome.drain_us),
+            )
+        self._times[key] = (requests, tokens)
 
     def level(self, key: BudgetKey) -> Times:
         """``key``'s two GCRA times as they are (0: never used); for tests and tools.

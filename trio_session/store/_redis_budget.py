@@ -52,8 +52,10 @@ from .._rate_budget import (
     BudgetKey,
     Cost,
     Grant,
+    Outcome,
     Times,
     adjust,
+    drain,
     gcra,
     now_us,
     take_in_turn,
@@ -102,7 +104,9 @@ end
 return {wait, now, workers}
 """
 
-# KEYS[1]: a dimension's time; ARGV[1]: µs to take (> 0) or give back (< 0). Returns now.
+# KEYS[1]: a dimension's time; ARGV[1]: µs to take (> 0) or give back (< 0); ARGV[2]:
+# µs from now the time is at least (a drain: the hint plus the window; 0: none).
+# Returns now.
 _ADJUST = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -113,6 +117,10 @@ if delta > 0 then
   tat = tat + delta
 else
   tat = tat + delta
+end
+local floor = tonumber(ARGV[2])
+if floor > 0 and tat < now + floor then
+  tat = now + floor
 end
 if tat <= now then
   redis.call('DEL', KEYS[1])
@@ -137,15 +145,16 @@ class RedisGrant:
     _cost: Cost
     granted_at_us: int | None
 
-    async def settle(self, used: int | None) -> None:
+    async def settle(self, outcome: Outcome) -> None:
         """See ``_rate_budget.Grant.settle``.
 
         Args:
-            used: the tokens the answer used; ``None`` or 0: none.
+            outcome: what the answer says.
         """
-        delta = token_increment((used or 0) - self._cost.reserved, self._cost.tokens_per_minute)
-        if delta:
-            await self._budget.adjust_tokens(self._key, delta)
+        cost = self._cost
+        delta = token_increment(outcome.used - cost.reserved, cost.tokens_per_minute)
+        if delta or outcome.drain_us:
+            await self._budget.adjust(self._key, delta, outcome.drain_us)
 
 
 @define(eq=False)
@@ -238,7 +247,9 @@ class RedisRateBudget:
                     for dimension, time in (("requests", requests), ("tokens", tokens)):
                         owed = (time - now) // self._share_of  # back to the whole limit
                         if owed > 0:
-                            await self._adjust_script(keys=[self._key(key, dimension)], args=[owed])
+                            await self._adjust_script(
+                                keys=[self._key(key, dimension)], args=[owed, 0]
+                            )
         except (Exception, trio.TooSlowError):
             return False
         self._shares.clear()
@@ -284,8 +295,11 @@ class RedisRateBudget:
         and every increment is ``workers`` times the whole limit's."""
         now = now_us()
         share = self._shares.get(key)
-        if share is None:
-            share = (now + MINUTE_US, now + MINUTE_US)
+        if share is None:  # empty, in the dimensions that are limited
+            share = (
+                now + MINUTE_US if cost.requests else 0,
+                now + MINUTE_US if cost.tokens else 0,
+            )
         scaled = (cost.requests * self._share_of, cost.tokens * self._share_of)
         times, wait = gcra(share, now, scaled)
         self._shares[key] = times
@@ -293,18 +307,31 @@ class RedisRateBudget:
             granted.append(None)
         return wait
 
-    async def adjust_tokens(self, key: BudgetKey, delta: int) -> None:
-        """Take ``delta`` µs more of ``key``'s token dimension, or give ``-delta`` back.
+    async def adjust(self, key: BudgetKey, delta: int, drain_us: int) -> None:
+        """Take ``delta`` µs more of ``key``'s token dimension, or give ``-delta`` back;
+        with ``drain_us``, empty both dimensions until that long from now.
 
         Args:
             key: which budget.
             delta: µs of the whole limit's increments.
+            drain_us: a 429's wait hint in µs; 0: none.
         """
-        name = self._key(key, "tokens")
-        done = await self._redis(lambda: self._adjust_script(keys=[name], args=[delta]))
+        floor = drain_us + MINUTE_US if drain_us else 0
+
+        async def both() -> bool:
+            await self._adjust_script(keys=[self._key(key, "tokens")], args=[delta, floor])
+            if floor:
+                await self._adjust_script(keys=[self._key(key, "requests")], args=[0, floor])
+            return True
+
+        done = await self._redis(both)
         if done is None and key in self._shares:
             requests, tokens = self._shares[key]
-            self._shares[key] = (requests, adjust(tokens, now_us(), delta * self._share_of))
+            now = now_us()
+            tokens = adjust(tokens, now, delta * self._share_of)
+            if drain_us:
+                requests, tokens = drain(requests, now, drain_us), drain(tokens, now, drain_us)
+            self._shares[key] = (requests, tokens)
 
     def close(self) -> None:
         """Stop using Redis (the client is closed by ``open_redis_credentials``)."""
