@@ -345,3 +345,22 @@ async def test_a_drained_budget_holds_every_session_until_the_hint_has_passed(
     await budget.permit(key, cost, waits.append)
     assert trio.current_time() == 6.0
     assert waits == [6000]
+
+
+async def test_requests_that_fit_tell_of_no_wait(autojump_clock: trio.testing.MockClock) -> None:
+    """R-69: sessions asking for permits at the same moment, all of which the budget
+    holds, wait for nothing and say nothing of a wait."""
+    providers = [FauxProvider([ok()]) for _ in range(5)]
+    settings = limit(requestsPerMinute=100)
+    events: list[str] = []
+    async with trio.open_nursery() as nursery:
+        for provider in providers:
+
+            async def one(provider: FauxProvider = provider) -> None:
+                async with open_session(provider, MODEL, settings=settings) as session:
+                    session.subscribe(lambda event: events.append(event.type))
+                    await session.prompt("Hi")
+
+            nursery.start_soon(one)
+    assert [p.request_times for p in providers] == [[0.0]] * 5
+    assert not [t for t in events if t.startswith("rate_limit")]

@@ -222,27 +222,45 @@ class RateBudget(Protocol):
         ...
 
 
+@define(eq=False, slots=True)
+class Turns:
+    """One budget's queue in this process: its lock, and whether the request at its head
+    is sleeping until the budget holds it."""
+
+    lock: trio.Lock = attrs.field(factory=trio.Lock)
+    sleeping: bool = False
+
+
 async def take_in_turn(
-    locks: dict[BudgetKey, trio.Lock],
+    queues: dict[BudgetKey, Turns],
     key: BudgetKey,
     attempt: Callable[[], Awaitable[int]],
     on_wait: Callable[[int | None], None],
 ) -> None:
     """Call ``attempt`` (µs to wait, 0: taken) until it takes the permit, sleeping what
-    it says between, holding ``key``'s lock: the permits of one budget in arrival order."""
-    lock = locks.get(key)
-    if lock is None:
-        lock = locks[key] = trio.Lock()
+    it says between, holding ``key``'s lock: the permits of one budget in arrival order.
+
+    ``on_wait`` is told once: at once (``None``) when the request queues behind one that
+    sleeps, else before its own first sleep — never for a request that waits only for
+    the one ahead of it to be checked.
+    """
+    turns = queues.get(key)
+    if turns is None:
+        turns = queues[key] = Turns()
     said = False
-    if lock.locked():
+    if turns.sleeping:
         on_wait(None)
         said = True
-    async with lock:
+    async with turns.lock:
         while wait_us := await attempt():
             if not said:
                 on_wait(math.ceil(wait_us / 1000))
                 said = True
-            await trio.sleep(wait_us / 1_000_000)
+            turns.sleeping = True
+            try:
+                await trio.sleep(wait_us / 1_000_000)
+            finally:
+                turns.sleeping = False
 
 
 def now_us() -> int:
@@ -266,7 +284,7 @@ class LocalRateBudget:
     ``trio.current_time()``, so tests see exact virtual times."""
 
     _times: dict[BudgetKey, Times] = attrs.field(factory=dict, init=False)
-    _locks: dict[BudgetKey, trio.Lock] = attrs.field(factory=dict, init=False)
+    _queues: dict[BudgetKey, Turns] = attrs.field(factory=dict, init=False)
 
     async def permit(
         self, key: BudgetKey, cost: Cost, on_wait: Callable[[int | None], None]
@@ -284,7 +302,7 @@ class LocalRateBudget:
             self._times[key] = times
             return wait
 
-        await take_in_turn(self._locks, key, attempt, on_wait)
+        await take_in_turn(self._queues, key, attempt, on_wait)
         return _LocalGrant(self, key, cost)
 
     def settle(self, key: BudgetKey, cost: Cost, outcome: Outcome) -> None:

@@ -54,6 +54,7 @@ from .._rate_budget import (
     Grant,
     Outcome,
     Times,
+    Turns,
     adjust,
     drain,
     gcra,
@@ -183,7 +184,7 @@ class RedisRateBudget:
     status: Status = attrs.field(default="redis", init=False)
     workers: int = attrs.field(default=1, init=False)
     worker_id: str = attrs.field(factory=lambda: uuid.uuid4().hex, init=False)
-    _locks: dict[BudgetKey, trio.Lock] = attrs.field(factory=dict, init=False, repr=False)
+    _queues: dict[BudgetKey, Turns] = attrs.field(factory=dict, init=False, repr=False)
     #: While Redis is away: each budget's share, as GCRA times on ``now_us()``.
     _shares: dict[BudgetKey, Times] = attrs.field(factory=dict, init=False, repr=False)
     #: The workers each share was cut for (their count when the fall-back began).
@@ -287,7 +288,7 @@ class RedisRateBudget:
                 granted.append(now)
             return wait
 
-        await take_in_turn(self._locks, key, attempt, on_wait)
+        await take_in_turn(self._queues, key, attempt, on_wait)
         return RedisGrant(self, key, cost, granted[-1])
 
     def _from_share(self, key: BudgetKey, cost: Cost, granted: list[int | None]) -> int:
