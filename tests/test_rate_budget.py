@@ -319,13 +319,15 @@ async def get_state(session: AgentSession) -> dict[str, Any]:
 
 def test_a_429_s_hint_drains_the_budget() -> None:
     """R-69: an answer that is a 429 with ``retry-after`` says to drain the budget for the
-    hint; any other answer (a 503 with a hint, a 429 without) drains nothing."""
+    hint, at most a minute; any other answer (a 503 with a hint, a 429 without) drains
+    nothing."""
 
     def answer(status: int, retry_after_ms: int | None) -> AssistantMessage:
         failure = ProviderFailure(status=status, retry_after_ms=retry_after_ms)
         return AssistantMessage(stop_reason="error", error_message="429", failure=failure)
 
     assert Outcome.of(answer(429, 7000)) == Outcome(used=0, drain_us=7_000_000)
+    assert Outcome.of(answer(429, 3_600_000)) == Outcome(drain_us=MINUTE_US)  # at most
     assert Outcome.of(answer(503, 7000)) == Outcome()
     assert Outcome.of(answer(429, None)) == Outcome()
     assert Outcome.of(None) == Outcome()

@@ -27,8 +27,8 @@ reserved and not used is given back (``tat = max(tat - d, now)``), what was used
 the estimate is taken (``tat = max(tat, now) + d``); an answer with no usage (a failure
 before any token, an abort) gives all of its tokens back. A request is never given back:
 it was sent. An answer that is a 429 with a wait hint (``retry-after``) *drains* the
-budget: both dimensions are empty until the hint has passed (``tat >= now + hint +
-60 s``), so no request of the budget — of any worker, with Redis — goes before it, and
+budget: both dimensions are empty until the hint — at most a minute — has passed
+(``tat >= now + hint + 60 s``), so no request of the budget — of any worker, with Redis — goes before it, and
 they go at the budget's pace after it.
 
 Nothing is reserved while a request waits (a permit is checked, not booked), so a
@@ -171,7 +171,7 @@ class Outcome:
 
     Attributes:
         used: the tokens its usage reports (0: none, or no answer).
-        drain_us: a 429's wait hint, µs (0: none).
+        drain_us: a 429's wait hint, µs, at most a minute (0: none).
     """
 
     used: int = 0
@@ -188,7 +188,7 @@ class Outcome:
             return cls()
         failure = answer.failure
         hint = failure.retry_after_ms if failure is not None and failure.status == 429 else None
-        return cls(answer.usage.total_tokens, (hint or 0) * 1000)
+        return cls(answer.usage.total_tokens, min((hint or 0) * 1000, MINUTE_US))
 
 
 class Grant(Protocol):
