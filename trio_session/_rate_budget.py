@@ -28,8 +28,8 @@ the estimate is taken (``tat = max(tat, now) + d``); an answer with no usage (a 
 before any token, an abort) gives all of its tokens back. A request is never given back:
 it was sent. An answer that is a 429 with a wait hint (``retry-after``) *drains* the
 budget: both dimensions are empty until the hint — at most a minute — has passed
-(``tat >= now + hint + 60 s``), so no request of the budget — of any worker, with Redis — goes before it, and
-they go at the budget's pace after it.
+(``tat >= now + hint + 60 s``), so no request of the budget (of any worker, with Redis)
+goes before it, and they go at the budget's pace after it.
 
 Nothing is reserved while a request waits (a permit is checked, not booked), so a
 cancelled wait leaves the budget exactly as it was. Within a process the permits of one
