@@ -22,7 +22,7 @@ One permit is one Lua script, atomic on the server: read ``TIME``, note the work
 the set, check both dimensions (``_rate_budget.gcra``) and, when both hold the permit,
 take it. It returns the wait (0: taken), Redis's time and the workers seen, so a
 grant's time is Redis's, whatever the hosts' clocks say. Settling a grant is one more
-script (``_rate_budget.adjust``).
+script (``_rate_budget.adjust``), and a 429's drain one more (``_rate_budget.drain``).
 
 Faults:
 Every call is bounded by the store's ``timeout``. When Redis cannot be reached, each
