@@ -192,6 +192,9 @@ SLOW_TESTS = {
         }
     ),
     "test_docs_hooks.py": frozenset({"test_the_built_site_links_every_rule_id"}),
+    "test_rate_budget_redis.py": frozenset(
+        {"test_worker_processes_never_take_more_than_the_budget"}
+    ),
     "test_rpc_fuzz.py": frozenset({"test_fuzz_real_process"}),
     "test_shared_cooldown.py": frozenset({"test_redis_shares_the_cooldown_between_workers"}),
     "test_startup_inputs.py": frozenset({"test_the_issue_credentials_line_in_a_real_process"}),

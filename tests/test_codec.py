@@ -29,6 +29,8 @@ from trio_session import (
     MessageUpdate,
     ModelFallback,
     QueueUpdate,
+    RateLimitWaitEnd,
+    RateLimitWaitStart,
     SessionEvent,
     SessionInfoChanged,
     TextContent,
@@ -136,6 +138,9 @@ EVENTS: list[SessionEvent] = [
     AutoRetryEnd(success=True, attempt=2),
     AutoRetryEnd(success=False, attempt=3, final_error="Retry cancelled"),
     ModelFallback("faux/a", "faux/b", "retries_exhausted", "503 Service Unavailable"),
+    RateLimitWaitStart(delay_ms=1500, model="faux/a"),
+    RateLimitWaitStart(delay_ms=None, model="faux/a"),
+    RateLimitWaitEnd(model="faux/a"),
     CompactionStart(reason="overflow"),
     CompactionStart(reason="threshold"),
     CompactionEnd(
@@ -474,7 +479,8 @@ ALL_EVENT_TYPES = (
     "'agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', "
     "'tool_execution_start', 'tool_execution_update', 'tool_execution_end', 'turn_end', "
     "'agent_end', 'agent_settled', "
-    "'auto_retry_start', 'auto_retry_end', 'model_fallback', 'compaction_start', "
+    "'auto_retry_start', 'auto_retry_end', 'model_fallback', 'rate_limit_wait_start', "
+    "'rate_limit_wait_end', 'compaction_start', "
     "'compaction_end', 'queue_update', 'thinking_level_changed', 'session_info_changed', "
     "'extension_error', 'history_write_failed', 'summarization_retry_scheduled', "
     "'summarization_retry_attempt_start', 'summarization_retry_finished', 'entry_appended'"

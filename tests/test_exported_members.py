@@ -39,6 +39,7 @@ AGENT_SESSION_MEMBERS = [
     "history_file",
     "is_bash_running",
     "is_compacting",
+    "is_rate_limited",
     "is_retrying",
     "is_running",
     "is_waiting_to_retry",
@@ -87,8 +88,10 @@ def test_all_count() -> None:
     public signatures named without exporting them (``ImageContent``, ``Cost``, four
     message classes, ``CredentialInfo``); issue 27's ``AgentSettled``; ``HttpSettings``
     (the ``http`` group of ``Settings``); issue 42's ``ToolError``, ``ToolOutput``,
-    ``ToolExecutionUpdate`` and ``coding_tools``; issue 45's ``settings_with``."""
-    assert len(trio_session.__all__) == 170
+    ``ToolExecutionUpdate`` and ``coding_tools``; issue 45's ``settings_with``; issue 43's
+    ``RateLimitSettings``, ``RateLimits`` (the ``rateLimit`` group) and its two wait
+    events."""
+    assert len(trio_session.__all__) == 174
 
 
 async def test_repr_is_short_and_constant_in_size() -> None:

@@ -416,7 +416,7 @@ def test_unknown_keys_anywhere_are_warnings_not_errors(tmp_path: Path) -> None:
         "compaction.x is not a known setting (known compaction keys: enabled, "
         f"keepRecentTurns, reserveTokens, keepRecentTokens) (in {path}); ignored",
         "myTool is not a known setting (known groups: retry.*, compaction.*, credentials.*, "
-        "http.*) "
+        "http.*, rateLimit.*) "
         f"(in {path}); ignored",
     )
 
@@ -480,7 +480,7 @@ def test_set_and_persist_writes_the_global_file_keeping_everything(tmp_path: Pat
     assert store.global_path == global_file
     assert warnings == [
         "trio-session: warning: someoneElses is not a known setting (known groups: "
-        f"retry.*, compaction.*, credentials.*, http.*) (in {global_file}); ignored"
+        f"retry.*, compaction.*, credentials.*, http.*, rateLimit.*) (in {global_file}); ignored"
     ]
     assert store.set_and_persist("retry.enabled", False) == global_file
     written = json.loads(global_file.read_text())
@@ -612,5 +612,5 @@ async def test_unknown_keys_warn_and_the_command_runs(tmp_path: Path) -> None:
         "provider.timeoutMs, provider.idleTimeoutMs, "
         f"provider.maxRetries) (in {settings}); ignored",
         "trio-session: warning: myTool is not a known setting (known groups: retry.*, "
-        f"compaction.*, credentials.*, http.*) (in {settings}); ignored",
+        f"compaction.*, credentials.*, http.*, rateLimit.*) (in {settings}); ignored",
     ]

@@ -490,14 +490,16 @@ def test_set_writes_top_layer() -> None:
             "network.timeout",
             3,
             r"network\.timeout is not a known setting "
-            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*\)",
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*, "
+            r"rateLimit\.\*\)",
             id="unknown-group",
         ),
         pytest.param(
             "retry",
             {"enabled": False},
             r"retry is not a known setting "
-            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*\)",
+            r"\(known groups: retry\.\*, compaction\.\*, credentials\.\*, http\.\*, "
+            r"rateLimit\.\*\)",
             id="group-without-key",
         ),
     ],

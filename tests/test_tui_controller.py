@@ -13,6 +13,8 @@ from trio_session import (
     CompactionEnd,
     CompactionStart,
     MessageEnd,
+    RateLimitWaitEnd,
+    RateLimitWaitStart,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
@@ -226,3 +228,18 @@ def test_a_running_tool_shows_its_last_line_of_output(ui: EventController) -> No
     assert ui.loader_text(0.1) == "bash: cc -c b.c"
     ui.handle(ToolExecutionEnd("c1", "bash", "done"), 0.2)
     assert ui.loader_text(0.2) is None
+
+
+def test_a_rate_limit_wait_shows_and_counts_down(ui: EventController, keys: Keys) -> None:
+    """R-69: ``rate_limit_wait_start`` shows the wait, counting down, until its end; Esc
+    still aborts (which ends the wait)."""
+    ui.handle(RateLimitWaitStart(delay_ms=30_000, model="faux/m"), now=5.0)
+    assert ui.loader_text(5.0) == "Waiting for the rate limit (30s)… (esc to cancel)"
+    assert ui.loader_text(20.5) == "Waiting for the rate limit (15s)… (esc to cancel)"
+    assert ui.loader_text(40.0) == "Waiting for the rate limit (1s)… (esc to cancel)"
+    ui.press_esc()
+    assert keys.calls == ["abort"]
+    ui.handle(RateLimitWaitEnd(model="faux/m"), now=21.0)
+    assert ui.loader_text(21.0) is None
+    ui.handle(RateLimitWaitStart(delay_ms=None, model="faux/m"), now=22.0)
+    assert ui.loader_text(22.0) == "Waiting for the rate limit… (esc to cancel)"

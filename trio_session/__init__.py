@@ -62,6 +62,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._core.events import MessageUpdate as MessageUpdate
     from ._core.events import ModelFallback as ModelFallback
     from ._core.events import QueueUpdate as QueueUpdate
+    from ._core.events import RateLimitWaitEnd as RateLimitWaitEnd
+    from ._core.events import RateLimitWaitStart as RateLimitWaitStart
     from ._core.events import SessionEvent as SessionEvent
     from ._core.events import SessionInfoChanged as SessionInfoChanged
     from ._core.events import SummarizationRetryAttemptStart as SummarizationRetryAttemptStart
@@ -138,6 +140,8 @@ if TYPE_CHECKING:  # what type checkers and the docs see: every name, as if impo
     from ._settings.store import settings_with as settings_with
     from ._settings.values import SERVICE_SETTINGS as SERVICE_SETTINGS
     from ._settings.values import HttpSettings as HttpSettings
+    from ._settings.values import RateLimits as RateLimits
+    from ._settings.values import RateLimitSettings as RateLimitSettings
     from .providers._anthropic import AnthropicProvider as AnthropicProvider
     from .providers._base import THINKING_LEVELS as THINKING_LEVELS
     from .providers._base import Model as Model
@@ -222,6 +226,10 @@ _EXPORTS: dict[str, str] = {
     "parse_retry_after_ms": "._retry.classify",
     "provider_error": "._retry.classify",
     "event_from_json": "._core.codec",
+    "RateLimitWaitEnd": "._core.events",
+    "RateLimitWaitStart": "._core.events",
+    "RateLimitSettings": "._settings.values",
+    "RateLimits": "._settings.values",
     "event_to_json": "._core.codec",
     "message_from_json": "._core.codec",
     "message_to_json": "._core.codec",
@@ -470,6 +478,10 @@ __all__ = [
     "ProviderRetrySettings",
     "QueueUpdate",
     "RateLimitError",
+    "RateLimitSettings",
+    "RateLimitWaitEnd",
+    "RateLimitWaitStart",
+    "RateLimits",
     "RedisCredentialStore",
     "ReplyItems",
     "ReplyRestart",

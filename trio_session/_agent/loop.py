@@ -50,8 +50,10 @@ from .._core.messages import (
 )
 from ..providers._base import Model, Provider, ProviderRequest, StreamEnd
 from .builder import Emit, MessageBuilder
+from .rate_budget import Outcome
 
 if TYPE_CHECKING:
+    from .rate_budget import Grant, RateGate
     from .tools import Tool  # a type only: a session without tools imports no schema code
 
 #: Where a running tool's progress goes (``report_progress``): set by the agent around
@@ -88,6 +90,14 @@ class KeySource(Protocol):
 
 
 Checkpoint = Callable[[], Awaitable[None]]
+
+
+async def _settle(grant: Grant, answer: AssistantMessage | None) -> None:
+    """Settle a rate-limit grant with its answer (``None``: none came), whatever cancels
+    the request: a cancelled answer's unused tokens go back to the budget all the same
+    (one bounded call; ``RateGate``)."""
+    with trio.CancelScope(shield=True):
+        await grant.settle(Outcome.of(answer))
 
 
 def _last_assistant(messages: Sequence[Message]) -> AssistantMessage | None:
@@ -208,6 +218,9 @@ class Agent:
         follow_ups: messages to deliver when a run would otherwise stop.
         timeouts: ``() -> (attempt_timeout, idle_timeout)`` asked for every request,
             put on its ``ProviderRequest`` (``None``: the provider's own).
+        rate_gate: asked for a permit right before every request, in the request's
+            cancel scope, and told what the answer used (``rateLimit``, R-69); ``None``:
+            no permit is asked for.
     """
 
     provider: Provider
@@ -222,6 +235,7 @@ class Agent:
     steering: MessageQueue = attrs.field(factory=MessageQueue)
     follow_ups: MessageQueue = attrs.field(factory=MessageQueue)
     timeouts: Callable[[], tuple[float | None, float | None]] | None = None
+    rate_gate: RateGate | None = None
     #: Whether a request to the provider is in flight (``AgentSession.assert_idle``).
     streaming: bool = attrs.field(default=False, init=False)
     _running: bool = attrs.field(default=False, init=False)
@@ -282,7 +296,9 @@ class Agent:
     ) -> AssistantMessage:
         """Ask the model once, outside the conversation: no events, no context change.
 
-        Used by compactors to summarise. Failures come back as error messages.
+        Used by compactors to summarise. Failures come back as error messages. With a
+        rate limit, the request waits for its permit like any other, and that wait is
+        the one thing it tells (``rate_limit_wait_start`` / ``_end``).
 
         Args:
             messages: the messages to send.
@@ -303,14 +319,27 @@ class Agent:
             attempt_timeout=attempt,
             idle_timeout=idle,
         )
+        gate = self.rate_gate
+        grant = None
+        if gate is not None:
+            grant = await gate.permit(
+                self.provider.name, self.model, api_key, request.messages, self.emit
+            )
         self.streaming = True
         try:
             end = await self.provider.stream(request, builder)
         except Exception as exc:
             end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
+        except BaseException:
+            if grant is not None:
+                await _settle(grant, None)
+            raise
         finally:
             self.streaming = False
-        return builder.finish(end)
+        message = builder.finish(end)
+        if grant is not None:
+            await _settle(grant, message)
+        return message
 
     def request(self, api_key: str | None) -> ProviderRequest:
         """The request the next turn would send.
@@ -382,6 +411,7 @@ class Agent:
         self, produced: list[Message], retried: AssistantMessage | None
     ) -> AssistantMessage:
         builder = self._builder()
+        grant: Grant | None = None
         try:
             key_source = self.key_source
             api_key = (
@@ -389,15 +419,23 @@ class Agent:
                 if key_source is None
                 else await key_source(fresh=retried is None, base_url=self.model.base_url)
             )
+            request = self.request(api_key)
+            gate = self.rate_gate
+            if gate is not None:  # the wait is in the request's scope: abort() ends it
+                grant = await gate.permit(
+                    self.provider.name, self.model, api_key, request.messages, self.emit
+                )
             self.streaming = True
             try:
-                end = await self.provider.stream(self.request(api_key), builder)
+                end = await self.provider.stream(request, builder)
             except Exception as exc:  # a provider must not raise; if it does, it's an error
                 end = StreamEnd.error(f"provider {self.provider.name} failed: {exc!r}")
             finally:
                 self.streaming = False
         except BaseException:
-            self._abort_answer(builder, produced, retried)
+            aborted = self._abort_answer(builder, produced, retried)
+            if grant is not None:
+                await _settle(grant, aborted)
             raise
         message = builder.finish(end)
         if retried is not None and message.failed:  # R-63
@@ -405,6 +443,8 @@ class Agent:
         self.messages.append(message)
         produced.append(message)
         self.emit(MessageEnd(message=message))
+        if grant is not None:
+            await _settle(grant, message)
         return message
 
     async def _run_tools(

@@ -321,6 +321,38 @@ class ModelFallback:
 
 
 @frozen
+class RateLimitWaitStart:
+    """A request waits for its rate-limit permit (R-69, ours): the budget of
+    ``rateLimit`` does not hold it yet. ``rate_limit_wait_end`` follows, also when the
+    wait is aborted.
+
+    Attributes:
+        delay_ms: the wait the budget foresees, in milliseconds; ``None`` when the
+            request is queued behind others of the same budget.
+        model: the model the request is for, as ``"provider/id"``.
+        type: always ``"rate_limit_wait_start"``; the event's name on the wire.
+    """
+
+    delay_ms: int | None
+    model: str
+    type: Literal["rate_limit_wait_start"] = "rate_limit_wait_start"
+
+
+@frozen
+class RateLimitWaitEnd:
+    """The wait of ``rate_limit_wait_start`` is over: the permit was taken, or the wait
+    was aborted (R-69, ours).
+
+    Attributes:
+        model: the model the request is for, as ``"provider/id"``.
+        type: always ``"rate_limit_wait_end"``; the event's name on the wire.
+    """
+
+    model: str
+    type: Literal["rate_limit_wait_end"] = "rate_limit_wait_end"
+
+
+@frozen
 class CompactionResult:
     """What a compaction did to the runtime context.
 
@@ -519,6 +551,8 @@ SessionEvent: TypeAlias = (
     | AutoRetryStart
     | AutoRetryEnd
     | ModelFallback
+    | RateLimitWaitStart
+    | RateLimitWaitEnd
     | CompactionStart
     | CompactionEnd
     | QueueUpdate
@@ -550,6 +584,8 @@ EVENT_TYPES: tuple[type[SessionEvent], ...] = (
     AutoRetryStart,
     AutoRetryEnd,
     ModelFallback,
+    RateLimitWaitStart,
+    RateLimitWaitEnd,
     CompactionStart,
     CompactionEnd,
     QueueUpdate,

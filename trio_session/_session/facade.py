@@ -34,6 +34,7 @@ import trio
 
 from .._agent.compactors import Compactor, SummarizingCompactor
 from .._agent.loop import Agent, MessageQueue, QueueMode, queue_mode
+from .._agent.rate_budget import RateGate
 from .._core.classes import define
 from .._core.errors import SessionClosedError
 from .._core.events import CompactionResult, SessionEvent, SessionInfoChanged
@@ -178,6 +179,7 @@ class AgentSession:
             steering=MessageQueue(current.steering_mode),  # settings steeringMode
             follow_ups=MessageQueue(current.follow_up_mode),  # and followUpMode
             timeouts=settings.provider_timeouts,  # retry.provider.*, however set
+            rate_gate=RateGate(settings, self._credentials),  # rateLimit (R-69)
         )
         self._compaction = Compaction(
             self._compactor, agent, settings, file, hub, classifier=self._classifier
@@ -888,6 +890,12 @@ class AgentSession:
         return self._journal.file.user_messages()
 
     # -- switches: auto-retry and auto-compaction, the store's status ---------------
+
+    @property
+    def is_rate_limited(self) -> bool:
+        """Whether a request waits for its ``rateLimit`` permit now (R-69)."""
+        gate = self._agent.rate_gate
+        return gate is not None and gate.waiting
 
     @property
     def credential_store_status(self) -> str | None:

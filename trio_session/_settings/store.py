@@ -66,6 +66,8 @@ from .values import HttpSettings as HttpSettings
 from .values import Jitter as Jitter
 from .values import ProviderRetrySettings as ProviderRetrySettings
 from .values import QueueMode as QueueMode
+from .values import RateLimits as RateLimits
+from .values import RateLimitSettings as RateLimitSettings
 from .values import RetryProfile as RetryProfile
 from .values import RetrySettings as RetrySettings
 from .values import Settings as Settings
@@ -234,6 +236,7 @@ def resolve(layers: Iterable[SettingsLayer]) -> Settings:
         compaction=CompactionSettings(**merged["compaction"]),
         credentials=CredentialsSettings(**merged["credentials"]),
         http=HttpSettings(**merged["http"]),
+        rate_limit=RateLimitSettings(**merged["rateLimit"]),
         **merged[""],
     )
     if key:
@@ -304,6 +307,8 @@ def _mapping_key(value: Any) -> tuple[Any, ...] | None:
 
 def _as_nested(value: Any) -> Any:
     """An attrs settings value as nested groups in file form (camelCase keys)."""
+    if isinstance(value, Mapping):  # rateLimit.models: model ids are kept as they are
+        return {name: _as_nested(body) for name, body in value.items()}
     if not attrs.has(type(value)):
         return value
     return {

@@ -1,4 +1,5 @@
-"""Settings values: the ``retry``, ``compaction`` and ``credentials`` groups and their rules.
+"""Settings values: the ``retry``, ``compaction``, ``credentials``, ``http`` and
+``rateLimit`` groups and their rules.
 
 Pure: frozen values, the schema every key is checked against (``SCHEMA``, ``RANGES``)
 and ``validate_value``; nothing here reads a file. Layers, the store and the files on
@@ -151,6 +152,91 @@ class CredentialsSettings:
     url: str | None = None
 
 
+@frozen
+class RateLimits:
+    """A rate limit: what a provider account allows one model per minute (R-69).
+
+    Attributes:
+        requests_per_minute: requests per minute; ``None``: no request limit.
+        tokens_per_minute: tokens (prompt and reply) per minute; ``None``: no token limit.
+        reply_tokens: the reply size a request reserves before it is sent (its prompt's
+            estimate is added); ``None``: the model's ``max_tokens``.
+    """
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    reply_tokens: int | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether a request waits for anything under these limits."""
+        return self.requests_per_minute is not None or self.tokens_per_minute is not None
+
+
+_NO_LIMITS = RateLimits()
+#: A model's limits in ``rateLimit.models``: file key -> ``RateLimits`` field.
+_SNAKE = {
+    "requestsPerMinute": "requests_per_minute",
+    "tokensPerMinute": "tokens_per_minute",
+    "replyTokens": "reply_tokens",
+}
+
+
+def _model_limits(value: Mapping[str, Any] | None) -> Mapping[str, RateLimits]:
+    """``rateLimit.models`` as read from a file: model id -> its ``RateLimits``."""
+    if not value:
+        return MappingProxyType({})
+    return MappingProxyType(
+        {
+            model: limits
+            if isinstance(limits, RateLimits)
+            else RateLimits(**{_SNAKE[name]: v for name, v in limits.items()})
+            for model, limits in value.items()
+        }
+    )
+
+
+@frozen
+class RateLimitSettings:
+    """The ``rateLimit`` group: the request and token budget every request waits for
+    (R-69, ours; docs/fleet.md). Off unless a limit is set.
+
+    Attributes:
+        requests_per_minute: ``rateLimit.requestsPerMinute`` — requests per minute
+            per provider account (key) and model; ``None``: no request limit.
+        tokens_per_minute: ``rateLimit.tokensPerMinute`` — tokens per minute, the
+            same way; ``None``: no token limit.
+        reply_tokens: ``rateLimit.replyTokens`` — the reply size a request reserves
+            before it is sent; ``None``: the model's ``max_tokens``.
+        models: ``rateLimit.models`` — model id -> its own limits, each key of which
+            wins over the group's for that model.
+    """
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    reply_tokens: int | None = None
+    models: Mapping[str, RateLimits] = attrs.field(
+        factory=dict, converter=_model_limits, hash=False
+    )
+
+    def limits(self, model_id: str) -> RateLimits:
+        """The limits for ``model_id``: its ``models`` entry over the group's.
+
+        Args:
+            model_id: the model's id (``Model.id``).
+        """
+        own = self.models.get(model_id, _NO_LIMITS)
+        return RateLimits(
+            requests_per_minute=_first(own.requests_per_minute, self.requests_per_minute),
+            tokens_per_minute=_first(own.tokens_per_minute, self.tokens_per_minute),
+            reply_tokens=_first(own.reply_tokens, self.reply_tokens),
+        )
+
+
+def _first(a: int | None, b: int | None) -> int | None:
+    return a if a is not None else b
+
+
 def _names_tuple(names: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if names is None else tuple(names)
 
@@ -181,12 +267,14 @@ class Settings:
         compaction: the ``compaction`` group.
         credentials: the ``credentials`` group.
         http: the ``http`` group.
+        rate_limit: the ``rateLimit`` group.
     """
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
     credentials: CredentialsSettings = attrs.field(factory=CredentialsSettings)
     http: HttpSettings = attrs.field(factory=HttpSettings)
+    rate_limit: RateLimitSettings = attrs.field(factory=RateLimitSettings)
     steering_mode: QueueMode = "one-at-a-time"
     follow_up_mode: QueueMode = "one-at-a-time"
     default_thinking_level: ThinkingLevel | None = None
@@ -227,6 +315,9 @@ The defaults stay the reference's, for one user at a terminal (R-16).
 class _Rule:
     check: Callable[[Any], bool]
     description: str
+    #: For a value with keys inside (``rateLimit.models``): its first bad part, as
+    #: (the key's rest, ``".gpt-4o.tokensPerMinute"``, what it must be, the value).
+    find: Callable[[Any], tuple[str, str, Any] | None] | None = None
 
 
 def _is_bool(v: Any) -> bool:
@@ -285,6 +376,9 @@ RANGES: Mapping[str, tuple[int, int]] = {
     "compaction.reserveTokens": (0, 10_000_000),
     "compaction.keepRecentTokens": (0, 10_000_000),
     "http.maxConnections": (1, 100_000),
+    "rateLimit.requestsPerMinute": (1, 100_000_000),
+    "rateLimit.tokensPerMinute": (1, 100_000_000_000),
+    "rateLimit.replyTokens": (1, 10_000_000),
 }
 
 
@@ -300,6 +394,33 @@ _NAMES = _Rule(
 
 def _ranged(key: str, *, null: bool = False) -> _Rule:
     return _integer(*RANGES[key], null=null)
+
+
+_LIMITS_OBJECT = "an object with requestsPerMinute, tokensPerMinute, replyTokens"
+
+
+def _bad_model_limits(value: Any) -> tuple[str, str, Any] | None:
+    """The first bad part of a ``rateLimit.models`` value, if any (see ``_Rule.find``)."""
+    if not isinstance(value, Mapping):
+        return "", "an object of model ids to their limits", value
+    for model, limits in value.items():
+        if not isinstance(model, str) or not model.strip():
+            return "", "an object keyed by non-empty model ids", model
+        where = f".{model}" if len(model) <= 80 else f".{model[:80]}…"
+        if isinstance(limits, RateLimits):
+            continue
+        if not isinstance(limits, Mapping):
+            return where, _LIMITS_OBJECT, limits
+        for name, v in limits.items():
+            if name not in _SNAKE:
+                return where, _LIMITS_OBJECT, limits
+            rule = SCHEMA[f"rateLimit.{name}"]
+            if not rule.check(v):
+                return f"{where}.{name}", rule.description, v
+    return None
+
+
+_MODEL_LIMITS = _Rule(lambda v: _bad_model_limits(v) is None, "", find=_bad_model_limits)
 
 
 #: Every key, dotted, in the order errors list them.
@@ -325,6 +446,10 @@ SCHEMA: dict[str, _Rule] = {
     "compaction.keepRecentTokens": _ranged("compaction.keepRecentTokens"),
     "credentials.url": _text(null=True),
     "http.maxConnections": _ranged("http.maxConnections", null=True),
+    "rateLimit.requestsPerMinute": _ranged("rateLimit.requestsPerMinute", null=True),
+    "rateLimit.tokensPerMinute": _ranged("rateLimit.tokensPerMinute", null=True),
+    "rateLimit.replyTokens": _ranged("rateLimit.replyTokens", null=True),
+    "rateLimit.models": _MODEL_LIMITS,
     # pi's top-level keys that trio_session uses
     "steeringMode": _one_of("all", "one-at-a-time"),
     "followUpMode": _one_of("all", "one-at-a-time"),
@@ -334,7 +459,7 @@ SCHEMA: dict[str, _Rule] = {
     "sessionDir": _path(null=True),
     "defaultTools": _NAMES,
 }
-GROUPS = ("retry", "compaction", "credentials", "http")
+GROUPS = ("retry", "compaction", "credentials", "http", "rateLimit")
 #: Groups inside a group: their keys are nested one level deeper in a file.
 SUBGROUPS = frozenset({"retry.provider"})
 
@@ -430,6 +555,11 @@ def validate_value(key: str, value: Any, *, source: str = PROGRAMMATIC) -> Any:
     if rule is None:
         raise SettingsError(unknown_message(key, source), key=key, source=source)
     if not rule.check(value):
-        msg = f"{key} must be {rule.description}, not {_shown(value)} (in {source})"
+        part, description, shown = (rule.find(value) if rule.find is not None else None) or (
+            "",
+            rule.description,
+            value,
+        )
+        msg = f"{key}{part} must be {description}, not {_shown(shown)} (in {source})"
         raise SettingsError(msg, key=key, source=source)
     return value

@@ -359,9 +359,10 @@ class RpcServer:
         ``isCompacting`` true, as the reference's. ``pendingMessageCount``,
         ``steeringMode`` and ``followUpMode`` are the session's queues.
         ``credentialStore`` is there when the credential store reports a status (a
-        Redis store). ``retryProfile`` is the settings' ``retry.profile`` (R-53); pi
-        1.6.0 has no command to change it, nor have we: it is set in a settings file or
-        with ``--retry-profile``.
+        Redis store); ``isRateLimited`` (ours, R-69) when ``rateLimit`` limits the
+        model: whether a request waits for its permit. ``retryProfile`` is the settings'
+        ``retry.profile`` (R-53); pi 1.6.0 has no command to change it, nor have we: it
+        is set in a settings file or with ``--retry-profile``.
         """
         session = self.session
         return {
@@ -381,6 +382,7 @@ class RpcServer:
             "retryAttempt": session.retry_attempt,
             "retryProfile": session.settings.retry.profile,
             **self._credential_store_state(),
+            **self._rate_limit_state(),
         }
 
     def _streaming(self) -> bool:
@@ -392,6 +394,13 @@ class RpcServer:
         the session's credential store reports a status."""
         status = self.session.credential_store_status
         return {} if status is None else {"credentialStore": status}
+
+    def _rate_limit_state(self) -> dict[str, Any]:
+        """``isRateLimited`` for ``get_state``, when ``rateLimit`` limits the model."""
+        session = self.session
+        if not session.settings.rate_limit.limits(session.model.id).limited:
+            return {}
+        return {"isRateLimited": session.is_rate_limited}
 
     async def start_prompt(self, command: Prompt) -> Response | None:
         """Start ``command``'s run in the prompt task, or queue its message into the run.

@@ -29,6 +29,9 @@ The next choice is made from that snapshot, so no worker ever picks a credential
 another worker blocked before the script ran. A first pick runs the same script
 without the block.
 
+The store also gives the fleet's rate budget (``rate_budget()``, ``rateLimit``): its
+keys and faults are described in ``._redis_budget``.
+
 Faults:
 Every Redis call is bounded by ``timeout`` seconds. When one fails or times out,
 the store falls back to its local state — the blocks it last read from Redis
@@ -64,6 +67,8 @@ from ._credentials_file import DEFAULT_ENV_VARS, fingerprint
 
 if TYPE_CHECKING:
     import coredis
+
+    from ._redis_budget import RedisRateBudget
 
 logger = logging.getLogger("trio_session.credentials")
 
@@ -239,6 +244,7 @@ class RedisCredentialStore:
     _closed: bool = attrs.field(default=False, init=False, repr=False)
     _block_script: Any = attrs.field(default=None, init=False, repr=False)
     _extend_script: Any = attrs.field(default=None, init=False, repr=False)
+    _budget: RedisRateBudget | None = attrs.field(default=None, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._block_script = self._client.register_script(_BLOCK_AND_READ)
@@ -497,11 +503,32 @@ class RedisCredentialStore:
         wait_ms = max(0, round((until - now) * 1000))
         return with_jitter(wait_ms, self._rng)
 
+    # -- the fleet's rate budget (rateLimit) ------------------------------------------
+
+    def rate_budget(self) -> RedisRateBudget:
+        """The fleet's rate budget on this store's Redis (R-69; made at the first call,
+        then the same one: every session of this worker shares it)."""
+        if self._budget is None:
+            from ._redis_budget import RedisRateBudget  # only with a rate limit set
+
+            self._budget = RedisRateBudget(
+                self._client,
+                location=self.location,
+                timeout=self._timeout,
+                reconnect_interval=self._reconnect_interval,
+                prefix=self._prefix,
+            )
+            if self._closed:
+                self._budget.close()
+        return self._budget
+
     # -- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop using Redis (the client itself is closed by ``open_redis_credentials``)."""
         self._closed = True
+        if self._budget is not None:
+            self._budget.close()
 
 
 def _ints(value: Any) -> list[int]:

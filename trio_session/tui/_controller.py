@@ -18,6 +18,10 @@ and calls ``EventController.press_esc`` when Esc arrives.
   Esc is then what it is during any compaction, abort (which ends the wait and the
   compaction). ``summarization_retry_attempt_start`` goes back to the compaction's own
   loader; ``summarization_retry_finished`` or the compaction's end clears it.
+* A request waiting for its ``rateLimit`` permit (``rate_limit_wait_start``, R-69) shows
+  ``Waiting for the rate limit (<N>s)… (esc to cancel)``, N counting down (no N when it
+  is queued behind other requests), until ``rate_limit_wait_end``; Esc does what it
+  does then (abort, or ``abort_retry`` during a retry), which ends the wait.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from .._core.events import (
     CompactionEnd,
     CompactionStart,
     MessageEnd,
+    RateLimitWaitEnd,
+    RateLimitWaitStart,
     SessionEvent,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
@@ -94,6 +100,8 @@ class EventController:
     _compacting: bool = attrs.field(default=False, init=False)
     _summary_retry: SummarizationRetryScheduled | None = attrs.field(default=None, init=False)
     _summary_retry_at: float = attrs.field(default=0.0, init=False)
+    #: The rate-limit wait going on (R-69), and when it began.
+    _rate_wait: tuple[RateLimitWaitStart, float] | None = attrs.field(default=None, init=False)
     #: The tool that runs, and the last line of what it has printed so far.
     _tool: tuple[str, str] | None = attrs.field(default=None, init=False)
 
@@ -108,6 +116,12 @@ class EventController:
 
     def loader_text(self, now: float) -> str | None:
         """The loader line at time ``now`` (seconds, same clock as ``handle``)."""
+        if self._rate_wait is not None:
+            wait, since = self._rate_wait
+            if wait.delay_ms is None:
+                return "Waiting for the rate limit… (esc to cancel)"
+            seconds = max(1, math.ceil(wait.delay_ms / 1000 - (now - since)))
+            return f"Waiting for the rate limit ({seconds}s)… (esc to cancel)"
         if self._retry is not None:
             elapsed_ms = (now - self._retry_started_at) * 1000
             retry = self._retry
@@ -154,6 +168,10 @@ class EventController:
             self._retry = None
             if not event.success:
                 self.status = f"Retry failed after {event.attempt} attempts: {event.final_error}"
+        elif isinstance(event, RateLimitWaitStart):
+            self._rate_wait = (event, now)
+        elif isinstance(event, RateLimitWaitEnd):
+            self._rate_wait = None
         elif isinstance(event, CompactionStart):
             self._compacting = True
         elif isinstance(event, CompactionEnd):
