@@ -8,11 +8,14 @@ Both agents start with their default tools and pi-1.6's retry rules; each runs i
 working directory with the same ``app.py``. Compared: the files left on disk, the tools
 declared to the model (names and parameter names, and the schemas whole), the
 ``(tool, isError)`` sequence and each result's text (the working directory's path put as
-``<cwd>``), the number of model requests and the retry events.
+``<cwd>``), the number of model requests and the retry events, and the request bodies
+whole (acceptance 3), read with two differences only: the system prompt's words and the
+working directory's path.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -138,27 +141,40 @@ def test_the_same_requests_and_retries(runs: dict[Agent, Run]) -> None:
     assert retries["trio-session"] == retries["pi"]
 
 
+def as_compared(run: Run) -> list[Any]:
+    """The run's request bodies, read with the two differences docs/tools.md lists: the
+    system prompt's words (ours by design; its role is kept) and the working directory's
+    path (each agent runs in its own, put as ``<cwd>``)."""
+    bodies = json.loads(json.dumps(run.bodies).replace(json.dumps(run.cwd)[1:-1], "<cwd>"))
+    for body in bodies:
+        system = body["messages"][0]
+        assert system["role"] == "system"
+        assert isinstance(system["content"], str)
+        system["content"] = "<system prompt>"
+    return list(bodies)
+
+
 def test_the_retry_resends_the_tool_result(runs: dict[Agent, Run]) -> None:
-    """Acceptance 3: the re-sent request after the 503 equals the first try, the read's
-    result in it, for pi and for us; and ours carries the same conversation as pi's.
-
-    Read the same way: a user message's text parts as one string (pi sends a list of
-    parts, we send the string). The system prompts differ in words, on purpose
-    (docs/tools.md)."""
-    for run in runs.values():
+    """Acceptance 3: the request re-sent after the 503 is the failed one, whole — the
+    read's result still in it, the failed answer not — for pi and for us; it equals pi's
+    but for the system prompt's words and the working directory; neither history keeps
+    the failed answer."""
+    for agent, run in runs.items():
         first, again = run.bodies[1], run.bodies[2]
-        assert again["messages"] == first["messages"]
-        assert again["messages"][-1]["role"] == "tool"
+        assert again == first, agent
+        assert again["messages"][-2]["tool_calls"][0]["id"] == "call_0", agent
+        assert again["messages"][-1] == {
+            "role": "tool",
+            "content": APP,
+            "tool_call_id": "call_0",
+        }, agent
+        stops = [m.get("stopReason") for m in run.messages if m["role"] == "assistant"]
+        assert stops == ["toolUse"] * 6 + ["stop"], agent
+    assert as_compared(runs["trio-session"])[2] == as_compared(runs["pi"])[2]
 
-    def conversation(run: Run) -> list[Any]:
-        read = []
-        for message in run.bodies[2]["messages"]:
-            message = dict(message)
-            if message["role"] == "system":
-                continue
-            if isinstance(message.get("content"), list):
-                message["content"] = "".join(p["text"] for p in message["content"])
-            read.append(message)
-        return read
 
-    assert conversation(runs["trio-session"]) == conversation(runs["pi"])
+def test_every_request_equals_pis(runs: dict[Agent, Run]) -> None:
+    """All 8 request bodies equal pi 1.6.0's: the parameters (``store: false``,
+    ``max_completion_tokens``, ``stream_options``), the tools, every message — read with
+    only the two differences of ``as_compared``."""
+    assert as_compared(runs["trio-session"]) == as_compared(runs["pi"])
