@@ -32,7 +32,9 @@ def tools_in(cwd: Path) -> dict[str, Tool]:
 
 async def answer(cwd: Path, name: str, **arguments: Any) -> str:
     """The result text of one call."""
-    return await tools_in(cwd)[name].execute(arguments)
+    result = await tools_in(cwd)[name].execute(arguments)
+    assert isinstance(result, str)
+    return result
 
 
 async def failure(cwd: Path, name: str, **arguments: Any) -> str:

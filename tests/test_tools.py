@@ -53,7 +53,9 @@ async def run_calls(t: Tool, *arguments: Mapping[str, Any]) -> list[ToolResultMe
 
 async def call(t: Tool, **arguments: Any) -> str:
     """The result text of calling the tool directly."""
-    return await t.execute(arguments)
+    result = await t.execute(arguments)
+    assert isinstance(result, str)
+    return result
 
 
 def test_acceptance_schema_with_defaults_optional_and_literal() -> None:

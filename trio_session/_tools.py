@@ -34,6 +34,7 @@ import attrs
 
 from ._classes import frozen
 from ._errors import ToolError, TrioSessionError
+from ._events import ToolOutput
 from ._json import MAX_JSON_DEPTH, TOO_DEEP, json_depth
 from ._tool_schema import (
     NO_DEFAULT,
@@ -86,14 +87,16 @@ class Tool:
 
     Attributes:
         name: the name the model uses.
-        execute: ``async (arguments) -> str``; an exception becomes an error result
-            (a ``ToolError``'s message as it is, others with their type's name).
+        execute: ``async (arguments) -> str``, or a ``ToolOutput`` for a result with
+            image parts (``read`` of an image) or ``details``; an exception becomes an
+            error result (a ``ToolError``'s message as it is, others with their type's
+            name).
         description: what the tool does, for the model.
         parameters: JSON schema of the arguments.
     """
 
     name: str
-    execute: Callable[[Mapping[str, Any]], Awaitable[str]]
+    execute: Callable[[Mapping[str, Any]], Awaitable[str | ToolOutput]]
     description: str = ""
     parameters: Mapping[str, Any] = attrs.field(
         factory=lambda: {"type": "object", "properties": {}}
