@@ -520,3 +520,30 @@ async def test_bash_reports_its_output_while_it_runs(tmp_path: Path) -> None:
         ("tool_execution_update", "one\ntwo\n"),
         ("tool_execution_end", "one\ntwo\n"),
     ]
+
+
+async def test_bash_reports_output_the_throttle_held_back(tmp_path: Path) -> None:
+    """Output that comes within 0.1 s of the last update is reported when that time is
+    up, while the command still runs (as pi's timer does) — not only at its end."""
+    command = "echo a; sleep 0.01; echo b; read _ < go; echo c"
+    os.mkfifo(tmp_path / "go")
+    provider = FauxProvider(
+        [FauxReply(tool_calls=(ToolCall("c1", "bash", {"command": command}),)), FauxReply("ok")]
+    )
+    updates: list[str] = []
+    async with open_session(provider, tools=coding_tools(tmp_path)) as session:
+        session.subscribe(
+            lambda event: (
+                updates.append(event.partial_result.text)
+                if event.type == "tool_execution_update"
+                else None
+            )
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "run it")
+            with trio.fail_after(30):
+                while "a\nb\n" not in updates:  # noqa: ASYNC110
+                    await trio.sleep(0.01)  # waiting for the held-back line to be reported
+            async with await trio.open_file(tmp_path / "go", "w") as fifo:
+                await fifo.write("\n")
+    assert updates[-1] == "a\nb\nc\n"

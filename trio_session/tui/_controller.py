@@ -42,7 +42,6 @@ from .._events import (
     SummarizationRetryScheduled,
     ToolExecutionEnd,
     ToolExecutionStart,
-    ToolExecutionUpdate,
 )
 from .._messages import AssistantMessage, UserMessage
 
@@ -94,8 +93,8 @@ class EventController:
     _compacting: bool = attrs.field(default=False, init=False)
     _summary_retry: SummarizationRetryScheduled | None = attrs.field(default=None, init=False)
     _summary_retry_at: float = attrs.field(default=0.0, init=False)
-    #: The tool that runs, and the last line of what it has printed so far.
-    _tool: tuple[str, str] | None = attrs.field(default=None, init=False)
+    #: The name of the tool that runs (its output shows above: ``_tool_view``).
+    _tool: str | None = attrs.field(default=None, init=False)
 
     @property
     def retrying(self) -> bool:
@@ -128,9 +127,8 @@ class EventController:
             )
         if self._compacting:
             return "Compacting the conversation…"
-        if self._tool is not None:  # bash's output, as it comes: its last line
-            name, line = self._tool
-            return f"{name}: {line}" if line else f"running {name}… (esc to abort)"
+        if self._tool is not None:
+            return f"running {self._tool}… (esc to abort)"
         return None
 
     def spinner(self, now: float) -> str:
@@ -168,10 +166,7 @@ class EventController:
             self._retries_this_prompt = 0
             self.status = None
         elif isinstance(event, ToolExecutionStart):
-            self._tool = (event.tool_name, "")
-        elif isinstance(event, ToolExecutionUpdate):
-            lines = [line for line in event.partial_result.text.splitlines() if line.strip()]
-            self._tool = (event.tool_name, " ".join(lines[-1].split()) if lines else "")
+            self._tool = event.tool_name
         elif isinstance(event, ToolExecutionEnd):
             self._tool = None
         elif isinstance(event, AgentStart):
