@@ -433,6 +433,20 @@ async def test_find_by_name_and_by_path(tmp_path: Path) -> None:
     )
 
 
+async def test_gitignore_negations_as_git_reads_them(tmp_path: Path) -> None:
+    """``!`` re-includes what an earlier line ignored, the last matching line deciding (a
+    deeper .gitignore after a shallower one); nothing comes back from below an ignored
+    directory; ``\\#`` and ``\\!`` are names, not a comment and a negation."""
+    (tmp_path / ".gitignore").write_text("*.log\n!keep.log\nbuild/\n!build/x.log\n\\#tmp\n")
+    for name in ("a.log", "keep.log", "#tmp", "sub/b.log", "sub/debug.log", "build/x.log"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x\n")
+    (tmp_path / "sub" / ".gitignore").write_text("!debug.log\n")
+    assert await answer(tmp_path, "find", pattern="*") == (
+        ".gitignore\nkeep.log\nsub/\nsub/.gitignore\nsub/debug.log"
+    )
+
+
 async def test_ls_sorted_with_slashes(tmp_path: Path) -> None:
     """ls lists dotfiles too, case-insensitively sorted, directories with /."""
     _tree(tmp_path)
