@@ -278,7 +278,11 @@ async def test_tool_results_with_images(
         ToolResultMessage("toolu_b", "read", (TextContent("Read image file [image/png]"), png)),
         ToolResultMessage("toolu_c", "read", (png,)),
     )
-    await ask(provider, ProviderRequest(MODEL, messages))
+    reads: Any = ("text", "image")  # Any: as providers/_models.py (Model.input's converter)
+    await ask(
+        provider,
+        ProviderRequest(Model(id="claude-test", provider="anthropic", input=reads), messages),
+    )
     image = {
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": "aW1n"},

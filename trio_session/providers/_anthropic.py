@@ -64,6 +64,7 @@ from ._base import (
 from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
 from ._http import HttpProvider
 from ._http_body import StreamParser
+from ._images import readable
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")
@@ -392,7 +393,7 @@ class AnthropicProvider(HttpProvider):
         body: dict[str, Any] = {
             "model": request.model.id,
             "max_tokens": self._max_tokens,
-            "messages": anthropic_messages(request.messages),
+            "messages": anthropic_messages(readable(request.messages, request.model)),
             "stream": True,
         }
         if request.system_prompt:

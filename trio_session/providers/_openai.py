@@ -53,6 +53,7 @@ from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec, toke
 from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
 from ._http import HttpProvider
 from ._http_body import StreamParser
+from ._images import readable
 from ._openai_compat import context_estimate, openai_compat, output_cap
 from ._sse import ServerSentEvent
 
@@ -104,7 +105,6 @@ def openai_messages(
     system_prompt: str | None,
     *,
     system_role: str = "system",
-    images: bool = True,
 ) -> list[Any]:
     """The Chat Completions ``messages`` for a context (failed messages are already out).
 
@@ -113,16 +113,13 @@ def openai_messages(
     result is its text parts joined by newlines (``(see attached image)`` when it holds
     only images, ``(no tool output)`` when nothing); the images of a run of tool results
     follow it in one user message, ``Attached image(s) from tool result:`` and the
-    images. For a model that does not read images (``images`` false) each run of image
-    parts becomes a text part instead, ``(tool image omitted: model does not support
-    images)`` in a tool result, ``(image omitted: …)`` in a user message, as pi 1.6.0's
-    ``transformMessages`` puts it.
+    images (for a model that reads none, ``_images.readable`` has put pi's texts in
+    their place first).
 
     Args:
         messages: the context.
         system_prompt: sent first, as a ``system_role`` message.
         system_role: ``"system"``, or ``"developer"`` (``openai_compat``).
-        images: whether the model reads images.
     """
     wire: list[Any] = []
     if system_prompt:
@@ -147,13 +144,10 @@ def openai_messages(
                 ]
             wire.append(entry)
         elif isinstance(message, ToolResultMessage):
-            wire.append(_tool_result(message, images))
-            if images:
-                attached.extend(
-                    _image_part(p) for p in message.content if isinstance(p, ImageContent)
-                )
+            wire.append(_tool_result(message))
+            attached.extend(_image_part(p) for p in message.content if isinstance(p, ImageContent))
         else:
-            content = _openai_user_content(message, images)
+            content = _openai_user_content(message)
             if content != []:
                 wire.append({"role": "user", "content": content})
     if attached:
@@ -161,26 +155,8 @@ def openai_messages(
     return wire
 
 
-#: What stands for images a model does not read (pi 1.6.0's placeholders).
-NO_TOOL_IMAGE = "(tool image omitted: model does not support images)"
-NO_USER_IMAGE = "(image omitted: model does not support images)"
-
-
-def _without_images(parts: tuple[Any, ...], placeholder: str) -> list[Any]:
-    """``parts`` with each run of images as one ``placeholder`` text part."""
-    kept: list[Any] = []
-    for part in parts:
-        if isinstance(part, ImageContent):
-            if not (kept and isinstance(kept[-1], TextContent) and kept[-1].text == placeholder):
-                kept.append(TextContent(placeholder))
-        else:
-            kept.append(part)
-    return kept
-
-
-def _tool_result(message: ToolResultMessage, images: bool) -> dict[str, Any]:
-    parts = message.content if images else _without_images(message.content, NO_TOOL_IMAGE)
-    text = "\n".join(p.text for p in parts if isinstance(p, TextContent))
+def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
+    text = "\n".join(p.text for p in message.content if isinstance(p, TextContent))
     if not text.strip():
         has_images = any(isinstance(p, ImageContent) for p in message.content)
         text = "(see attached image)" if has_images else "(no tool output)"
@@ -199,13 +175,12 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
     }
 
 
-def _openai_user_content(message: Message, images: bool) -> Any:
+def _openai_user_content(message: Message) -> Any:
     """A user turn: a plain string, or text and ``image_url`` parts (data URLs)."""
     if not isinstance(message, UserMessage) or isinstance(message.content, str):
         return message.text
-    given = message.content if images else _without_images(message.content, NO_USER_IMAGE)
     parts: list[dict[str, Any]] = []
-    for part in given:
+    for part in message.content:
         if isinstance(part, ImageContent):
             parts.append(_image_part(part))
         elif part.text:
@@ -395,10 +370,7 @@ class OpenAIProvider(HttpProvider):
         body: dict[str, Any] = {
             "model": model.id,
             "messages": openai_messages(
-                request.messages,
-                request.system_prompt,
-                system_role=role,
-                images="image" in model.input,
+                readable(request.messages, model), request.system_prompt, system_role=role
             ),
             "stream": True,
         }
