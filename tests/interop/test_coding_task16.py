@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.interop.retry16 import Agent, Prompt, Run, Scenario, e503, run_scenario
@@ -178,3 +179,27 @@ def test_every_request_equals_pis(runs: dict[Agent, Run]) -> None:
     ``max_completion_tokens``, ``stream_options``), the tools, every message — read with
     only the two differences of ``as_compared``."""
     assert as_compared(runs["trio-session"]) == as_compared(runs["pi"])
+
+
+def test_the_cap_is_fitted_to_the_window_as_pis(
+    pi16_package: Path, node22: Path, tmp_path: Path
+) -> None:
+    """With a 9000-token window the answer's cap has to fit in, every request after the
+    first answer asks for the same ``max_completion_tokens`` as pi's (both estimate the
+    context as the last usage plus what came after it). The first requests differ: that
+    estimate counts the system prompt, whose words are ours. The working directories'
+    paths are as long for both (a tool result holds one)."""
+    small = attrs.evolve(
+        TASK, name="small-window", model={"contextWindow": 9000, "maxTokens": 9000}
+    )
+    names: dict[Agent, str] = {"pi": "pi", "trio-session": "us"}
+    caps = {
+        agent: [
+            body["max_completion_tokens"]
+            for body in run_scenario(agent, small, pi16_package, node22, tmp_path / name).bodies
+        ]
+        for agent, name in names.items()
+    }
+    assert len(caps["pi"]) == 8
+    assert all(cap < 9000 for cap in caps["pi"] + caps["trio-session"])
+    assert caps["trio-session"][1:] == caps["pi"][1:]
