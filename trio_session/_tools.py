@@ -16,7 +16,8 @@
 The function may be sync or async. A sync function runs inline, in the agent's
 task: a tool that blocks (disk, network, CPU) should be ``async`` or hand its
 work to ``trio.to_thread.run_sync`` itself. Its return value is the result text:
-a ``str`` as it is, ``None`` as ``""``, anything else as JSON.
+a ``str`` as it is, ``None`` as ``""``, anything else as JSON — but a ``ToolOutput``
+(text and image parts, ``details``) is the result as it is.
 
 The schema and the checks are built by ``._tool_schema``; this module turns them into a
 ``Tool``.
@@ -122,7 +123,8 @@ class Tool:
         ``ToolArgumentError`` naming every problem, which the model gets as the error
         result. A sync ``fn`` runs inline in the agent's task (a blocking one should
         be async, or use ``trio.to_thread.run_sync`` itself). What ``fn`` returns is
-        the result: a ``str`` as it is, ``None`` as ``""``, anything else as JSON.
+        the result: a ``str`` as it is, ``None`` as ``""``, a ``ToolOutput`` (text and
+        image parts) as it is, anything else as JSON.
 
         Args:
             fn: the function.
@@ -167,7 +169,7 @@ class _FunctionCall:
     _arguments: Node
     _positional: tuple[tuple[str, Any], ...]  # positional-only parameters and defaults
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+    async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:
         if json_depth(arguments) > MAX_JSON_DEPTH:  # a model's never are (see _agent)
             raise ToolArgumentError(self._tool, [f"the arguments are {TOO_DEEP}"])
         problems: list[str] = []
@@ -178,7 +180,7 @@ class _FunctionCall:
         result = self.function(*args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
-        return _encode_result(result)
+        return result if isinstance(result, ToolOutput) else _encode_result(result)
 
 
 def function_tool(
