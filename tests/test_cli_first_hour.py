@@ -202,7 +202,7 @@ async def test_print_mode_prints_the_answer(tmp_path: Path, nursery: trio.Nurser
         "  ✓ retry succeeded on attempt 1",
     ]
     asked = [m["content"] for m in server.bodies[-1]["messages"] if m["role"] == "user"]
-    assert asked == ["What is 2+2?"]
+    assert asked == [[{"type": "text", "text": "What is 2+2?"}]]  # parts, as pi sends them
 
 
 async def test_print_mode_fails_after_the_retries(tmp_path: Path, nursery: trio.Nursery) -> None:
@@ -238,7 +238,7 @@ async def test_print_mode_puts_piped_stdin_first(tmp_path: Path, nursery: trio.N
     result = await run_cli(tmp_path, *args, "--no-session", stdin=b"+ a line\n")
     assert (result.returncode, result.stdout, result.stderr) == (0, b"Looks fine.\n", b"")
     asked = [m["content"] for m in server.bodies[-1]["messages"] if m["role"] == "user"]
-    assert asked == ["+ a line\n\nReview this"]
+    assert asked == [[{"type": "text", "text": "+ a line\n\nReview this"}]]
 
 
 def test_print_mode_without_a_message_is_a_usage_error(tmp_path: Path) -> None:

@@ -32,7 +32,9 @@ def tools_in(cwd: Path) -> dict[str, Tool]:
 
 async def answer(cwd: Path, name: str, **arguments: Any) -> str:
     """The result text of one call."""
-    return await tools_in(cwd)[name].execute(arguments)
+    result = await tools_in(cwd)[name].execute(arguments)
+    assert isinstance(result, str)
+    return result
 
 
 async def failure(cwd: Path, name: str, **arguments: Any) -> str:
@@ -431,6 +433,20 @@ async def test_find_by_name_and_by_path(tmp_path: Path) -> None:
     )
 
 
+async def test_gitignore_negations_as_git_reads_them(tmp_path: Path) -> None:
+    """``!`` re-includes what an earlier line ignored, the last matching line deciding (a
+    deeper .gitignore after a shallower one); nothing comes back from below an ignored
+    directory; ``\\#`` and ``\\!`` are names, not a comment and a negation."""
+    (tmp_path / ".gitignore").write_text("*.log\n!keep.log\nbuild/\n!build/x.log\n\\#tmp\n")
+    for name in ("a.log", "keep.log", "#tmp", "sub/b.log", "sub/debug.log", "build/x.log"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x\n")
+    (tmp_path / "sub" / ".gitignore").write_text("!debug.log\n")
+    assert await answer(tmp_path, "find", pattern="*") == (
+        ".gitignore\nkeep.log\nsub/\nsub/.gitignore\nsub/debug.log"
+    )
+
+
 async def test_ls_sorted_with_slashes(tmp_path: Path) -> None:
     """ls lists dotfiles too, case-insensitively sorted, directories with /."""
     _tree(tmp_path)
@@ -518,3 +534,30 @@ async def test_bash_reports_its_output_while_it_runs(tmp_path: Path) -> None:
         ("tool_execution_update", "one\ntwo\n"),
         ("tool_execution_end", "one\ntwo\n"),
     ]
+
+
+async def test_bash_reports_output_the_throttle_held_back(tmp_path: Path) -> None:
+    """Output that comes within 0.1 s of the last update is reported when that time is
+    up, while the command still runs (as pi's timer does) — not only at its end."""
+    command = "echo a; sleep 0.01; echo b; read _ < go; echo c"
+    os.mkfifo(tmp_path / "go")
+    provider = FauxProvider(
+        [FauxReply(tool_calls=(ToolCall("c1", "bash", {"command": command}),)), FauxReply("ok")]
+    )
+    updates: list[str] = []
+    async with open_session(provider, tools=coding_tools(tmp_path)) as session:
+        session.subscribe(
+            lambda event: (
+                updates.append(event.partial_result.text)
+                if event.type == "tool_execution_update"
+                else None
+            )
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "run it")
+            with trio.fail_after(30):
+                while "a\nb\n" not in updates:  # noqa: ASYNC110
+                    await trio.sleep(0.01)  # waiting for the held-back line to be reported
+            async with await trio.open_file(tmp_path / "go", "w") as fifo:
+                await fifo.write("\n")
+    assert updates[-1] == "a\nb\nc\n"

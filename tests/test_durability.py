@@ -208,9 +208,9 @@ async def test_lone_surrogate_in_a_prompt_is_replaced_and_sent(
         second = await session.prompt("and again")
     assert (first.text, second.text) == ("ok", "still ok")
     assert [m["content"] for m in server.bodies[1]["messages"]] == [
-        "half an emoji: \ufffd!",
+        [{"type": "text", "text": "half an emoji: \ufffd!"}],
         "ok",
-        "and again",
+        [{"type": "text", "text": "and again"}],
     ]
     assert caplog.messages == [
         "prompt text held 1 lone surrogate code point(s) (half of a character); "

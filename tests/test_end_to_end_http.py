@@ -102,6 +102,11 @@ async def test_r17_one_key_keeps_the_exponential_delay(
     assert [r.time - server.requests[0].time for r in server.requests] == [0.0, 2.0]
 
 
+def parts(text: str) -> list[dict[str, str]]:
+    """A user message's content on the wire: its parts, as pi sends them."""
+    return [{"type": "text", "text": text}]
+
+
 async def test_r50_overflow_recovers_over_http(
     server: ScriptedServer, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -135,13 +140,14 @@ async def test_r50_overflow_recovers_over_http(
     assert (end.aborted, end.will_retry) == (False, True)
     bodies = server.bodies
     overflowing = [m["content"] for m in bodies[1]["messages"]]
-    assert overflowing == ["first question", long_answer, "second question"]
+    assert overflowing == [parts("first question"), long_answer, parts("second question")]
     summary_request = bodies[2]["messages"]
     assert summary_request[0] == {"role": "system", "content": summary_request[0]["content"]}
     resent = [m["content"] for m in bodies[3]["messages"]]
     assert len(resent) == 2
-    assert resent[0].endswith("We discussed the first question.\n</summary>")
-    assert resent[1] == "second question"
+    ((summary,),) = [resent[0]]
+    assert summary["text"].endswith("We discussed the first question.\n</summary>")
+    assert resent[1] == parts("second question")
     assert len(json.dumps(bodies[3])) < len(json.dumps(bodies[1]))
 
 

@@ -471,7 +471,10 @@ def as_wire(message: Any) -> tuple[str, str]:
         return "user", message.text
     if isinstance(message, AssistantMessage):
         return "assistant", message.text
-    return message["role"], message["content"]
+    content = message["content"]
+    if isinstance(content, list):  # a user message's parts, as pi sends them
+        content = "".join(part["text"] for part in content if part["type"] == "text")
+    return message["role"], content
 
 
 def is_subsequence(needle: Sequence[Any], haystack: Sequence[Any]) -> bool:

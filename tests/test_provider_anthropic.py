@@ -15,6 +15,7 @@ import trio.testing
 
 from trio_session import (
     AssistantMessage,
+    ImageContent,
     Model,
     ProviderRequest,
     StreamEnd,
@@ -258,6 +259,47 @@ async def test_context_and_tools_on_the_wire(
         }
     ]
     assert "x-api-key" not in server.requests[0].headers  # no key anywhere: none sent
+
+
+async def test_tool_results_with_images(
+    server: ScriptedServer, provider: AnthropicProvider
+) -> None:
+    """Tool results as pi 1.6.0 sends them: text parts joined by newlines; with images,
+    text and image blocks, ``(see attached image)`` first when there is no text."""
+    server.script(
+        event_stream([message_start(), *text_block(0, "ok"), *message_end("end_turn", 1)])
+    )
+    png = ImageContent("aW1n", "image/png")
+    calls = tuple(ToolCall(f"toolu_{n}", "read", {}) for n in "abc")
+    messages = (
+        UserMessage("look", timestamp=0),
+        AssistantMessage(content=calls, stop_reason="toolUse"),
+        ToolResultMessage("toolu_a", "read", (TextContent("one"), TextContent("two"))),
+        ToolResultMessage("toolu_b", "read", (TextContent("Read image file [image/png]"), png)),
+        ToolResultMessage("toolu_c", "read", (png,)),
+    )
+    reads: Any = ("text", "image")  # Any: as providers/_models.py (Model.input's converter)
+    await ask(
+        provider,
+        ProviderRequest(Model(id="claude-test", provider="anthropic", input=reads), messages),
+    )
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "aW1n"},
+    }
+    assert server.requests[0].json()["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_a", "content": "one\ntwo"},
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_b",
+            "content": [{"type": "text", "text": "Read image file [image/png]"}, image],
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_c",
+            "content": [{"type": "text", "text": "(see attached image)"}, image],
+        },
+    ]
 
 
 # -- HTTP errors (R-52) ---------------------------------------------------------------------

@@ -37,6 +37,7 @@ from .provider_support import RecordingSink, decision
 
 KEY = "AIzaSyGeminiSecret0123456789abcdefXYZ"
 MODEL = Model(id="gemini-2.5-flash", provider="gemini")
+IMAGE_MODEL: Any = ("text", "image")  # Any: as providers/_models.py (Model.input's converter)
 REQUEST = ProviderRequest(model=MODEL, messages=(UserMessage("Hi", timestamp=0),), api_key=KEY)
 PATH = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 
@@ -250,7 +251,8 @@ async def test_history_roles_tool_results_and_images(
             model="gpt-4.1",
         ),
     )
-    end, _ = await ask(provider, ProviderRequest(model=MODEL, messages=messages, api_key=KEY))
+    seeing = Model(id=MODEL.id, provider=MODEL.provider, input=IMAGE_MODEL)  # reads images
+    end, _ = await ask(provider, ProviderRequest(model=seeing, messages=messages, api_key=KEY))
     assert end == StreamEnd(stop_reason="stop", raw_stop_reason="STOP")
     assert server.bodies[0]["contents"] == [
         {
@@ -506,3 +508,55 @@ async def test_builtin_prices_fill_usage_cost(
     cost = model.priced(sink.last_usage).cost
     assert (cost.input, cost.output, cost.cache_read) == pytest.approx((0.15, 0.5, 0.015))
     assert cost.total == pytest.approx(0.665)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "reads", "where"),
+    [
+        ("gemini-2.5-flash", IMAGE_MODEL, "after"),
+        ("gemini-3-pro-preview", IMAGE_MODEL, "inside"),
+        ("gemini-2.5-flash", ("text",), "none"),
+    ],
+)
+async def test_tool_result_images(
+    server: ScriptedServer, provider: GeminiProvider, model_id: str, reads: Any, where: str
+) -> None:
+    """A tool result's images as pi 1.6.0 sends them: inside the functionResponse for
+    Gemini 3, in a user turn after it for older models, pi's text in their place for a
+    model that reads no images; text parts joined by newlines, a placeholder for none."""
+    server.script(event_stream([chunk({"text": "ok"}, finish="STOP")]))
+    png = ImageContent(data="aW1n", mime_type="image/png")
+    messages = (
+        UserMessage("look", timestamp=0),
+        AssistantMessage(
+            content=(ToolCall("c1", "read", {}), ToolCall("c2", "read", {})),
+            stop_reason="toolUse",
+        ),
+        ToolResultMessage("c1", "read", (TextContent("a"), TextContent("b"))),
+        ToolResultMessage("c2", "read", (png,)),
+    )
+    model = Model(id=model_id, provider="gemini", input=reads)
+    await ask(provider, ProviderRequest(model, messages))
+    inline = {"inlineData": {"mimeType": "image/png", "data": "aW1n"}}
+    second: dict[str, Any] = {
+        "name": "read",
+        "response": {
+            "output": "(tool image omitted: model does not support images)"
+            if where == "none"
+            else "(see attached image)"
+        },
+    }
+    if where == "inside":
+        second["parts"] = [inline]
+    turns = [
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "read", "response": {"output": "a\nb"}}},
+                {"functionResponse": second},
+            ],
+        }
+    ]
+    if where == "after":
+        turns.append({"role": "user", "parts": [{"text": "Tool result image:"}, inline]})
+    assert server.requests[0].json()["contents"][2:] == turns

@@ -176,11 +176,13 @@ async def test_streamed_text_and_usage(server: ScriptedServer, provider: OpenAIP
     (request,) = server.requests
     assert (request.method, request.path) == ("POST", "/v1/chat/completions")
     assert request.headers["authorization"] == f"Bearer {KEY}"
-    assert request.json() == {
+    assert request.json() == {  # as pi 1.6.0 sends it (test_provider_openai_body.py)
         "model": "gpt-test",
         "messages": [{"role": "user", "content": "Hi"}],
         "stream": True,
         "stream_options": {"include_usage": True},
+        "store": False,
+        "max_completion_tokens": 16_384,
     }
 
 

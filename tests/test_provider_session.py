@@ -39,7 +39,7 @@ NGINX_503 = (
     "</html>"
 )
 ERROR_503 = "503 Service Unavailable: 503 Service Temporarily Unavailable nginx"
-USER_ONLY = [{"role": "user", "content": "Hi"}]
+USER_ONLY = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
 
 
 def chunk(content: str | None = None, finish: str | None = None) -> str:

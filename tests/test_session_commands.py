@@ -218,6 +218,13 @@ def test_context_estimate_after_usage_and_after_compaction() -> None:
     assert estimate_tokens(UserMessage("😀" * 2)) == 1  # UTF-16 units, as JavaScript counts
 
 
+def test_a_lone_surrogate_is_counted_not_a_crash() -> None:
+    """Tool arguments a model sent with a lone surrogate (JSON allows ``"\\ud800"``)
+    count one UTF-16 unit, as JavaScript counts it, instead of failing to encode."""
+    call = ToolCall("c", "read", {"a": "\ud800"})  # {"a":"?"}: 9 units, read: 4
+    assert estimate_tokens(AssistantMessage(content=(call,))) == 4
+
+
 async def test_last_assistant_text_follows_pi(autojump_clock: trio.testing.MockClock) -> None:
     """Trimmed text of the last answer; aborted-and-empty answers are skipped; blank is None."""
     script = [FauxReply(text="  first  "), FauxReply(hang=True)]

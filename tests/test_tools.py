@@ -19,10 +19,12 @@ import trio
 from trio_session import (
     FauxProvider,
     FauxReply,
+    ImageContent,
     TextContent,
     Tool,
     ToolArgumentError,
     ToolCall,
+    ToolOutput,
     ToolResultMessage,
     TrioSessionError,
     open_session,
@@ -53,7 +55,9 @@ async def run_calls(t: Tool, *arguments: Mapping[str, Any]) -> list[ToolResultMe
 
 async def call(t: Tool, **arguments: Any) -> str:
     """The result text of calling the tool directly."""
-    return await t.execute(arguments)
+    result = await t.execute(arguments)
+    assert isinstance(result, str)
+    return result
 
 
 def test_acceptance_schema_with_defaults_optional_and_literal() -> None:
@@ -578,3 +582,23 @@ def test_the_docs_example_shows_a_retry_after_bad_arguments() -> None:
         'tool result (ok): {"city": "Oslo", "temperature": 21, "unit": "c", "days": 1}',
         "reply: It is 21 °C in Oslo.",
     ]
+
+
+async def test_a_function_may_return_a_tool_output_with_an_image() -> None:
+    """A ToolOutput is the result as it is: its text and image parts reach the history,
+    its details beside them."""
+    chart = ImageContent("aW1n", "image/png")
+
+    @tool
+    def draw(title: str) -> ToolOutput:
+        """Draw a chart.
+
+        Args:
+            title: the chart's title.
+        """
+        return ToolOutput((TextContent(f"chart: {title}"), chart), {"points": 3})
+
+    (result,) = await run_calls(draw, {"title": "sales"})
+    assert result.content == (TextContent("chart: sales"), chart)
+    assert result.details == {"points": 3}
+    assert not result.is_error

@@ -572,10 +572,38 @@ def test_a_coding_task_shows_its_tool_calls_and_results(chat: Chat) -> None:
     tmux.wait_for(lambda _: chat.exited(1))
 
 
+def test_a_running_bash_streams_its_output(chat: Chat) -> None:
+    """While bash runs, the chat shows ``$ command``, the last five lines of its output
+    under how many are hidden, and the time it has run; Ctrl+O shows them all; Esc
+    ends it and its result goes to the transcript."""
+    command = "printf 'line%s\\n' 1 2 3 4 5 6 7 8; sleep 300"
+    tmux = chat.start([_call("c1", "bash", command=command), reply("never sent")], height=40)
+    ready(tmux)
+    tmux.type("run it")
+    tmux.keys("Enter")
+    screen = tmux.wait_text("line8")
+    rows = screen.split("\n")
+    at = rows.index("  $ " + command)
+    assert rows[at + 1 : at + 7] == [
+        "    … (3 earlier lines, ctrl+o to expand)",
+        *(f"    line{n}" for n in range(4, 9)),
+    ], screen
+    assert rows[at + 7].startswith("    Elapsed "), screen
+    assert "running bash… (esc to abort)" in screen
+    tmux.keys("C-o")
+    screen = tmux.wait_text("    line1")
+    assert "earlier lines" not in screen
+    tmux.keys("Escape")
+    screen = tmux.wait_text("tool call aborted")
+    assert "Elapsed" not in screen
+    tmux.wait_text("enter: send")
+    tmux.keys("/quit", "Enter")
+    tmux.wait_for(lambda _: chat.exited(1))
+
+
 def test_esc_aborts_a_running_bash_and_its_process_group(chat: Chat) -> None:
-    """While bash runs, its output's last line shows on the status line; Esc kills the
-    command's process group, the result says it was aborted, and the chat takes keys
-    again."""
+    """While bash runs, its output shows above the status line; Esc kills the command's
+    process group, the result says it was aborted, and the chat takes keys again."""
     command = "echo building; echo $$ > pid; sleep 300"
     tmux = chat.start([_call("c1", "bash", command=command), reply("never sent")])
     ready(tmux)
@@ -584,7 +612,7 @@ def test_esc_aborts_a_running_bash_and_its_process_group(chat: Chat) -> None:
     pid_file = chat.work / "pid"
     tmux.wait_for(lambda _: pid_file.exists() and pid_file.read_text().strip() != "")
     group = int(pid_file.read_text())
-    tmux.wait_text("bash: building")
+    tmux.wait_text("    building")
     tmux.keys("Escape")
     screen = tmux.wait_text("tool call aborted")
     assert "✗ bash failed" in screen

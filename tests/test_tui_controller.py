@@ -219,13 +219,13 @@ def test_r56f_compaction_end_clears_a_summary_retry(ui: EventController) -> None
     assert ui.loader_text(1) is None
 
 
-def test_a_running_tool_shows_its_last_line_of_output(ui: EventController) -> None:
-    """While bash runs the loader line names it, then shows its output's last line as
-    it comes; the tool's end clears it."""
+def test_a_running_tool_is_named_on_the_loader_line(ui: EventController) -> None:
+    """While bash runs the loader line names it and says Esc aborts it, output or not
+    (the output shows above it: test_tui_tool_view.py); the tool's end clears it."""
     ui.handle(ToolExecutionStart("c1", "bash", {"command": "make"}), 0.0)
     assert ui.loader_text(0.0) == "running bash… (esc to abort)"
     ui.handle(ToolExecutionUpdate("c1", "bash", partial_result="cc -c a.c\n  cc   -c b.c\n\n"), 0.1)
-    assert ui.loader_text(0.1) == "bash: cc -c b.c"
+    assert ui.loader_text(0.1) == "running bash… (esc to abort)"
     ui.handle(ToolExecutionEnd("c1", "bash", "done"), 0.2)
     assert ui.loader_text(0.2) is None
 

@@ -77,6 +77,8 @@ class Scenario:
     #: Files written into the agent's working directory before it starts (path: text).
     files: dict[str, str] = attrs.field(factory=dict)
     profile: str = "pi-1.6"
+    #: models.json fields that replace the first model's (``contextWindow``, …).
+    model: dict[str, Any] = attrs.field(factory=dict)
 
     def settings(self) -> dict[str, Any]:
         """settings.json: the provider SDK's own retries off, our profile (pi-1.6 unless
@@ -90,6 +92,13 @@ class Scenario:
             **self.retry,
         }
         return {"retry": retry, "compaction": {"enabled": True, **self.compaction}}
+
+    def models(self, base_url: str) -> dict[str, Any]:
+        """models.json: the interop provider at ``base_url``, its first model changed by
+        ``model``."""
+        models = models_json(base_url)
+        models["providers"][PROVIDER]["models"][0].update(self.model)
+        return models
 
 
 @attrs.frozen
@@ -247,7 +256,7 @@ async def _run(agent: Agent, scenario: Scenario, pi_package: Path, node22: Path,
     stderr = work / "stderr.txt"
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
-        _write(agent_dir / "models.json", models_json(server.base_url))
+        _write(agent_dir / "models.json", scenario.models(server.base_url))
         _write(agent_dir / "settings.json", scenario.settings())
         with stderr.open("wb") as err:
             process = await trio.lowlevel.open_process(

@@ -8,14 +8,18 @@ Both agents start with their default tools and pi-1.6's retry rules; each runs i
 working directory with the same ``app.py``. Compared: the files left on disk, the tools
 declared to the model (names and parameter names, and the schemas whole), the
 ``(tool, isError)`` sequence and each result's text (the working directory's path put as
-``<cwd>``), the number of model requests and the retry events.
+``<cwd>``), the number of model requests and the retry events, and the request bodies
+whole (acceptance 3), read with two differences only: the system prompt's words and the
+working directory's path.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.interop.retry16 import Agent, Prompt, Run, Scenario, e503, run_scenario
@@ -138,27 +142,64 @@ def test_the_same_requests_and_retries(runs: dict[Agent, Run]) -> None:
     assert retries["trio-session"] == retries["pi"]
 
 
+def as_compared(run: Run) -> list[Any]:
+    """The run's request bodies, read with the two differences docs/tools.md lists: the
+    system prompt's words (ours by design; its role is kept) and the working directory's
+    path (each agent runs in its own, put as ``<cwd>``)."""
+    bodies = json.loads(json.dumps(run.bodies).replace(json.dumps(run.cwd)[1:-1], "<cwd>"))
+    for body in bodies:
+        system = body["messages"][0]
+        assert system["role"] == "system"
+        assert isinstance(system["content"], str)
+        system["content"] = "<system prompt>"
+    return list(bodies)
+
+
 def test_the_retry_resends_the_tool_result(runs: dict[Agent, Run]) -> None:
-    """Acceptance 3: the re-sent request after the 503 equals the first try, the read's
-    result in it, for pi and for us; and ours carries the same conversation as pi's.
-
-    Read the same way: a user message's text parts as one string (pi sends a list of
-    parts, we send the string). The system prompts differ in words, on purpose
-    (docs/tools.md)."""
-    for run in runs.values():
+    """Acceptance 3: the request re-sent after the 503 is the failed one, whole — the
+    read's result still in it, the failed answer not — for pi and for us; it equals pi's
+    but for the system prompt's words and the working directory; neither history keeps
+    the failed answer."""
+    for agent, run in runs.items():
         first, again = run.bodies[1], run.bodies[2]
-        assert again["messages"] == first["messages"]
-        assert again["messages"][-1]["role"] == "tool"
+        assert again == first, agent
+        assert again["messages"][-2]["tool_calls"][0]["id"] == "call_0", agent
+        assert again["messages"][-1] == {
+            "role": "tool",
+            "content": APP,
+            "tool_call_id": "call_0",
+        }, agent
+        stops = [m.get("stopReason") for m in run.messages if m["role"] == "assistant"]
+        assert stops == ["toolUse"] * 6 + ["stop"], agent
+    assert as_compared(runs["trio-session"])[2] == as_compared(runs["pi"])[2]
 
-    def conversation(run: Run) -> list[Any]:
-        read = []
-        for message in run.bodies[2]["messages"]:
-            message = dict(message)
-            if message["role"] == "system":
-                continue
-            if isinstance(message.get("content"), list):
-                message["content"] = "".join(p["text"] for p in message["content"])
-            read.append(message)
-        return read
 
-    assert conversation(runs["trio-session"]) == conversation(runs["pi"])
+def test_every_request_equals_pis(runs: dict[Agent, Run]) -> None:
+    """All 8 request bodies equal pi 1.6.0's: the parameters (``store: false``,
+    ``max_completion_tokens``, ``stream_options``), the tools, every message — read with
+    only the two differences of ``as_compared``."""
+    assert as_compared(runs["trio-session"]) == as_compared(runs["pi"])
+
+
+def test_the_cap_is_fitted_to_the_window_as_pis(
+    pi16_package: Path, node22: Path, tmp_path: Path
+) -> None:
+    """With a 9000-token window the answer's cap has to fit in, every request after the
+    first answer asks for the same ``max_completion_tokens`` as pi's (both estimate the
+    context as the last usage plus what came after it). The first requests differ: that
+    estimate counts the system prompt, whose words are ours. The working directories'
+    paths are as long for both (a tool result holds one)."""
+    small = attrs.evolve(
+        TASK, name="small-window", model={"contextWindow": 9000, "maxTokens": 9000}
+    )
+    names: dict[Agent, str] = {"pi": "pi", "trio-session": "us"}
+    caps = {
+        agent: [
+            body["max_completion_tokens"]
+            for body in run_scenario(agent, small, pi16_package, node22, tmp_path / name).bodies
+        ]
+        for agent, name in names.items()
+    }
+    assert len(caps["pi"]) == 8
+    assert all(cap < 9000 for cap in caps["pi"] + caps["trio-session"])
+    assert caps["trio-session"][1:] == caps["pi"][1:]

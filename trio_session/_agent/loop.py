@@ -463,39 +463,42 @@ class Agent:
                 self.emit(ToolExecutionUpdate(call.id, call.name, call.arguments, output))
 
             token = _PROGRESS.set(progress)
+            answer: ToolOutput | str
             try:
                 if tool is None:
-                    text, is_error = f"unknown tool {call.name!r}", True
+                    answer, is_error = f"unknown tool {call.name!r}", True
                 else:
                     try:
-                        text, is_error = await tool.execute(call.arguments), False
+                        answer, is_error = await tool.execute(call.arguments), False
                     except ToolError as exc:  # the tool's words for the model
-                        text, is_error = str(exc), True
+                        answer, is_error = str(exc), True
                     except Exception as exc:
-                        text, is_error = f"{type(exc).__name__}: {exc}", True
+                        answer, is_error = f"{type(exc).__name__}: {exc}", True
             except BaseException:
                 self._tool_result(call, "tool call aborted", True, produced, results, started)
                 raise
             finally:
                 _PROGRESS.reset(token)
-            self._tool_result(call, text, is_error, produced, results, started)
+            self._tool_result(call, answer, is_error, produced, results, started)
 
     def _tool_result(
         self,
         call: ToolCall,
-        text: str,
+        answer: ToolOutput | str,
         is_error: bool,
         produced: list[Message],
         results: list[ToolResultMessage],
         started: float,
     ) -> None:
+        given = ToolOutput((TextContent(answer),)) if isinstance(answer, str) else answer
         result = ToolResultMessage(
             tool_call_id=call.id,
             tool_name=call.name,
-            content=(TextContent(text),),
+            content=given.content,
             is_error=is_error,
+            details=given.details,
         )
-        output = ToolOutput(result.content, {} if is_error else None)
+        output = ToolOutput(result.content, {} if is_error else given.details)
         duration = round((trio.current_time() - started) * 1000)
         self.emit(ToolExecutionEnd(call.id, call.name, output, is_error, duration))
         results.append(result)

@@ -16,7 +16,8 @@
 The function may be sync or async. A sync function runs inline, in the agent's
 task: a tool that blocks (disk, network, CPU) should be ``async`` or hand its
 work to ``trio.to_thread.run_sync`` itself. Its return value is the result text:
-a ``str`` as it is, ``None`` as ``""``, anything else as JSON.
+a ``str`` as it is, ``None`` as ``""``, anything else as JSON — but a ``ToolOutput``
+(text and image parts, ``details``) is the result as it is.
 
 The schema and the checks are built by ``tool_schema.py``; this module turns them into a
 ``Tool``.
@@ -34,6 +35,7 @@ import attrs
 
 from .._core.classes import frozen
 from .._core.errors import ToolError, TrioSessionError
+from .._core.events import ToolOutput
 from .._core.json_bounds import MAX_JSON_DEPTH, TOO_DEEP, json_depth
 from ..providers._base import ToolSpec
 from .tool_schema import (
@@ -86,14 +88,16 @@ class Tool:
 
     Attributes:
         name: the name the model uses.
-        execute: ``async (arguments) -> str``; an exception becomes an error result
-            (a ``ToolError``'s message as it is, others with their type's name).
+        execute: ``async (arguments) -> str``, or a ``ToolOutput`` for a result with
+            image parts (``read`` of an image) or ``details``; an exception becomes an
+            error result (a ``ToolError``'s message as it is, others with their type's
+            name).
         description: what the tool does, for the model.
         parameters: JSON schema of the arguments.
     """
 
     name: str
-    execute: Callable[[Mapping[str, Any]], Awaitable[str]]
+    execute: Callable[[Mapping[str, Any]], Awaitable[str | ToolOutput]]
     description: str = ""
     parameters: Mapping[str, Any] = attrs.field(
         factory=lambda: {"type": "object", "properties": {}}
@@ -119,7 +123,8 @@ class Tool:
         ``ToolArgumentError`` naming every problem, which the model gets as the error
         result. A sync ``fn`` runs inline in the agent's task (a blocking one should
         be async, or use ``trio.to_thread.run_sync`` itself). What ``fn`` returns is
-        the result: a ``str`` as it is, ``None`` as ``""``, anything else as JSON.
+        the result: a ``str`` as it is, ``None`` as ``""``, a ``ToolOutput`` (text and
+        image parts) as it is, anything else as JSON.
 
         Args:
             fn: the function.
@@ -164,7 +169,7 @@ class _FunctionCall:
     _arguments: Node
     _positional: tuple[tuple[str, Any], ...]  # positional-only parameters and defaults
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+    async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:
         if json_depth(arguments) > MAX_JSON_DEPTH:  # a model's never are (see _agent)
             raise ToolArgumentError(self._tool, [f"the arguments are {TOO_DEEP}"])
         problems: list[str] = []
@@ -175,7 +180,7 @@ class _FunctionCall:
         result = self.function(*args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
-        return _encode_result(result)
+        return result if isinstance(result, ToolOutput) else _encode_result(result)
 
 
 def function_tool(

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from .._agent.loop import report_progress
@@ -83,17 +84,32 @@ UPDATE_EVERY = 0.1
 @define(eq=False)
 class _Progress:
     """The output so far, reported (``tool_execution_update``) at most every
-    ``UPDATE_EVERY`` seconds, and once more at the end if something was not."""
+    ``UPDATE_EVERY`` seconds: output that comes sooner is reported when that time is
+    up (``flush_later``, as pi's timer does), and once more at the end if something
+    was not."""
 
     _text: str = ""
     _last: float = -math.inf
     _dirty: bool = False
+    _waiting: trio.Event = attrs.field(factory=trio.Event)
 
     def feed(self, chunk: str) -> None:
         self._text = (self._text + chunk)[-2 * DEFAULT_MAX_BYTES :]
         self._dirty = True
         if trio.current_time() - self._last >= UPDATE_EVERY:
             self._report()
+        else:
+            self._waiting.set()
+
+    async def flush_later(self) -> None:
+        """Report output held back by the throttle once its time is up (runs beside
+        the command until it ends)."""
+        while True:
+            await self._waiting.wait()
+            await trio.sleep_until(self._last + UPDATE_EVERY)
+            self._waiting = trio.Event()
+            if self._dirty:
+                self._report()
 
     def finish(self) -> None:
         if self._dirty:
@@ -130,6 +146,7 @@ async def run_command(command: str, cwd: Path, time_limit: float | None) -> str:
 
     try:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(progress.flush_later)
             if timeout is not None:
                 nursery.start_soon(deadline)
             result = await run.run()

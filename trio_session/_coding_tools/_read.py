@@ -5,8 +5,9 @@ not UTF-8, as in a binary file, become U+FFFD), split on ``\\n``, and the lines 
 for are returned as they are — no line numbers — cut to the first 2000 lines or
 50 KB. A cut result ends with a note giving the ``offset`` to go on from; a first
 line too long for 50 KB alone is not shown, the note points at ``sed`` instead.
-Images are not attached (pi sends jpg/png/gif/webp/bmp as image blocks): their
-bytes are read as text like any other file.
+An image (by its first bytes: JPEG, PNG, GIF, WebP, BMP) is answered as pi answers it,
+``Read image file [image/png]`` and the image (``_image``); ``offset`` and ``limit``
+do not apply to it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import trio
 
 from .._agent.tools import Tool
 from .._core.errors import ToolError
+from .._core.events import ToolOutput
 from ._common import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -32,6 +34,7 @@ from ._common import (
     resolve_path,
     truncate_head,
 )
+from ._image import SNIFF_BYTES, image_type, read_image
 
 PARAMS = (
     Param("path", "string", "Path to the file to read (relative or absolute)"),
@@ -56,9 +59,11 @@ def os_error_text(exc: OSError, action: str, path: Path) -> str:
     return f"{code}: {reason}, {action} '{path}'"
 
 
-def read_text(path: Path, given: str, offset: float | None, limit: float | None) -> str:
+def read_file(
+    path: Path, given: str, offset: float | None, limit: float | None
+) -> str | ToolOutput:
     """What ``read`` answers for ``path`` (``given`` as the model wrote it; blocking: run
-    in a thread)."""
+    in a thread): an image's note and the image, or the text."""
     if not os.access(path, os.R_OK):
         code = errno.ENOENT if not path.exists() else errno.EACCES
         raise ToolError(os_error_text(OSError(code, os.strerror(code)), "access", path))
@@ -66,6 +71,15 @@ def read_text(path: Path, given: str, offset: float | None, limit: float | None)
         data = path.read_bytes()
     except OSError as exc:
         raise ToolError(os_error_text(exc, "read", path)) from exc
+    mime_type = image_type(data[:SNIFF_BYTES])
+    if mime_type is not None:
+        return ToolOutput(read_image(data, mime_type).content)
+    return read_text(data, given, offset, limit)
+
+
+def read_text(data: bytes, given: str, offset: float | None, limit: float | None) -> str:
+    """What ``read`` answers for a text file's bytes (``given``: its path as the model
+    wrote it)."""
     lines = data.decode("utf-8", errors="replace").split("\n")
     start = max(0, int(offset) - 1) if offset else 0
     if start >= len(lines):
@@ -99,11 +113,11 @@ def read_text(path: Path, given: str, offset: float | None, limit: float | None)
 def read_tool(cwd: Path) -> Tool:
     """pi's ``read`` tool, its paths taken from ``cwd``."""
 
-    async def execute(arguments: Mapping[str, Any]) -> str:
+    async def execute(arguments: Mapping[str, Any]) -> str | ToolOutput:
         check_arguments("read", PARAMS, arguments)
         path = resolve_path(arguments["path"], cwd)
         return await trio.to_thread.run_sync(
-            read_text,
+            read_file,
             path,
             arguments["path"],
             arguments.get("offset"),

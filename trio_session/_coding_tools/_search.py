@@ -5,7 +5,9 @@ themselves, with the same arguments, output lines, limits and messages:
 
 - the walk includes hidden files, skips ``.git`` and ``node_modules`` and what the
   ``.gitignore`` files on the way list (plain patterns: ``name``, ``dir/``,
-  ``/anchored``, ``*`` ``?`` ``**``; a ``!`` negation is not read);
+  ``/anchored``, ``*`` ``?`` ``**``, ``!`` re-including what an earlier line
+  ignored — the last line that matches decides, and nothing below an ignored
+  directory comes back, as in git);
 - a glob without ``/`` (``*.py``) matches file names at any depth, one with ``/``
   (``src/**/*.py``) the path from the searched directory;
 - ``grep`` answers ``path:line: text`` for a match and ``path-line- text`` for a
@@ -133,9 +135,13 @@ class _Glob:
         return bool(self._regex.match(subject))
 
 
-def _ignore_rules(directory: Path, base: str) -> list[tuple[str, re.Pattern[str], bool]]:
-    """The rules of ``directory``'s ``.gitignore`` (``base``: its relative path), each as
-    (base, regex, for directories only)."""
+#: One ``.gitignore`` line: its directory (relative), its pattern, whether it is only
+#: for directories, whether it is a ``!`` negation.
+_Rule = tuple[str, re.Pattern[str], bool, bool]
+
+
+def _ignore_rules(directory: Path, base: str) -> list[_Rule]:
+    """The rules of ``directory``'s ``.gitignore`` (``base``: its relative path)."""
     try:
         text = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -143,25 +149,31 @@ def _ignore_rules(directory: Path, base: str) -> list[tuple[str, re.Pattern[str]
     rules = []
     for line in text.splitlines():
         rule = line.strip()
-        if not rule or rule.startswith(("#", "!")):
+        if not rule or rule.startswith("#"):
             continue
+        negated = rule.startswith("!")
+        rule = rule[1:] if negated or rule.startswith(("\\!", "\\#")) else rule
         dirs_only = rule.endswith("/")
         rule = rule.rstrip("/")
+        if not rule:
+            continue
         anchored = "/" in rule
         regex = glob_regex(rule.lstrip("/") if anchored else f"**/{rule}")
-        rules.append((base, regex, dirs_only))
+        rules.append((base, regex, dirs_only, negated))
     return rules
 
 
-def _ignored(relative: str, is_dir: bool, rules: list[tuple[str, re.Pattern[str], bool]]) -> bool:
-    for base, regex, dirs_only in rules:
+def _ignored(relative: str, is_dir: bool, rules: list[_Rule]) -> bool:
+    """Whether the last rule that matches ``relative`` ignores it (a ``!`` one does not)."""
+    ignored = False
+    for base, regex, dirs_only, negated in rules:
         if dirs_only and not is_dir:
             continue
         if base and not relative.startswith(base + "/"):
             continue
         if regex.match(relative[len(base) + 1 :] if base else relative):
-            return True
-    return False
+            ignored = not negated
+    return ignored
 
 
 def walk(root: Path) -> Iterator[tuple[str, bool]]:

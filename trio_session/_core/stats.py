@@ -137,7 +137,7 @@ class SessionStats:
 
 def _js_len(text: str) -> int:
     """``text.length`` as JavaScript counts it (UTF-16 code units)."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _parts_chars(content: str | Sequence[Any], *, images: bool) -> int:

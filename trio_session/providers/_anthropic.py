@@ -45,6 +45,7 @@ from .._core.messages import (
     ImageContent,
     Message,
     StopReason,
+    TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
@@ -63,6 +64,7 @@ from ._base import (
 from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
 from ._http import HttpProvider
 from ._http_body import StreamParser
+from ._images import readable
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")
@@ -129,7 +131,7 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[Any]:
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id,
-                "content": message.text,
+                "content": _tool_result_content(message),
             }
             if message.is_error:
                 block["is_error"] = True
@@ -147,6 +149,28 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[Any]:
     return wire
 
 
+def _image_block(image: ImageContent) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": image.mime_type, "data": image.data}
+    return {"type": "image", "source": source}
+
+
+def _tool_result_content(message: ToolResultMessage) -> Any:
+    """A tool result's ``content``, as pi 1.6.0 sends it: its text parts joined by
+    newlines; with images, text and ``image`` blocks (``(see attached image)`` first
+    when it has no text)."""
+    if not any(isinstance(part, ImageContent) for part in message.content):
+        return "\n".join(p.text for p in message.content if isinstance(p, TextContent))
+    blocks = [
+        _image_block(part)
+        if isinstance(part, ImageContent)
+        else {"type": "text", "text": part.text}
+        for part in message.content
+    ]
+    if not any(block["type"] == "text" for block in blocks):
+        blocks.insert(0, {"type": "text", "text": "(see attached image)"})
+    return blocks
+
+
 def _anthropic_user_content(message: Message) -> Any:
     """A user turn: a plain string, or text and base64 ``image`` blocks."""
     if not isinstance(message, UserMessage) or isinstance(message.content, str):
@@ -156,8 +180,7 @@ def _anthropic_user_content(message: Message) -> Any:
     blocks: list[dict[str, Any]] = []
     for part in message.content:
         if isinstance(part, ImageContent):
-            source = {"type": "base64", "media_type": part.mime_type, "data": part.data}
-            blocks.append({"type": "image", "source": source})
+            blocks.append(_image_block(part))
         else:
             blocks.append({"type": "text", "text": part.text})
     return blocks
@@ -370,7 +393,7 @@ class AnthropicProvider(HttpProvider):
         body: dict[str, Any] = {
             "model": request.model.id,
             "max_tokens": self._max_tokens,
-            "messages": anthropic_messages(request.messages),
+            "messages": anthropic_messages(readable(request.messages, request.model)),
             "stream": True,
         }
         if request.system_prompt:

@@ -89,8 +89,9 @@ class Model:
         cost: its prices; every assistant message's ``usage.cost`` is computed from them.
         compat: the reference's ``compat`` object from models.json (the provider's, then
             the model's on top, as pi merges them), shown as it is in the RPC Model
-            object; ``None`` when models.json gives none. trio_session's providers do
-            not read it.
+            object; ``None`` when models.json gives none. ``OpenAIProvider`` reads
+            ``supportsStore``, ``maxTokensField`` and ``supportsDeveloperRole`` from it,
+            as pi does; nothing else reads it.
     """
 
     id: str

@@ -88,6 +88,7 @@ from ._error_text import (
 )
 from ._http import HttpProvider
 from ._http_body import StreamParser
+from ._images import readable
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")
@@ -245,10 +246,7 @@ def gemini_contents(messages: tuple[Message, ...], model: Model) -> list[Any]:
             if parts:
                 wire.append({"role": "model", "parts": parts})
         elif isinstance(message, ToolResultMessage):
-            key = "error" if message.is_error else "output"
-            part = {
-                "functionResponse": {"name": message.tool_name, "response": {key: message.text}}
-            }
+            part, images = _function_response(message, model)
             previous = wire[-1] if wire else None
             if (
                 previous is not None
@@ -258,6 +256,8 @@ def gemini_contents(messages: tuple[Message, ...], model: Model) -> list[Any]:
                 previous["parts"].append(part)
             else:
                 wire.append({"role": "user", "parts": [part]})
+            if images:
+                wire.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
         else:
             parts = _user_parts(message)
             if parts:
@@ -291,6 +291,37 @@ def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]
     return parts
 
 
+def _inline(image: ImageContent) -> dict[str, Any]:
+    return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
+
+
+def _gemini_major(model_id: str) -> int | None:
+    found = re.match(r"gemini(?:-live)?-(\d+)", model_id.lower())
+    return int(found.group(1)) if found else None
+
+
+def _function_response(
+    message: ToolResultMessage, model: Model
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A tool result's ``functionResponse`` part, and the image parts to send after it
+    in a user turn of their own — as pi 1.6.0 sends them: the text parts joined by
+    newlines (``(see attached image)`` when there are only images), the images inside
+    the response for Gemini 3 and later (and models that are not Gemini), after it for
+    older Gemini models (for a model that reads none, ``_images.readable`` has put pi's
+    texts in their place first)."""
+    text = "\n".join(p.text for p in message.content if isinstance(p, TextContent))
+    images = [_inline(p) for p in message.content if isinstance(p, ImageContent)]
+    value = text if text.strip() else "(see attached image)" if images else ""
+    response = {
+        "name": message.tool_name,
+        "response": {"error" if message.is_error else "output": value},
+    }
+    major = _gemini_major(model.id)
+    if images and (major is None or major >= 3):
+        return {"functionResponse": {**response, "parts": images}}, []
+    return {"functionResponse": response}, images
+
+
 def _user_parts(message: Message) -> list[dict[str, Any]]:
     """A user turn: text and ``inlineData`` images."""
     if not isinstance(message, UserMessage) or isinstance(message.content, str):
@@ -298,7 +329,7 @@ def _user_parts(message: Message) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     for part in message.content:
         if isinstance(part, ImageContent):
-            parts.append({"inlineData": {"mimeType": part.mime_type, "data": part.data}})
+            parts.append(_inline(part))
         elif part.text:
             parts.append({"text": part.text})
     return parts
@@ -500,7 +531,8 @@ class GeminiProvider(HttpProvider):
         return {"x-goog-api-key": api_key} if api_key else {}
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"contents": gemini_contents(request.messages, request.model)}
+        contents = gemini_contents(readable(request.messages, request.model), request.model)
+        body: dict[str, Any] = {"contents": contents}
         if request.system_prompt:
             body["systemInstruction"] = {"parts": [{"text": request.system_prompt}]}
         if request.tools:

@@ -43,6 +43,7 @@ from .._core.messages import (
     ImageContent,
     Message,
     StopReason,
+    TextContent,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -52,6 +53,8 @@ from ._base import Model, ProviderRequest, StreamEnd, StreamSink, ToolSpec, toke
 from ._error_text import STREAM_CUT_MESSAGE, event_error_message, excerpt, invalid_response_message
 from ._http import HttpProvider
 from ._http_body import StreamParser
+from ._images import readable
+from ._openai_compat import context_estimate, openai_compat, output_cap
 from ._sse import ServerSentEvent
 
 logger = logging.getLogger("trio_session")
@@ -97,12 +100,35 @@ def _compact(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) -> list[Any]:
-    """The Chat Completions ``messages`` for a context (failed messages are already out)."""
+def openai_messages(
+    messages: tuple[Message, ...],
+    system_prompt: str | None,
+    *,
+    system_role: str = "system",
+) -> list[Any]:
+    """The Chat Completions ``messages`` for a context (failed messages are already out).
+
+    As pi sends them: a user message's parts as a list of parts (its empty text parts
+    left out, the message too when nothing is left), a string as a string. A tool
+    result is its text parts joined by newlines (``(see attached image)`` when it holds
+    only images, ``(no tool output)`` when nothing); the images of a run of tool results
+    follow it in one user message, ``Attached image(s) from tool result:`` and the
+    images (for a model that reads none, ``_images.readable`` has put pi's texts in
+    their place first).
+
+    Args:
+        messages: the context.
+        system_prompt: sent first, as a ``system_role`` message.
+        system_role: ``"system"``, or ``"developer"`` (``openai_compat``).
+    """
     wire: list[Any] = []
     if system_prompt:
-        wire.append({"role": "system", "content": system_prompt})
+        wire.append({"role": system_role, "content": system_prompt})
+    attached: list[dict[str, Any]] = []
     for message in messages:
+        if attached and not isinstance(message, ToolResultMessage):
+            wire.append(_attached(attached))
+            attached = []
         if isinstance(message, AssistantMessage):
             entry: dict[str, Any] = {"role": "assistant", "content": message.text}
             if message.tool_calls:
@@ -118,26 +144,46 @@ def openai_messages(messages: tuple[Message, ...], system_prompt: str | None) ->
                 ]
             wire.append(entry)
         elif isinstance(message, ToolResultMessage):
-            wire.append(
-                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-            )
+            wire.append(_tool_result(message))
+            attached.extend(_image_part(p) for p in message.content if isinstance(p, ImageContent))
         else:
-            wire.append({"role": "user", "content": _openai_user_content(message)})
+            content = _openai_user_content(message)
+            if content != []:
+                wire.append({"role": "user", "content": content})
+    if attached:
+        wire.append(_attached(attached))
     return wire
+
+
+def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
+    text = "\n".join(p.text for p in message.content if isinstance(p, TextContent))
+    if not text.strip():
+        has_images = any(isinstance(p, ImageContent) for p in message.content)
+        text = "(see attached image)" if has_images else "(no tool output)"
+    return {"role": "tool", "content": text, "tool_call_id": message.tool_call_id}
+
+
+def _attached(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    intro = {"type": "text", "text": "Attached image(s) from tool result:"}
+    return {"role": "user", "content": [intro, *parts]}
+
+
+def _image_part(image: ImageContent) -> dict[str, Any]:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"},
+    }
 
 
 def _openai_user_content(message: Message) -> Any:
     """A user turn: a plain string, or text and ``image_url`` parts (data URLs)."""
     if not isinstance(message, UserMessage) or isinstance(message.content, str):
         return message.text
-    if not message.images:
-        return message.text
     parts: list[dict[str, Any]] = []
     for part in message.content:
         if isinstance(part, ImageContent):
-            url = f"data:{part.mime_type};base64,{part.data}"
-            parts.append({"type": "image_url", "image_url": {"url": url}})
-        else:
+            parts.append(_image_part(part))
+        elif part.text:
             parts.append({"type": "text", "text": part.text})
     return parts
 
@@ -318,13 +364,22 @@ class OpenAIProvider(HttpProvider):
         return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        model = request.model
+        compat = openai_compat(model)
+        role = "developer" if model.reasoning and compat.developer_role else "system"
         body: dict[str, Any] = {
-            "model": request.model.id,
-            "messages": openai_messages(request.messages, request.system_prompt),
+            "model": model.id,
+            "messages": openai_messages(
+                readable(request.messages, model), request.system_prompt, system_role=role
+            ),
             "stream": True,
         }
         if self._include_usage:
             body["stream_options"] = {"include_usage": True}
+        if compat.store:
+            body["store"] = False
+        estimate = context_estimate(request.messages, request.system_prompt, request.tools)
+        body[compat.max_tokens_field] = output_cap(model, estimate)
         if request.tools:
             body["tools"] = openai_tools(request.tools)
         if request.model.reasoning and request.thinking_level != "off":

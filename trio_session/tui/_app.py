@@ -26,7 +26,16 @@ import trio
 
 from .._core.classes import define, frozen
 from .._core.errors import SessionBusyError, TrioSessionError
-from .._core.events import MessageEnd, MessageStart, MessageUpdate, SessionEvent
+from .._core.events import (
+    AgentEnd,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    SessionEvent,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+)
 from .._core.messages import AssistantMessage, CustomMessage, ToolResultMessage, UserMessage
 from .._pi.prompt_input import PromptInput, PromptRefused
 from .._session.facade import AgentSession, EventStream
@@ -46,6 +55,7 @@ from ._picker import Picker
 from ._render import Style
 from ._resume import resume_picker
 from ._terminal import KeyReader, Screen
+from ._tool_view import RunningTool
 from ._transcript import ReplyView, Transcript, custom_note
 
 FRAMES_PER_SECOND = 60
@@ -102,6 +112,8 @@ class ChatApp:
     # drawn (at most 60 times a second), not once per chunk.
     _streamed: MessageUpdate | None = attrs.field(default=None, init=False)
     _reply_committed: int = attrs.field(default=0, init=False)
+    #: The tool that runs now, shown with its output so far below the reply.
+    _running: RunningTool | None = attrs.field(default=None, init=False)
     _picker: Picker[Any] | None = attrs.field(default=None, init=False)
     _ctrl_c_armed: bool = attrs.field(default=False, init=False)
     _note: str | None = attrs.field(default=None, init=False)
@@ -266,8 +278,13 @@ class ChatApp:
         else:
             lines = self.transcript.unprinted(width)
         reply = self._reply_lines(width)
+        running = None if reply else self._running
+        if running is not None:  # a tool runs: the view's tail shows, none of it is committed
+            reply = running.render(
+                width, self.clock(), expanded=self.transcript.expanded, style=self.style
+            )
         frame = self._frame(width, height, reply)
-        if frame.overflow:  # the reply outgrew the screen: its head goes to the scrollback
+        if frame.overflow and running is None:  # the reply's head goes to the scrollback
             lines += reply[: frame.overflow]
             self._reply_committed += frame.overflow
         if full:
@@ -353,6 +370,12 @@ class ChatApp:
 
     def _on_event(self, event: SessionEvent) -> None:
         self._controller.handle(event, self.clock())
+        if isinstance(event, ToolExecutionStart):
+            self._running = RunningTool(event.tool_name, event.args, self.clock())
+        elif isinstance(event, ToolExecutionUpdate) and self._running is not None:
+            self._running.output = event.partial_result.text
+        elif isinstance(event, ToolExecutionEnd | AgentEnd):
+            self._running = None
         if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             self._reply = ReplyView(event.message, style=self.style)
             self._streamed = None

@@ -48,7 +48,6 @@ from .._core.events import (
     SummarizationRetryScheduled,
     ToolExecutionEnd,
     ToolExecutionStart,
-    ToolExecutionUpdate,
 )
 from .._core.messages import AssistantMessage, UserMessage
 
@@ -102,8 +101,8 @@ class EventController:
     _summary_retry_at: float = attrs.field(default=0.0, init=False)
     #: The rate-limit wait going on (R-69), and when it began.
     _rate_wait: tuple[RateLimitWaitStart, float] | None = attrs.field(default=None, init=False)
-    #: The tool that runs, and the last line of what it has printed so far.
-    _tool: tuple[str, str] | None = attrs.field(default=None, init=False)
+    #: The name of the tool that runs (its output shows above: ``_tool_view``).
+    _tool: str | None = attrs.field(default=None, init=False)
 
     @property
     def retrying(self) -> bool:
@@ -142,9 +141,8 @@ class EventController:
             )
         if self._compacting:
             return "Compacting the conversation…"
-        if self._tool is not None:  # bash's output, as it comes: its last line
-            name, line = self._tool
-            return f"{name}: {line}" if line else f"running {name}… (esc to abort)"
+        if self._tool is not None:
+            return f"running {self._tool}… (esc to abort)"
         return None
 
     def spinner(self, now: float) -> str:
@@ -186,10 +184,7 @@ class EventController:
             self._retries_this_prompt = 0
             self.status = None
         elif isinstance(event, ToolExecutionStart):
-            self._tool = (event.tool_name, "")
-        elif isinstance(event, ToolExecutionUpdate):
-            lines = [line for line in event.partial_result.text.splitlines() if line.strip()]
-            self._tool = (event.tool_name, " ".join(lines[-1].split()) if lines else "")
+            self._tool = event.tool_name
         elif isinstance(event, ToolExecutionEnd):
             self._tool = None
         elif isinstance(event, AgentStart):
