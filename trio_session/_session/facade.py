@@ -44,6 +44,7 @@ from .._core.text import valid_text
 from .._observe.log_records import SessionObserver
 from .._retry.classify import Classifier
 from .._retry.controller import PromptController
+from .._retry.profile import is_pi16
 from .._settings.store import Settings, SettingsStore, coerce_settings
 from ..providers._base import Model, Provider, supported_thinking_levels
 from .bash import BashCommands
@@ -157,7 +158,7 @@ class AgentSession:
         if loaded is not None:
             journal.resume(loaded)
         system_prompt = self._system_prompt
-        if file is not None and current.retry.profile == "pi-1.6":
+        if file is not None and is_pi16(current.retry):  # pi 1.6.0 keeps it in the file
             system_prompt = journal.keep_system(system_prompt, self._tools)
         keys: KeyRing | None = None
         if self._credentials is not None:

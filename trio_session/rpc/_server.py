@@ -54,6 +54,7 @@ from .._core.errors import HistoryError
 from .._core.events import MessageUpdate, SessionEvent
 from .._core.groups import unwrapped as _unwrapped
 from .._pi.prompt_input import PromptInput, PromptRefused
+from .._retry.profile import retry_profile
 from .._session.facade import AgentSession
 from . import _handlers_session, _handlers_tree, _runs
 from ._handlers_tree import NO_FACTORY as NO_FACTORY
@@ -380,7 +381,7 @@ class RpcServer:
             "autoRetryEnabled": session.auto_retry_enabled,
             "isRetrying": session.is_retrying,
             "retryAttempt": session.retry_attempt,
-            "retryProfile": session.settings.retry.profile,
+            "retryProfile": retry_profile(session.settings.retry),
             **self._credential_store_state(),
             **self._rate_limit_state(),
         }
