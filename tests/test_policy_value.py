@@ -7,10 +7,14 @@ boundaries. Time-dependent tests run on the autojump clock with exact virtual ti
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import trio
 import trio.testing
 
+import trio_session
 from trio_session import (
     AutoRetryEnd,
     AutoRetryStart,
@@ -149,3 +153,28 @@ async def test_r56f_the_summary_request_is_retried_at_most_max_retries_times_pi1
         (2, 2, 4000),
     ]
     assert provider.request_times[3:6] == [0.0, 2.0, 6.0]
+
+
+def _profile_reads(source: str) -> list[int]:
+    """Lines that read ``<…>.retry.profile`` (or ``retry.profile``) as an expression."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "profile":
+            owner = node.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name == "retry":
+                found.append(node.lineno)
+    return found
+
+
+def test_retry_profile_is_read_in_one_place() -> None:
+    """Every decision under a profile asks ``_retry/profile.py`` (``retry_profile``,
+    ``is_pi16``): no other module of the package reads ``retry.profile`` itself."""
+    package = Path(trio_session.__file__).parent
+    readers = {
+        str(path.relative_to(package)): lines
+        for path in sorted(package.rglob("*.py"))
+        if (lines := _profile_reads(path.read_text(encoding="utf-8")))
+    }
+    assert set(readers) == {"_retry/profile.py"}
+    assert _profile_reads("x = settings.retry.profile == 'pi-1.6'\n") == [1]
