@@ -356,7 +356,7 @@ def credential_id(api_key: str | None) -> str:
     return fingerprint(api_key)
 
 
-@define(eq=False)
+@define(eq=False, weakref_slot=False)  # one per session: nothing refers to it weakly
 class RateGate:
     """What the agent asks before each request: the permit, when ``rateLimit`` is set.
 

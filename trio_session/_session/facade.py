@@ -132,7 +132,8 @@ class AgentSession:
     _compaction: Compaction = attrs.field(init=False)
     _control: PromptController = attrs.field(init=False)
     _choice: ModelChoice = attrs.field(init=False)
-    _bash: BashCommands = attrs.field(init=False)
+    # made by the first ``bash()``: most sessions run none (a session in backoff is small)
+    _bash: BashCommands | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         # Each collaborator is made with what it needs, in the order they need each
@@ -205,7 +206,6 @@ class AgentSession:
             self._model, agent, settings, hub, journal, self._models, self._preferred_thinking
         )
         choice.resume(loaded)  # the model and thinking level the file last recorded
-        self._bash = BashCommands(journal, self._control)
         if file is not None and loaded is None and file.leaf_id is None:
             # A new file starts as the reference's do: the model and the thinking level.
             file.append_model_change_nowait(self._model.provider, self._model.id)
@@ -730,7 +730,7 @@ class AgentSession:
     @property
     def is_bash_running(self) -> bool:
         """Whether a ``bash`` command is running."""
-        return self._bash.running is not None
+        return self._bash is not None and self._bash.running is not None
 
     async def bash(
         self,
@@ -763,6 +763,8 @@ class AgentSession:
             SessionClosedError: the session is closed.
             OSError: the shell could not be started.
         """
+        if self._bash is None:
+            self._bash = BashCommands(self._journal, self._control)
         return await self._bash.run(
             command, exclude_from_context=exclude_from_context, on_output=on_output
         )
@@ -770,7 +772,8 @@ class AgentSession:
     def abort_bash(self) -> None:
         """Stop the running ``bash`` command, if any: its process group is killed and its
         result is ``cancelled``."""
-        self._bash.abort()
+        if self._bash is not None:
+            self._bash.abort()
 
     # -- compaction (``Compaction``) ------------------------------------------------
 
@@ -964,7 +967,7 @@ class AgentSession:
             busy.append("a compaction is running")
         if self._agent.streaming:
             busy.append(f"a request to {self._agent.provider.name} is in flight")
-        if self._bash.running is not None:
+        if self.is_bash_running:
             busy.append("a bash command is running")
         return tuple(busy)
 
