@@ -35,6 +35,14 @@ PUBLIC_MODULES = (
 #: why it may stay so. The test fails when one is added, and when one is exported (then
 #: it leaves this list).
 NOT_EXPORTED = {
+    # The rate budget's plumbing (issue 43): a program sets ``rateLimit``; the gate is the
+    # agent's (``Agent.rate_gate``), the budget the credential store's. Exported when a
+    # budget of one's own is documented as pluggable.
+    "trio_session._agent.rate_budget.RateGate": "Agent.rate_gate: the agent asks it",
+    "trio_session._agent.rate_budget.RateBudget": "RedisCredentialStore.rate_budget()",
+    "trio_session._agent.rate_budget.BudgetKey": "an argument of RateBudget.permit",
+    "trio_session._agent.rate_budget.Cost": "an argument of RateBudget.permit",
+    "trio_session.store._redis_budget.RedisRateBudget": "what the Redis store's budget is",
     # pi 1.6.0's cut, which the session hands SummarizingCompactor.compact(prepared=…):
     # not exported until a custom compactor is documented as taking it (issue 41).
     "trio_session._agent.compactors.Preparation": "the session's argument to the default compactor",
