@@ -11,6 +11,7 @@ HttpProvider.stream(request, sink)
     ├── client.send(POST url, body, stream=True)   the response closed on every exit,
     │   │                                          cancellation included; the body
     │   │                                          is a plain iterator (_request_body)
+    │   ├── any status: rate-limit headers → read_rate_limits() → StreamEnd.rate_limits
     │   ├── non-2xx  → read ≤ 64 KiB of body → http_error_message()   "503 …: …"
     │   ├── 2xx but not text/event-stream     → "Invalid response from server: …"
     │   └── bytes → SSEDecoder (lines ≤ 8 MiB) → parser.feed(event) → StreamEnd, or
