@@ -31,7 +31,6 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 from .classes import frozen
 
@@ -129,6 +128,8 @@ def _http_date(value: str | None) -> float | None:
     """A ``date`` header as POSIX seconds; ``None`` when it is not an HTTP date."""
     if value is None or len(value) > _MAX_CHARS:
         return None
+    from email.utils import parsedate_to_datetime  # only with Anthropic's headers
+
     try:
         return parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError, IndexError, OverflowError):
