@@ -222,7 +222,9 @@ async def worker(url: str, mode: str, rate: float, duration: float, redis_url: s
     if mode == "none":
         await run(InMemoryCredentialStore(keys=keys))
     else:
-        async with open_redis_credentials(redis_url, keys=keys, environ={}) as store:
+        # A prefix per way: the budget a way left in Redis must not hold the next one.
+        prefix = f"bench-{mode}:"
+        async with open_redis_credentials(redis_url, keys=keys, environ={}, prefix=prefix) as store:
             await run(store)
     print(json.dumps({"latencies": latencies, "offered": offered}))
 
