@@ -456,7 +456,9 @@ def credential_id(api_key: str | None) -> str:
 
 @define(eq=False)
 class RateGate:
-    """What the agent asks before each request: the permit, when ``rateLimit`` is set.
+    """What the agent asks before each request: the permit, when ``rateLimit`` sets a
+    limit or one was learned from the provider's headers; and what it tells after each
+    answer: the headers' limits (``learn``).
 
     Args:
         settings: the session's settings, read at every request (R-11).
@@ -498,8 +500,10 @@ class RateGate:
         messages: Sequence[Message],
         emit: Callable[[SessionEvent], None],
     ) -> Grant | None:
-        """Wait for the permit of a request of ``messages`` to ``model``; ``None`` at
-        once, with no checkpoint, when no limit applies to the model.
+        """Wait for the permit of a request of ``messages`` to ``model``; ``None`` when
+        no limit applies to the model, set or learned — at once, with no checkpoint,
+        in process; the fleet's budget may ask Redis what was learned (at most every
+        few seconds, ``_redis_budget.LEARNED_REFRESH``).
 
         Args:
             provider: the provider's name.

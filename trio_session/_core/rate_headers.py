@@ -148,9 +148,10 @@ def _dimension(
 
 def _until(reset: str | None, now: float) -> int | None:
     when = _instant(reset)
-    if when is None:
+    seconds = None if when is None else when - now
+    if seconds is None or not math.isfinite(seconds):
         return None
-    return min(max(math.ceil((when - now) * 1000), 0), MAX_RESET_MS)
+    return min(math.ceil(min(max(seconds, 0.0), MAX_RESET_MS / 1000) * 1000), MAX_RESET_MS)
 
 
 def read_rate_limits(headers: Mapping[str, str], now: float) -> RateLimitHeaders | None:
