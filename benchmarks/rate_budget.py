@@ -12,14 +12,17 @@ over a minute, for each. A request it cannot take gets ``429`` with ``retry-afte
 its prompt (a token per four characters of its messages' texts) and its reply (20
 tokens), and answered with that usage. ``WORKERS`` worker processes offer prompts at a steady rate —
 in all twice what the limit allows over the run (its bucket plus a minute's refill
-scaled to the run) — each prompt in a new session on the same key. Three ways:
+scaled to the run) — each prompt in a new session on the same key. Four ways:
 
 * ``none`` — default settings, each worker its own in-memory store: pi's policy, a 429
   is retried after 2, 4, 8 s;
 * ``cooldown`` — one Redis store and ``retry.sharedCooldown``: a 429's ``retry-after``
   holds every worker (today's reaction);
 * ``budget`` — one Redis store and ``rateLimit`` set to the server's limits: every
-  request waits for its permit of the fleet's budget (R-69).
+  request waits for its permit of the fleet's budget (R-69);
+* ``learned`` — one Redis store, no limit set: the budget learns the limits from the
+  server's ``x-ratelimit-*`` headers (``none`` and ``cooldown`` set
+  ``rateLimit.learn: false``, to stay what they stand for).
 
 litellm's Router is not among them: it is no dependency of this project.
 
@@ -50,7 +53,9 @@ from _bench import percentile
 from fleet import start_redis
 
 KEY = "sk-bench-rate-budget-0000000000000000"
-MODES = ("none", "cooldown", "budget")
+MODES = ("none", "cooldown", "budget", "learned")
+#: What ``none`` and ``cooldown`` stand for has no budget: they do not learn one either.
+NO_LEARNING = {"learn": False}
 REPLY_TOKENS = 20
 
 
@@ -178,12 +183,14 @@ async def worker(url: str, mode: str, rate: float, duration: float, redis_url: s
     from trio_session.store._redis_credentials import open_redis_credentials
 
     rpm, tpm = (int(v) for v in os.environ["BENCH_LIMITS"].split(","))
-    settings: dict[str, Any] = {}
+    settings: dict[str, Any] = {"rateLimit": NO_LEARNING}
     if mode == "cooldown":
-        settings = {"retry": {"sharedCooldown": True}}
+        settings = {"retry": {"sharedCooldown": True}, "rateLimit": NO_LEARNING}
     elif mode == "budget":
         limits = {"requestsPerMinute": rpm, "tokensPerMinute": tpm, "replyTokens": REPLY_TOKENS}
         settings = {"rateLimit": limits}
+    elif mode == "learned":
+        settings = {"rateLimit": {"replyTokens": REPLY_TOKENS}}
     keys = {"openai": [KEY]}
     latencies: list[float] = []
     offered = 0
@@ -215,7 +222,9 @@ async def worker(url: str, mode: str, rate: float, duration: float, redis_url: s
     if mode == "none":
         await run(InMemoryCredentialStore(keys=keys))
     else:
-        async with open_redis_credentials(redis_url, keys=keys, environ={}) as store:
+        # A prefix per way: the budget a way left in Redis must not hold the next one.
+        prefix = f"bench-{mode}:"
+        async with open_redis_credentials(redis_url, keys=keys, environ={}, prefix=prefix) as store:
             await run(store)
     print(json.dumps({"latencies": latencies, "offered": offered}))
 
@@ -283,7 +292,7 @@ async def run_mode(
 
 
 def measure(quick: bool) -> dict[str, Any]:
-    """Run the three ways; return their figures (printed by ``main``)."""
+    """Run the four ways; return their figures (printed by ``main``)."""
     workers, rpm, duration = (4, 120, 10.0) if quick else (8, 600, 40.0)
     tpm = rpm * 22  # a request here is 21 tokens: both limits bind, requests first
     rows: list[dict[str, Any]] = []

@@ -27,6 +27,7 @@ from trio_session import (
     UserMessage,
     parse_retry_after_ms,
 )
+from trio_session._core.rate_headers import RateDimension, RateLimitHeaders
 from trio_session.providers._anthropic import AnthropicProvider
 from trio_session.providers._error_text import STREAM_CUT_MESSAGE
 
@@ -608,3 +609,34 @@ async def test_thinking_streams_and_goes_back_signed(
     assert anthropic_messages((unsigned,)) == [
         {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}
     ]
+
+
+async def test_rate_limit_headers_ride_on_every_answer(
+    server: ScriptedServer, provider: AnthropicProvider
+) -> None:
+    """R-69: Anthropic's ``anthropic-ratelimit-*`` headers are read from a success and from
+    a 429 alike, the reset counted from the response's ``date``; none sent, none read."""
+    stated = (
+        ("date", "Sun, 06 Dec 2026 08:00:00 GMT"),
+        ("anthropic-ratelimit-requests-limit", "50"),
+        ("anthropic-ratelimit-requests-remaining", "49"),
+        ("anthropic-ratelimit-requests-reset", "2026-12-06T08:00:01Z"),
+        ("anthropic-ratelimit-tokens-limit", "40000"),
+        ("anthropic-ratelimit-tokens-remaining", "0"),
+        ("anthropic-ratelimit-tokens-reset", "2026-12-06T08:00:30Z"),
+    )
+    server.script(
+        event_stream(
+            [message_start(), *text_block(0, "Hi"), *message_end("end_turn", 1)],
+            headers=stated,
+        ),
+        respond(429, anthropic_error("rate_limit_error", "Slow down"), stated),
+        event_stream([message_start(), *text_block(0, "Hi"), *message_end("end_turn", 1)]),
+    )
+    expected = RateLimitHeaders(RateDimension(50, 49, 1_000), RateDimension(40_000, 0, 30_000))
+    answered, _ = await ask(provider)
+    refused, _ = await ask(provider)
+    silent, _ = await ask(provider)
+    assert (answered.stop_reason, answered.rate_limits) == ("stop", expected)
+    assert (refused.stop_reason, refused.rate_limits) == ("error", expected)
+    assert (silent.stop_reason, silent.rate_limits) == ("stop", None)

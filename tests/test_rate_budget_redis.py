@@ -17,6 +17,7 @@ import trio
 from tests.redis_support import running_redis
 from trio_session import FauxProvider, Model, RateLimits, open_session
 from trio_session._agent.rate_budget import MINUTE_US, BudgetKey, Cost, Outcome
+from trio_session._core.rate_headers import RateDimension, RateLimitHeaders
 from trio_session.store._credentials_file import fingerprint
 from trio_session.store._redis_budget import RedisGrant
 from trio_session.store._redis_credentials import open_redis_credentials
@@ -223,3 +224,30 @@ async def test_a_429_drains_the_fleet_s_budget() -> None:
     assert len(waits) == 1
     assert waits[0] is not None
     assert 4_900 < waits[0] <= 5_100
+
+
+async def test_a_learned_limit_reaches_a_second_worker() -> None:
+    """R-69: what one worker's response headers taught (2 requests a minute, none left for
+    30 s) is stored beside the budget, no secret in it: a second worker that never saw a
+    header reads the limit, and its permit waits for the reset (cancelled once told)."""
+    stated = RateLimitHeaders(RateDimension(2, 0, 30_000))
+    waits: list[int | None] = []
+    with running_redis() as server:
+        async with (
+            open_redis_credentials(server.url, call_timeout=10) as one,
+            open_redis_credentials(server.url, call_timeout=10) as two,
+        ):
+            await one.rate_budget().learn(KEY, stated)
+            assert server.command("GET", f"{PREFIX}:learned") == "2 0"
+            learned = await two.rate_budget().learned(KEY)
+            assert learned == RateLimits(requests_per_minute=2)
+            with trio.CancelScope() as scope:
+
+                def told(delay_ms: int | None) -> None:
+                    waits.append(delay_ms)
+                    scope.cancel(reason="told")
+
+                await two.rate_budget().permit(KEY, Cost.of(learned, 0), told)
+    (delay,) = waits
+    assert delay is not None
+    assert 20_000 < delay <= 30_000  # the reset, less the time since it was stated

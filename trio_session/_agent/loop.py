@@ -100,6 +100,16 @@ async def _settle(grant: Grant, answer: AssistantMessage | None) -> None:
         await grant.settle(Outcome.of(answer))
 
 
+async def _learn(
+    gate: RateGate, provider: str, model: Model, api_key: str | None, end: StreamEnd
+) -> None:
+    """Let the rate gate learn the limits an answer's headers stated, whatever cancels
+    the request after it (one bounded call); nothing at all when they stated none."""
+    if end.rate_limits is not None:
+        with trio.CancelScope(shield=True):
+            await gate.learn(provider, model, api_key, end.rate_limits)
+
+
 def _last_assistant(messages: Sequence[Message]) -> AssistantMessage | None:
     return next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
 
@@ -339,6 +349,8 @@ class Agent:
         message = builder.finish(end)
         if grant is not None:
             await _settle(grant, message)
+        if gate is not None:
+            await _learn(gate, self.provider.name, self.model, api_key, end)
         return message
 
     def request(self, api_key: str | None) -> ProviderRequest:
@@ -445,6 +457,8 @@ class Agent:
         self.emit(MessageEnd(message=message))
         if grant is not None:
             await _settle(grant, message)
+        if gate is not None:
+            await _learn(gate, self.provider.name, self.model, api_key, end)
         return message
 
     async def _run_tools(

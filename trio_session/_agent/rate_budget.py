@@ -38,6 +38,18 @@ first come, first served — so no session starves another; across processes eac
 is checked on its own, which is fair enough: a waiting worker tries again when the
 budget said it would hold it.
 
+Learned from the provider: when the settings name no limit for a dimension of a model
+(and ``rateLimit.learn`` is not ``false``), the limit the provider's rate-limit headers
+state (``_core.rate_headers``; every response's, success or failure) is the budget's
+limit for that provider, key and model, per minute. What the headers say remains
+*pre-drains* the budget: ``r`` of ``L`` remaining puts the dimension's time at least at
+``now + 60 s - r * 60 s / L`` (the bucket holds no more than ``r``); none remaining
+until a reset puts it at ``now + reset + 60 s - 60 s / L``: the next request waits
+until the reset (at most a minute away), and the rest go at the budget's pace. A
+budget never gains from the headers, only loses. A dimension the settings name ignores
+them altogether; a server that sends no such headers changes nothing: no permit, no
+event.
+
 Two budgets implement the protocol: ``LocalRateBudget`` (one per Trio run, on
 ``trio.current_time()``: the default) and ``trio_session.store._redis_budget``'s, shared
 by a fleet through the Redis credential store.
@@ -54,13 +66,14 @@ import trio
 
 from .._core.classes import define, frozen
 from .._core.events import RateLimitWaitEnd, RateLimitWaitStart
+from .._core.rate_headers import RateDimension, RateLimitHeaders
 from .._core.stats import estimate_context_tokens
+from .._settings.values import RateLimits
 
 if TYPE_CHECKING:
     from .._core.events import SessionEvent
     from .._core.messages import AssistantMessage, Message
     from .._settings.store import SettingsStore
-    from .._settings.values import RateLimits
     from ..providers._base import Model
 
 #: The window every limit is counted over, in µs.
@@ -165,6 +178,51 @@ def drain(time: int, now: int, drain_us: int) -> int:
     return max(time, now + drain_us + MINUTE_US)
 
 
+def learned_limits(known: RateLimits | None, stated: RateLimitHeaders) -> RateLimits:
+    """The limits learned from ``stated``: each dimension it states, else ``known``'s.
+
+    Args:
+        known: what was learned before, if anything.
+        stated: what a response's headers state.
+    """
+    before = known or RateLimits()
+    return RateLimits(
+        requests_per_minute=stated.requests.limit
+        if stated.requests is not None
+        else before.requests_per_minute,
+        tokens_per_minute=stated.tokens.limit
+        if stated.tokens is not None
+        else before.tokens_per_minute,
+    )
+
+
+def floor_us(dimension: RateDimension | None) -> int:
+    """How far from now (µs) a dimension's time is at least, by what its headers say
+    remains (0: they say nothing): ``60 s - r * 60 s / L`` for ``r`` of ``L`` left;
+    for none left with a reset, ``60 s + reset - 60 s / L``: the next unit of the
+    dimension is free at the reset, not before (the reset at most a minute).
+
+    Args:
+        dimension: the dimension as the headers state it.
+    """
+    if dimension is None or dimension.remaining is None:
+        return 0
+    if dimension.remaining == 0 and dimension.reset_ms is not None:
+        unit = math.ceil(MINUTE_US / dimension.limit)
+        return max(MINUTE_US + min(dimension.reset_ms, 60_000) * 1000 - unit, 0)
+    return max(MINUTE_US - math.ceil(dimension.remaining * MINUTE_US / dimension.limit), 0)
+
+
+def lift(time: int, now: int, floor: int) -> int:
+    """A dimension's time once it is at least ``floor`` µs from now (0: as it is)."""
+    return max(time, now + floor) if floor else time
+
+
+def floors(stated: RateLimitHeaders) -> Times:
+    """``floor_us`` of both dimensions: ``(requests, tokens)``."""
+    return (floor_us(stated.requests), floor_us(stated.tokens))
+
+
 @frozen
 class Outcome:
     """What a request's answer says to its budget.
@@ -218,6 +276,24 @@ class RateBudget(Protocol):
             cost: what the request takes.
             on_wait: called once, before the first wait, with the wait in ms when it is
                 known (``None``: queued behind other requests of this budget).
+        """
+        ...
+
+    async def learned(self, key: BudgetKey) -> RateLimits | None:
+        """The limits learned for ``key`` from its provider's headers; ``None``: none.
+
+        Args:
+            key: which budget.
+        """
+        ...
+
+    async def learn(self, key: BudgetKey, stated: RateLimitHeaders) -> None:
+        """Learn ``key``'s limits from what a response's headers state, and pre-drain
+        the budget by what they say remains.
+
+        Args:
+            key: which budget.
+            stated: the headers' limits (the dimensions the settings name left out).
         """
         ...
 
@@ -285,6 +361,28 @@ class LocalRateBudget:
 
     _times: dict[BudgetKey, Times] = attrs.field(factory=dict, init=False)
     _queues: dict[BudgetKey, Turns] = attrs.field(factory=dict, init=False)
+    _learned: dict[BudgetKey, RateLimits] = attrs.field(factory=dict, init=False)
+
+    async def learned(self, key: BudgetKey) -> RateLimits | None:
+        """See ``RateBudget.learned`` (no checkpoint).
+
+        Args:
+            key: which budget.
+        """
+        return self._learned.get(key)
+
+    async def learn(self, key: BudgetKey, stated: RateLimitHeaders) -> None:
+        """See ``RateBudget.learn`` (no checkpoint).
+
+        Args:
+            key: which budget.
+            stated: the headers' limits.
+        """
+        self._learned[key] = learned_limits(self._learned.get(key), stated)
+        now = now_us()
+        requests, tokens = self._times.get(key, (0, 0))
+        below_requests, below_tokens = floors(stated)
+        self._times[key] = (lift(requests, now, below_requests), lift(tokens, now, below_tokens))
 
     async def permit(
         self, key: BudgetKey, cost: Cost, on_wait: Callable[[int | None], None]
@@ -358,7 +456,9 @@ def credential_id(api_key: str | None) -> str:
 
 @define(eq=False, weakref_slot=False)  # one per session: nothing refers to it weakly
 class RateGate:
-    """What the agent asks before each request: the permit, when ``rateLimit`` is set.
+    """What the agent asks before each request: the permit, when ``rateLimit`` sets a
+    limit or one was learned from the provider's headers; and what it tells after each
+    answer: the headers' limits (``learn``).
 
     Args:
         settings: the session's settings, read at every request (R-11).
@@ -379,6 +479,19 @@ class RateGate:
         budget: RateBudget = source() if callable(source) else local_budget()
         return budget
 
+    def _known_budget(self) -> RateBudget | None:
+        """The budget, if one may have learned anything: the fleet's, or this run's
+        in-process budget once made (a run that never made one learned nothing, and
+        asking it makes nothing)."""
+        source = getattr(self._budgets, "rate_budget", None)
+        if callable(source):
+            budget: RateBudget = source()
+            return budget
+        try:
+            return _LOCAL.get()
+        except LookupError:
+            return None
+
     async def permit(
         self,
         provider: str,
@@ -387,8 +500,10 @@ class RateGate:
         messages: Sequence[Message],
         emit: Callable[[SessionEvent], None],
     ) -> Grant | None:
-        """Wait for the permit of a request of ``messages`` to ``model``; ``None`` at
-        once, with no checkpoint, when no limit applies to the model.
+        """Wait for the permit of a request of ``messages`` to ``model``; ``None`` when
+        no limit applies to the model, set or learned — at once, with no checkpoint,
+        in process; the fleet's budget may ask Redis what was learned (at most every
+        few seconds, ``_redis_budget.LEARNED_REFRESH``).
 
         Args:
             provider: the provider's name.
@@ -397,7 +512,23 @@ class RateGate:
             messages: the request's messages, for its token estimate.
             emit: where ``rate_limit_wait_start`` / ``rate_limit_wait_end`` go.
         """
-        limits = self._settings.current.rate_limit.limits(model.id)
+        settings = self._settings.current.rate_limit
+        limits = settings.limits(model.id)
+        known = self._known_budget()
+        if (
+            settings.learn
+            and known is not None
+            and None in (limits.requests_per_minute, limits.tokens_per_minute)
+        ):
+            learned = await known.learned(BudgetKey(provider, credential_id(api_key), model.id))
+            if learned is not None:
+                limits = RateLimits(
+                    requests_per_minute=_first(
+                        limits.requests_per_minute, learned.requests_per_minute
+                    ),
+                    tokens_per_minute=_first(limits.tokens_per_minute, learned.tokens_per_minute),
+                    reply_tokens=limits.reply_tokens,
+                )
         if not limits.limited:
             return None
         reply = limits.reply_tokens if limits.reply_tokens is not None else model.max_tokens
@@ -416,3 +547,32 @@ class RateGate:
             if waited:
                 self.waiting = False
                 emit(RateLimitWaitEnd(model=f"{provider}/{model.id}"))
+
+    async def learn(
+        self, provider: str, model: Model, api_key: str | None, stated: RateLimitHeaders
+    ) -> None:
+        """Learn the limits a response's headers state, for the dimensions the settings
+        leave unnamed (``rateLimit.learn``; the module docstring says how).
+
+        Args:
+            provider: the provider's name.
+            model: the model asked.
+            api_key: the key the request went with (only its fingerprint is used).
+            stated: what the response's headers state (``StreamEnd.rate_limits``).
+        """
+        settings = self._settings.current.rate_limit
+        if not settings.learn:
+            return
+        limits = settings.limits(model.id)
+        stated = RateLimitHeaders(
+            requests=stated.requests if limits.requests_per_minute is None else None,
+            tokens=stated.tokens if limits.tokens_per_minute is None else None,
+        )
+        if stated.requests is None and stated.tokens is None:
+            return
+        key = BudgetKey(provider, credential_id(api_key), model.id)
+        await self.budget().learn(key, stated)
+
+
+def _first(a: int | None, b: int | None) -> int | None:
+    return a if a is not None else b

@@ -75,6 +75,8 @@ class Stream:
     chunk_delay: float = 0.0
     first_delay: float = 0.0
     drop: Literal["close", "reset"] | None = None
+    #: Extra response headers (``x-ratelimit-*``), sent with the 200.
+    headers: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         """``stream``, or ``stream, drop by close``."""
@@ -222,7 +224,8 @@ class LoopbackLLM:
         """Answer one request; whether the connection can carry another."""
         if isinstance(step, HttpError):
             return await _respond(stream, step.status, step.body, step.headers)
-        await _send(stream, _head(200, (), "text/event-stream"))
+        extra = step.headers if isinstance(step, Stream) else ()
+        await _send(stream, _head(200, extra, "text/event-stream"))
         if isinstance(step, ToolCalls):
             for index, (ident, name, arguments) in enumerate(step.calls):
                 call = {

@@ -28,6 +28,7 @@ from .._core.messages import (
     Usage,
     bounded_count,
 )
+from .._core.rate_headers import RateLimitHeaders
 
 
 def token_count(value: Any) -> int:
@@ -235,12 +236,17 @@ class StreamEnd:
             the reply's ``AssistantMessage.failure``; not compared by ``==``.
         raw_stop_reason: the provider's own word for why the answer ended
             (``finish_reason``, ``stop_reason``, ``finishReason``), when it gave one.
+        rate_limits: the rate limits the response's headers stated, success or failure
+            (``read_rate_limits``; the HTTP adapters set it); the rate budget learns
+            from it when the settings name no limit (R-69). ``None``: none stated —
+            a provider that does not set it changes nothing. Not compared by ``==``.
     """
 
     stop_reason: StopReason = "stop"
     error_message: str | None = None
     failure: ProviderFailure | None = attrs.field(default=None, eq=False)  # as the reply's
     raw_stop_reason: str | None = None
+    rate_limits: RateLimitHeaders | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def error(cls, message: str, failure: ProviderFailure | None = None) -> StreamEnd:

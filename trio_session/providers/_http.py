@@ -11,6 +11,7 @@ HttpProvider.stream(request, sink)
     ├── client.send(POST url, body, stream=True)   the response closed on every exit,
     │   │                                          cancellation included; the body
     │   │                                          is a plain iterator (_request_body)
+    │   ├── any status: rate-limit headers → read_rate_limits() → StreamEnd.rate_limits
     │   ├── non-2xx  → read ≤ 64 KiB of body → http_error_message()   "503 …: …"
     │   ├── 2xx but not text/event-stream     → "Invalid response from server: …"
     │   └── bytes → SSEDecoder (lines ≤ 8 MiB) → parser.feed(event) → StreamEnd, or
@@ -48,6 +49,7 @@ import json
 import logging
 import math
 import os
+import time
 import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
@@ -56,6 +58,7 @@ import attrs
 import trio
 
 from .._core.classes import define
+from .._core.rate_headers import RateLimitHeaders, read_rate_limits
 from .._core.text import valid_unicode
 from ._base import Model, ProviderRequest, StreamEnd, StreamSink
 from ._error_text import (
@@ -157,6 +160,7 @@ class _Attempt:
     response: httpx.Response | None = None
     timeout: httpx.Timeout | None = None  #: this attempt's httpx timeouts
     limit: float | None = None  #: this attempt's ``attempt_timeout``
+    rate_limits: RateLimitHeaders | None = None  #: what the response's headers stated
 
 
 def _seconds(value: float | None) -> str:
@@ -424,6 +428,8 @@ class HttpProvider:
             end = StreamEnd.error(self._deadline_message(attempt, secrets))
         if end.error_message is not None:
             end = StreamEnd.error(redact(end.error_message, *secrets), end.failure)
+        if attempt.rate_limits is not None:
+            end = attrs.evolve(end, rate_limits=attempt.rate_limits)
         return end
 
     async def _exchange(
@@ -469,6 +475,7 @@ class HttpProvider:
             )
             try:
                 attempt.response = response
+                attempt.rate_limits = read_rate_limits(response.headers, time.time())
                 if not response.is_success:
                     return await error_response_end(response, secrets, self._http_error_message)
                 return await self._read_events(response, self._parser(sink, secrets), secrets)

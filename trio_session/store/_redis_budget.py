@@ -10,13 +10,16 @@ Never a secret: a key is known by its fingerprint, as the credential store knows
 ```text
 <prefix>{<provider>}:rate:<fingerprint>:<model>:requests  the request dimension's time
 <prefix>{<provider>}:rate:<fingerprint>:<model>:tokens    the token dimension's time
+<prefix>{<provider>}:rate:<fingerprint>:<model>:learned   limits learned from headers
 <prefix>{<provider>}:rate-workers                         workers seen in the last minute
 ```
 
 The two times are integers, µs on Redis's clock, with a ``PX`` expiry at which the
 bucket is full again (an absent key is a full bucket). The workers are a sorted set:
 each worker's id, scored with the Redis time of its last permit; members older than a
-minute are dropped.
+minute are dropped. The learned limits are ``"<requests> <tokens>"`` per minute (``0``:
+not learned), kept ``LEARNED_TTL_MS`` after the last response that stated them; each
+worker reads them again at most every ``LEARNED_REFRESH`` seconds.
 
 One permit is one Lua script, atomic on the server: read ``TIME``, note the worker in
 the set, check both dimensions (``rate_budget.gcra``) and, when both hold the permit,
@@ -56,12 +59,16 @@ from .._agent.rate_budget import (
     Turns,
     adjust,
     drain,
+    floors,
     gcra,
+    learned_limits,
     now_us,
     take_in_turn,
     token_increment,
 )
 from .._core.classes import define
+from .._core.rate_headers import MAX_LIMIT, RateLimitHeaders
+from .._settings.values import RateLimits
 
 if TYPE_CHECKING:
     import coredis
@@ -69,6 +76,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("trio_session.credentials")
 
 T = TypeVar("T")
+#: How long learned limits stay in Redis after the last response that stated them, ms.
+LEARNED_TTL_MS = 600_000
+#: How often (seconds) a worker reads a budget's learned limits from Redis again.
+LEARNED_REFRESH = 5.0
 Status = Literal["redis", "local-fallback"]
 
 # KEYS: the requests time, the tokens time, the workers set. ARGV: the two increments
@@ -192,6 +203,10 @@ class RedisRateBudget:
     _retry_at: float = attrs.field(default=0.0, init=False, repr=False)
     _closed: bool = attrs.field(default=False, init=False, repr=False)
     _permit_script: Any = attrs.field(default=None, init=False, repr=False)
+    #: Each budget's learned limits as last read or written, and when (trio time).
+    _learned: dict[BudgetKey, tuple[RateLimits | None, float]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
     _adjust_script: Any = attrs.field(default=None, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -334,9 +349,60 @@ class RedisRateBudget:
                 requests, tokens = drain(requests, now, drain_us), drain(tokens, now, drain_us)
             self._shares[key] = (requests, tokens)
 
+    async def learned(self, key: BudgetKey) -> RateLimits | None:
+        """See ``rate_budget.RateBudget.learned``: read from Redis at most every
+        ``LEARNED_REFRESH`` seconds; while Redis is away, as last known.
+
+        Args:
+            key: which budget.
+        """
+        known, read_at = self._learned.get(key, (None, -LEARNED_REFRESH))
+        if trio.current_time() - read_at < LEARNED_REFRESH:
+            return known
+        self._learned[key] = (known, trio.current_time())
+        stored = await self._redis(lambda: self._client.get(self._key(key, "learned")))
+        if stored is not None or self.status == "redis":
+            known = _learned_value(stored)
+            self._learned[key] = (known, trio.current_time())
+        return known
+
+    async def learn(self, key: BudgetKey, stated: RateLimitHeaders) -> None:
+        """See ``rate_budget.RateBudget.learn``: the limits stored beside the budget's
+        times for every worker, the budget pre-drained there.
+
+        Args:
+            key: which budget.
+            stated: the headers' limits.
+        """
+        known = learned_limits(self._learned.get(key, (None, 0.0))[0], stated)
+        self._learned[key] = (known, trio.current_time())
+        value = f"{known.requests_per_minute or 0} {known.tokens_per_minute or 0}"
+        below = floors(stated)
+
+        async def store() -> bool:
+            await self._client.set(self._key(key, "learned"), value, px=LEARNED_TTL_MS)
+            for dimension, floor in zip(("requests", "tokens"), below, strict=True):
+                if floor:
+                    await self._adjust_script(keys=[self._key(key, dimension)], args=[0, floor])
+            return True
+
+        await self._redis(store)
+
     def close(self) -> None:
         """Stop using Redis (the client is closed by ``open_redis_credentials``)."""
         self._closed = True
+
+
+def _learned_value(stored: str | None) -> RateLimits | None:
+    """Learned limits as Redis holds them (``"<requests> <tokens>"``); ``None`` for
+    none, or for anything else."""
+    parts = stored.split() if isinstance(stored, str) else []
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 12 for p in parts):
+        return None
+    requests, tokens = (min(int(p), MAX_LIMIT) or None for p in parts)
+    if requests is None and tokens is None:
+        return None
+    return RateLimits(requests_per_minute=requests, tokens_per_minute=tokens)
 
 
 def _reason(exc: BaseException) -> str:
