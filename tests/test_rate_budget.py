@@ -279,8 +279,7 @@ async def test_no_rate_limit_takes_no_permit(autojump_clock: trio.testing.MockCl
         recorder = EventRecorder.attach(session)
         await session.prompt("Hi")
         await session.prompt("Hi")
-        with pytest.raises(LookupError):
-            _LOCAL.get()
+        assert _LOCAL.get() is None  # no budget made
     assert not [t for t in recorder.types if t.startswith("rate_limit")]
     assert provider.request_times == [0.0, 2.0, 2.0]
 

@@ -331,7 +331,7 @@ class Agent:
         )
         gate = self.rate_gate
         grant = None
-        if gate is not None:
+        if gate is not None and gate.may_limit(self.model):
             grant = await gate.permit(
                 self.provider.name, self.model, api_key, request.messages, self.emit
             )
@@ -433,7 +433,8 @@ class Agent:
             )
             request = self.request(api_key)
             gate = self.rate_gate
-            if gate is not None:  # the wait is in the request's scope: abort() ends it
+            # the wait is in the request's scope: abort() ends it
+            if gate is not None and gate.may_limit(self.model):
                 grant = await gate.permit(
                     self.provider.name, self.model, api_key, request.messages, self.emit
                 )

@@ -432,17 +432,20 @@ class LocalRateBudget:
         return self._times.get(key, (0, 0))
 
 
-_LOCAL: trio.lowlevel.RunVar[LocalRateBudget] = trio.lowlevel.RunVar("trio_session_rate_budget")
+#: This run's in-process budget; ``None`` until a session needs one (asked before every
+#: request: a default, so that asking raises nothing).
+_LOCAL: trio.lowlevel.RunVar[LocalRateBudget | None] = trio.lowlevel.RunVar(
+    "trio_session_rate_budget", default=None
+)
 
 
 def local_budget() -> LocalRateBudget:
     """This Trio run's in-process budget, shared by every session of the run."""
-    try:
-        return _LOCAL.get()
-    except LookupError:
+    budget = _LOCAL.get()
+    if budget is None:
         budget = LocalRateBudget()
         _LOCAL.set(budget)
-        return budget
+    return budget
 
 
 def credential_id(api_key: str | None) -> str:
@@ -487,10 +490,20 @@ class RateGate:
         if callable(source):
             budget: RateBudget = source()
             return budget
-        try:
-            return _LOCAL.get()
-        except LookupError:
-            return None
+        return _LOCAL.get()
+
+    def may_limit(self, model: Model) -> bool:
+        """Whether a request to ``model`` may need a permit: a limit is set for it, or a
+        budget that may have learned one exists. Asked before ``permit``, so that a
+        session with neither (the default) makes no coroutine per request.
+
+        Args:
+            model: the model asked.
+        """
+        group = self._settings.current.rate_limit
+        if group.limits(model.id).limited:
+            return True
+        return group.learn and self._known_budget() is not None
 
     async def permit(
         self,

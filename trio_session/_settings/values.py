@@ -229,7 +229,11 @@ class RateLimitSettings:
         Args:
             model_id: the model's id (``Model.id``).
         """
-        own = self.models.get(model_id, _NO_LIMITS)
+        own = self.models.get(model_id)
+        if own is None:
+            if self.requests_per_minute is self.tokens_per_minute is self.reply_tokens is None:
+                return _NO_LIMITS  # nothing set: no value to make (asked before every request)
+            own = _NO_LIMITS
         return RateLimits(
             requests_per_minute=_first(own.requests_per_minute, self.requests_per_minute),
             tokens_per_minute=_first(own.tokens_per_minute, self.tokens_per_minute),
