@@ -190,7 +190,7 @@ async def worker(url: str, mode: str, rate: float, duration: float, redis_url: s
         limits = {"requestsPerMinute": rpm, "tokensPerMinute": tpm, "replyTokens": REPLY_TOKENS}
         settings = {"rateLimit": limits}
     elif mode == "learned":
-        settings = {"rateLimit": {"replyTokens": REPLY_TOKENS}}
+        settings = {"rateLimit": {"replyTokens": REPLY_TOKENS, "learn": True}}
     keys = {"openai": [KEY]}
     latencies: list[float] = []
     offered = 0

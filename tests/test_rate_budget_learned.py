@@ -52,6 +52,11 @@ async def served(
         nursery.cancel_scope.cancel()
 
 
+#: Learning is asked for: a session with no ``rateLimit`` learns nothing (the profiles are
+#: pi's until a budget is set, R-69).
+LEARN: dict[str, Any] = {"rateLimit": {"learn": True}}
+
+
 async def prompts(count: int, settings: dict[str, Any] | None, *steps: Step) -> Any:
     """``count`` prompts of one session over loopback HTTP: the request times and events."""
     async with served(*steps) as (server, provider, model):
@@ -200,7 +205,7 @@ async def test_openai_s_headers_pace_the_next_request(
 ) -> None:
     """R-69: no ``rateLimit``; the first answer says 2 requests a minute, none left for
     30 s: the second request waits until then (told), the third the budget's 30 s more."""
-    times, recorder = await prompts(3, None, Stream(headers=SPENT), Stream(), Stream())
+    times, recorder = await prompts(3, LEARN, Stream(headers=SPENT), Stream(), Stream())
     assert times == [0.0, 30.0, 60.0]
     waits = recorder.of(RateLimitWaitStart)
     assert waits == [
@@ -219,7 +224,7 @@ async def test_what_remains_pre_drains_the_budget(
         ("x-ratelimit-limit-requests", "3"),
         ("x-ratelimit-remaining-requests", "1"),
     )
-    times, recorder = await prompts(3, None, Stream(headers=headers), Stream(), Stream())
+    times, recorder = await prompts(3, LEARN, Stream(headers=headers), Stream(), Stream())
     assert times == [0.0, 0.0, 20.0]
     assert recorder.of(RateLimitWaitStart) == [RateLimitWaitStart(20_000, f"openai/{MODEL_ID}")]
 
@@ -230,7 +235,7 @@ async def test_a_failed_response_s_headers_are_learned_too(
     """R-69: headers are read from every response: a 429 (no retry-after) saying none left
     for 30 s — the re-attempt, due after the 2 s backoff, waits for its permit until 30 s."""
     times, _ = await prompts(
-        1, None, HttpError(429, error_body("Rate limit reached", "requests"), SPENT), Stream()
+        1, LEARN, HttpError(429, error_body("Rate limit reached", "requests"), SPENT), Stream()
     )
     assert times == [0.0, 30.0]
 
@@ -238,7 +243,7 @@ async def test_a_failed_response_s_headers_are_learned_too(
 async def test_settings_win_over_the_headers(autojump_clock: trio.testing.MockClock) -> None:
     """R-69: ``rateLimit.requestsPerMinute: 1`` and headers that say 2 with none left for
     30 s: the settings' pace (60 s), the headers ignored for that dimension."""
-    settings = {"rateLimit": {"requestsPerMinute": 1}}
+    settings = {"rateLimit": {"requestsPerMinute": 1, "learn": True}}
     times, _ = await prompts(2, settings, Stream(headers=SPENT), Stream())
     assert times == [0.0, 60.0]
 
@@ -251,6 +256,19 @@ async def test_learning_off_ignores_the_headers(autojump_clock: trio.testing.Moc
     assert times == [0.0, 0.0]
     assert not [t for t in recorder.types if t.startswith("rate_limit")]
     assert _LOCAL.get() is None  # no budget made
+
+
+async def test_by_default_the_headers_change_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-69: no ``rateLimit`` at all: headers saying none is left for 30 s change nothing —
+    no permit, no event, no budget made: both profiles stay pi's."""
+    for profile in ("seed", "pi-1.6"):
+        settings = {"retry": {"profile": profile}}
+        times, recorder = await prompts(2, settings, Stream(headers=SPENT), Stream())
+        assert times == [0.0, 0.0]
+        assert not [t for t in recorder.types if t.startswith("rate_limit")]
+        assert _LOCAL.get() is None
 
 
 @pytest.mark.parametrize(
@@ -267,7 +285,7 @@ async def test_no_usable_headers_take_no_permit(
 ) -> None:
     """R-69: a server that states no usable limit changes nothing: no budget is made, no
     permit taken, no event told."""
-    times, recorder = await prompts(2, None, Stream(headers=headers), Stream())
+    times, recorder = await prompts(2, LEARN, Stream(headers=headers), Stream())
     assert times == [0.0, 0.0]
     assert not [t for t in recorder.types if t.startswith("rate_limit")]
     assert _LOCAL.get() is None  # no budget made
@@ -277,7 +295,7 @@ async def test_the_budget_learned_is_the_provider_key_and_model_s() -> None:
     """R-69: what the headers taught is kept by provider, key and model (``-``: the
     provider's own key), limits only: 2 requests a minute, no token limit stated."""
     async with served(Stream(headers=SPENT)) as (_, provider, model):
-        async with open_session(provider, model) as session:
+        async with open_session(provider, model, settings=LEARN) as session:
             await session.prompt("Hi")
         budget = _LOCAL.get()
         assert budget is not None

@@ -199,7 +199,7 @@ def _model_limits(value: Mapping[str, Any] | None) -> Mapping[str, RateLimits]:
 @frozen
 class RateLimitSettings:
     """The ``rateLimit`` group: the request and token budget every request waits for
-    (R-69, ours; docs/fleet.md). Off unless a limit is set or learned from the provider.
+    (R-69, ours; docs/fleet.md). Off unless a limit is set, or learning is asked for.
 
     Attributes:
         requests_per_minute: ``rateLimit.requestsPerMinute`` — requests per minute
@@ -210,9 +210,10 @@ class RateLimitSettings:
             before it is sent; ``None``: the model's ``max_tokens``.
         models: ``rateLimit.models`` — model id -> its own limits, each key of which
             wins over the group's for that model.
-        learn: ``rateLimit.learn`` — a limit the settings do not name for a model is
-            learned from the rate-limit headers its provider sends (OpenAI's
-            ``x-ratelimit-*``, Anthropic's ``anthropic-ratelimit-*``); ``false``: never.
+        learn: ``rateLimit.learn`` — ``true``: a limit the settings do not name for a
+            model is learned from the rate-limit headers its provider sends (OpenAI's
+            ``x-ratelimit-*``, Anthropic's ``anthropic-ratelimit-*``); ``false`` (the
+            default): never, so a session with no ``rateLimit`` sends as pi does.
     """
 
     requests_per_minute: int | None = None
@@ -221,7 +222,7 @@ class RateLimitSettings:
     models: Mapping[str, RateLimits] = attrs.field(
         factory=dict, converter=_model_limits, hash=False
     )
-    learn: bool = True
+    learn: bool = False
 
     def limits(self, model_id: str) -> RateLimits:
         """The limits for ``model_id``: its ``models`` entry over the group's.
