@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/rate_budget.py            # 8 workers, 40 s, 600 requests a minute
     python benchmarks/rate_budget.py --quick    # 4 workers, 10 s, 120 requests a minute
+    python benchmarks/rate_budget.py --tokens-bind  # the token limit binds first
 
 One loopback fake OpenAI-compatible server enforces a requests-per-minute and a
 tokens-per-minute limit as providers describe theirs: a bucket of the limit refilled
@@ -291,10 +292,19 @@ async def run_mode(
     }
 
 
-def measure(quick: bool) -> dict[str, Any]:
-    """Run the four ways; return their figures (printed by ``main``)."""
+def measure(quick: bool, tokens_bind: bool = False) -> dict[str, Any]:
+    """Run the four ways; return their figures (printed by ``main``).
+
+    Args:
+        quick: 4 workers for 10 s at 120 requests a minute, not 8 for 40 s at 600.
+        tokens_bind: a token limit below what the request limit lets through (18 tokens
+            a request's worth, each request costing 21), so that the token limit is the
+            one the budget must fill; by default the request limit binds first.
+    """
     workers, rpm, duration = (4, 120, 10.0) if quick else (8, 600, 40.0)
-    tpm = rpm * 22  # a request here is 21 tokens: both limits bind, requests first
+    # a request here is 21 tokens: with 22 a request's worth both limits bind, requests
+    # first; with 18, tokens first
+    tpm = rpm * (18 if tokens_bind else 22)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rate", dir="/tmp") as tmp:
         redis = start_redis(Path(tmp))
@@ -325,8 +335,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="4 workers, 10 s, 120 a minute")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    parser.add_argument(
+        "--tokens-bind", action="store_true", help="a token limit that binds before the request one"
+    )
     args = parser.parse_args(argv)
-    result = measure(args.quick)
+    result = measure(args.quick, args.tokens_bind)
     print(
         f"{result['workers']} workers, {result['duration_s']:g} s, limits {result['rpm']} "
         f"requests / {result['tpm']} tokens a minute, offered twice what they allow"
