@@ -43,6 +43,10 @@ NOT_EXPORTED = {
     "trio_session._agent.rate_budget.BudgetKey": "an argument of RateBudget.permit",
     "trio_session._agent.rate_budget.Cost": "an argument of RateBudget.permit",
     "trio_session.store._redis_budget.RedisRateBudget": "what the Redis store's budget is",
+    # ``StreamEnd.rate_limits``: what the HTTP providers read from a response's headers; a
+    # provider of one's own leaves it ``None``.
+    "trio_session._core.rate_headers.RateLimitHeaders": "StreamEnd.rate_limits",
+    "trio_session._core.rate_headers.RateDimension": "a field of RateLimitHeaders",
     # pi 1.6.0's cut, which the session hands SummarizingCompactor.compact(prepared=…):
     # not exported until a custom compactor is documented as taking it (issue 41).
     "trio_session._agent.compactors.Preparation": "the session's argument to the default compactor",
