@@ -126,6 +126,36 @@ async def test_a_session_in_backoff_holds_no_tracer_when_nothing_records(
         await session.abort()
 
 
+async def test_a_session_makes_no_tracer_until_something_records(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With OpenTelemetry importable but no tracer provider given or installed, a
+    session keeps no tracer at all, through a prompt and its backoff; given a recording
+    provider later (as ``tracer_provider``), the first prompt makes one and records."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    async with (
+        open_session(FauxProvider([err(ERR_503), ok()])) as session,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(session.prompt, "hi")
+        await trio.testing.wait_all_tasks_blocked()
+        assert session.is_waiting_to_retry
+        assert session._observer._tracer is None
+        await session.abort()
+    assert session._observer._tracer is None
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    async with open_session(FauxProvider([ok()]), tracer_provider=provider) as session:
+        assert session._observer._tracer is None
+        await session.prompt("hi")
+        assert session._observer._tracer is not None
+    assert [span.name for span in exporter.get_finished_spans()] == [
+        "trio_session.attempt",
+        "trio_session.prompt",
+    ]
+
+
 async def test_a_key_seen_later_is_scrubbed_from_spans(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -94,6 +94,7 @@ from .tracing import (
     describe_session,
     scrub_secrets,
     session_tracer,
+    tracing_wanted,
 )
 
 logger = logging.getLogger("trio_session")
@@ -210,8 +211,10 @@ class SessionObserver:
     """
 
     _session: weakref.ref[ObservedSession]
-    _tracer: SessionTracer | None = None
+    _tracer_provider: TracerProvider | None = None  # where spans go; the global one if None
     _classifier: Classifier | None = None  # the session's own, if it was given one
+    #: The session's spans: made when something first records them (``_tracing``).
+    _tracer: SessionTracer | None = None
     #: The keys this session has seen: a shared empty set until the first one.
     secrets: AbstractSet[str] = _NO_KEYS
     #: The running prompt's span, when tracing is installed.
@@ -238,18 +241,27 @@ class SessionObserver:
                 its ``secrets()`` gives them; never shown.
             classifier: the session's own classifier, if it was given one.
         """
-        observer = cls(weakref.ref(session), classifier=classifier)
+        observer = cls(weakref.ref(session), tracer_provider, classifier)
         for secret in provider_secrets:
             observer.saw_key(secret)
-        # The tracer shares the observer's weak reference and key set, not the observer:
-        # holding the observer that holds it would be a cycle only a full collection frees.
-        observer._tracer = session_tracer(
-            tracer_provider,
-            session=observer._session,
-            secrets=observer.secrets,
-            classifier=classifier,
-        )
         return observer
+
+    def _tracing(self) -> SessionTracer | None:
+        """The session's tracer, made the first time a prompt or a traced event finds a
+        tracer provider installed (given, or global); ``None`` until then. Most
+        sessions never record a span: they never hold a tracer either."""
+        tracer = self._tracer
+        if tracer is None and tracing_wanted(self._tracer_provider):
+            # It shares the observer's weak reference and key set, not the observer:
+            # holding the observer that holds it would be a cycle only a full
+            # collection frees.
+            tracer = self._tracer = session_tracer(
+                self._tracer_provider,
+                session=self._session,
+                secrets=self.secrets,
+                classifier=self._classifier,
+            )
+        return tracer
 
     def saw_key(self, key: str | None) -> None:
         """Remember a key the session used, so no record or span shows it."""
@@ -271,7 +283,8 @@ class SessionObserver:
         Returns this observer, entered and left as a context manager (a prompt at a
         time: the session refuses a second one).
         """
-        self._span = self._tracer.prompt() if self._tracer is not None else None
+        tracer = self._tracing()
+        self._span = tracer.prompt() if tracer is not None else None
         self._unanswered = None
         return self
 
@@ -304,8 +317,10 @@ class SessionObserver:
     def on_event(self, event: SessionEvent) -> None:
         """The session's subscriber: spans first, then the record, if any."""
         kind = type(event)
-        if self._tracer is not None and kind in TRACED_EVENTS:  # not every stream update
-            self._tracer.on_event(event)
+        if kind in TRACED_EVENTS:  # not every stream update
+            tracer = self._tracer if self._tracer is not None else self._tracing()
+            if tracer is not None:
+                tracer.on_event(event)
         record = _RECORDS.get(kind)  # one look-up, not a chain of isinstance()
         if record is not None:
             record(self, event)

@@ -226,20 +226,8 @@ class SessionTracer:
         return self._wall_ns + round((now - self._trio_s) * 1e9)
 
     def _nothing_installed(self) -> bool:
-        """Whether every tracer asked now would be the API's no-op: no provider given
-        but its proxy, and none installed globally (asked at each prompt, so one
-        installed later is used from the next prompt on). Nobody has installed one
-        while OpenTelemetry's ``trace`` is not even imported (and the environment
-        variable named no provider when the first prompt asked): then it is not
-        imported here either."""
-        given = self._tracer_provider
-        imported = "opentelemetry.trace" in sys.modules
-        if given is None and not imported and not _provider_named_in_environment():
-            return True
-        if not _import_opentelemetry():  # pragma: no cover - found, but broken
-            return True
-        proxy = _otel_trace.ProxyTracerProvider
-        return (given is None or isinstance(given, proxy)) and isinstance(_global_provider(), proxy)
+        """Whether every tracer asked now would be the API's no-op (``tracing_wanted``)."""
+        return not tracing_wanted(self._tracer_provider)
 
     def _lookup(self) -> Tracer:
         """The OpenTelemetry tracer of the provider in force now (see ``tracer_of``)."""
@@ -596,6 +584,29 @@ def describe_session(ref: weakref.ref[ObservedSession]) -> tuple[str, str, str]:
     if session is None:  # pragma: no cover - events come from a live session
         return ("", "", "")
     return (session.session_id, session.model.provider, session.model.id)
+
+
+def tracing_wanted(given: TracerProvider | None) -> bool:
+    """Whether a tracer asked now could record: a provider ``given``, or one installed
+    globally, that is not the API's no-op proxy (asked at each prompt, so one installed
+    later is used from the next prompt on). Nobody has installed one while
+    OpenTelemetry's ``trace`` is not even imported (and the environment variable named
+    no provider when the first prompt asked): then it is not imported here either.
+
+    Args:
+        given: the session's own tracer provider, if it was given one.
+    """
+    if not AVAILABLE:
+        return False
+    imported = "opentelemetry.trace" in sys.modules
+    if given is None and not imported and not _provider_named_in_environment():
+        return False
+    if not _import_opentelemetry():  # pragma: no cover - found, but broken
+        return False
+    proxy = _otel_trace.ProxyTracerProvider
+    return not (
+        (given is None or isinstance(given, proxy)) and isinstance(_global_provider(), proxy)
+    )
 
 
 def classify_for(
