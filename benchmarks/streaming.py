@@ -98,13 +98,24 @@ def _n(value: float) -> str:
 
 
 class _Sink:
-    """The provider-alone baseline's sink: keeps every delta, as the subscriber does."""
+    """The provider-alone baseline's sink: keeps every delta, as the subscriber does.
 
-    def __init__(self) -> None:
+    ``whole``: it also keeps the text so far as one new ``str`` at every delta, the
+    least a reader of every update's whole message does (a ``str`` cannot grow in
+    place while a reader holds it: each update's text is a copy of all before it).
+    """
+
+    def __init__(self, *, whole: bool = False) -> None:
         self.deltas: list[str] = []
+        self.whole = whole
+        self.so_far = ""
+        self.held: list[str] = []
 
     def text(self, delta: str) -> None:
         self.deltas.append(delta)
+        if self.whole:
+            self.so_far = self.so_far + delta
+            self.held[:] = [self.so_far]
 
     def thinking(self, delta: str) -> None:
         pass
@@ -150,12 +161,13 @@ def session_seconds(n: int, *, read_message: bool = False) -> float:
     return trio.run(main)
 
 
-def provider_seconds(n: int) -> float:
-    """Seconds for the same reply played by the provider alone into a bare sink."""
+def provider_seconds(n: int, *, whole: bool = False) -> float:
+    """Seconds for the same reply played by the provider alone into a bare sink
+    (``whole``: one that also keeps the text so far, new at every delta)."""
     reply = FauxReply(chunks=words(n))
 
     async def main() -> float:
-        sink = _Sink()
+        sink = _Sink(whole=whole)
         request = ProviderRequest(model=MODEL, messages=())
         provider = FauxProvider([reply])
         start = time.perf_counter()
@@ -185,12 +197,14 @@ def growth_figure(sizes: Sequence[int], repeats: int, *, read_message: bool = Fa
 
     The provider alone is timed at the same sizes, taking turns with the session: its
     growth is the floor (what the machine and Trio do with a longer stream), reported
-    beside the figure.
+    beside the figure. For ``read_message`` the provider plays into a sink that also
+    keeps the text so far as a new string at every chunk: the copy no reader of the
+    whole message escapes, which grows with the square of the chunks.
     """
     runs: dict[str, Callable[[], float]] = {}
     for n in sizes:
         runs[f"session {n}"] = functools.partial(session_seconds, n, read_message=read_message)
-        runs[f"provider {n}"] = functools.partial(provider_seconds, n)
+        runs[f"provider {n}"] = functools.partial(provider_seconds, n, whole=read_message)
     med, samples = medians(runs, repeats)
 
     def steps(kind: str, times: dict[str, float]) -> list[float]:
@@ -203,12 +217,13 @@ def growth_figure(sizes: Sequence[int], repeats: int, *, read_message: bool = Fa
     text = f"{reader} reader: " + " → ".join(f"{med[f'session {n}']:.3f} s" for n in sizes)
     text += " for " + " → ".join(_n(n) for n in sizes) + " chunks (steps of the medians "
     text += ", ".join(f"×{s:.2f}" for s in session)
-    text += "; provider alone " + ", ".join(f"×{s:.2f}" for s in provider) + ")"
+    alone = "provider alone into a whole-text reader" if read_message else "provider alone"
+    text += f"; {alone} " + ", ".join(f"×{s:.2f}" for s in provider) + ")"
     return Figure(
         "stream.message" if read_message else "stream.growth",
         worst,
         text,
-        "provider alone, worst step ×" + f"{max(provider):.2f}",
+        f"{alone}, worst step ×{max(provider):.2f}",
         {
             "sizes": list(sizes),
             "median_s": med,
