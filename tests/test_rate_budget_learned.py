@@ -30,6 +30,8 @@ from trio_session.conformance._server import HttpError, Step, error_body
 from trio_session.providers._openai import OpenAIProvider
 from trio_session.testing import EventRecorder
 
+from .test_rate_budget import get_state
+
 MODEL_ID = "gpt-test"
 #: OpenAI's headers: 2 requests a minute, none left for 30 s.
 SPENT = (
@@ -301,3 +303,22 @@ async def test_the_budget_learned_is_the_provider_key_and_model_s() -> None:
         assert budget is not None
         assert await budget.learned(BudgetKey("openai", "-", MODEL_ID)) == RateLimits(2)
         assert await budget.learned(BudgetKey("openai", "-", "other")) is None
+
+
+async def test_get_state_says_when_a_request_waits_for_a_learned_permit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R-69: with ``learn`` on and no limit set, RPC ``get_state`` has ``isRateLimited``
+    too, true while a request waits for the permit the headers' limit gives."""
+    async with (
+        served(Stream(headers=SPENT), Stream()) as (_, provider, model),
+        open_session(provider, model, settings=LEARN) as session,
+    ):
+        assert (await get_state(session))["isRateLimited"] is False
+        await session.prompt("one")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "two")
+            await trio.sleep(1)  # the headers said: none left for 30 s
+            assert session.is_rate_limited
+            assert (await get_state(session))["isRateLimited"] is True
+        assert (await get_state(session))["isRateLimited"] is False

@@ -397,9 +397,11 @@ class RpcServer:
         return {} if status is None else {"credentialStore": status}
 
     def _rate_limit_state(self) -> dict[str, Any]:
-        """``isRateLimited`` for ``get_state``, when ``rateLimit`` limits the model."""
+        """``isRateLimited`` for ``get_state``, when ``rateLimit`` limits the model or
+        learns its limits from the provider's headers (a learned limit waits too)."""
         session = self.session
-        if not session.settings.rate_limit.limits(session.model.id).limited:
+        group = session.settings.rate_limit
+        if not (group.limits(session.model.id).limited or group.learn):
             return {}
         return {"isRateLimited": session.is_rate_limited}
 
