@@ -413,8 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in result["rows"]:
         if row["mode"] == "litellm" and "skipped" not in row:
             print(
-                f"litellm: {row['refused']} prompt(s) ended in its RateLimitError; its counters are"
-                f" per UTC minute, and its run started at {row['started_utc']} UTC"
+                f"litellm: {row['refused']} prompt(s) ended in its RateLimitError;"
+                f" its way started at {row['started_utc']} UTC"
             )
     if args.json:
         print(json.dumps(result, indent=2))
