@@ -346,9 +346,8 @@ def measure(quick: bool, tokens_bind: bool = False, modes: Sequence[str] = MODES
                 if mode != "none" and redis is None:
                     rows.append({"mode": mode, "skipped": "redis-server is not installed"})
                     continue
-                missing = [m for m in LITELLM_NEEDS if importlib.util.find_spec(m) is None]
-                if mode == "litellm" and missing:
-                    skipped = f"{missing[0]} not installed: pip install -e '.[bench-litellm]'"
+                if mode == "litellm" and (missing := _not_installed(LITELLM_NEEDS)):
+                    skipped = f"{missing} not installed: pip install -e '.[bench-litellm]'"
                     rows.append({"mode": mode, "skipped": skipped})
                     continue
                 rows.append(trio.run(run_mode, mode, workers, rpm, tpm, duration, redis_at))
@@ -357,6 +356,11 @@ def measure(quick: bool, tokens_bind: bool = False, modes: Sequence[str] = MODES
                 redis.kill()
                 redis.wait()
     return {"workers": workers, "rpm": rpm, "tpm": tpm, "duration_s": duration, "rows": rows}
+
+
+def _not_installed(modules: Sequence[str]) -> str:
+    """The first of ``modules`` this interpreter cannot import ("" when it has them all)."""
+    return next((m for m in modules if importlib.util.find_spec(m) is None), "")
 
 
 def _free_port() -> int:
