@@ -62,6 +62,8 @@ def router(url: str, rpm: int, tpm: int, redis_port: int) -> Any:
 
 
 async def worker(url: str, rate: float, duration: float, redis_port: int) -> dict[str, Any]:
+    """A prompt every ``1 / rate`` seconds for ``duration`` seconds after ``go``, as
+    ``rate_budget.worker`` offers them; what is unanswered at the end is cancelled."""
     rpm, tpm = (int(v) for v in os.environ["BENCH_LIMITS"].split(","))
     litellm_router = router(url, rpm, tpm, redis_port)
     rate_limit_error = importlib.import_module("litellm").RateLimitError
