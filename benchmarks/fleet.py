@@ -199,14 +199,17 @@ async def worker(url: str, mode: str, sessions: int, gap: float, redis_url: str)
 # -- the parent ---------------------------------------------------------------------------
 
 
-def start_redis(directory: Path) -> subprocess.Popen[bytes] | None:
+def start_redis(directory: Path, port: int = 0) -> subprocess.Popen[bytes] | None:
+    """A ``redis-server`` on ``directory/redis.sock``, and on 127.0.0.1:``port`` unless it is
+    0; ``None`` when there is none to start."""
     server = shutil.which("redis-server")
     if server is None:
         return None
     sock = directory / "redis.sock"
     options = ["--save", "", "--appendonly", "no", "--dir", str(directory)]
+    listen = ["--port", str(port), "--bind", "127.0.0.1"]
     process = subprocess.Popen(
-        [server, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700", *options],
+        [server, *listen, "--unixsocket", str(sock), "--unixsocketperm", "700", *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

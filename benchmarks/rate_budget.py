@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/rate_budget.py            # 8 workers, 40 s, 600 requests a minute
     python benchmarks/rate_budget.py --quick    # 4 workers, 10 s, 120 requests a minute
     python benchmarks/rate_budget.py --tokens-bind  # the token limit binds first
+    python benchmarks/rate_budget.py --only budget,litellm  # some of the ways
 
 One loopback fake OpenAI-compatible server enforces a requests-per-minute and a
 tokens-per-minute limit as providers describe theirs: a bucket of the limit refilled
@@ -13,7 +14,7 @@ over a minute, for each. A request it cannot take gets ``429`` with ``retry-afte
 its prompt (a token per four characters of its messages' texts) and its reply (20
 tokens), and answered with that usage. ``WORKERS`` worker processes offer prompts at a steady rate —
 in all twice what the limit allows over the run (its bucket plus a minute's refill
-scaled to the run) — each prompt in a new session on the same key. Four ways:
+scaled to the run) — each prompt in a new session on the same key. Five ways:
 
 * ``none`` — default settings, each worker its own in-memory store: pi's policy, a 429
   is retried after 2, 4, 8 s;
@@ -23,9 +24,16 @@ scaled to the run) — each prompt in a new session on the same key. Four ways:
   request waits for its permit of the fleet's budget (R-69);
 * ``learned`` — one Redis store, no limit set: the budget learns the limits from the
   server's ``x-ratelimit-*`` headers (``none`` and ``cooldown`` set
-  ``rateLimit.learn: false``, to stay what they stand for).
-
-litellm's Router is not among them: it is no dependency of this project.
+  ``rateLimit.learn: false``, to stay what they stand for);
+* ``litellm`` — what most Python teams use: litellm's Router on asyncio, in each worker
+  process ``rate_budget_litellm.py`` in place of ours, with litellm's documented
+  settings for limits shared by several instances — one deployment with ``rpm`` and
+  ``tpm`` set to the server's limits, ``routing_strategy "usage-based-routing-v2"``,
+  ``enable_pre_call_checks``, ``redis_host`` / ``redis_port`` naming the same
+  ``redis-server`` (which listens on a loopback port for it). Skipped, with a line that
+  says so, unless ``pip install -e '.[bench-litellm]'`` installed litellm; then one more
+  line gives the prompts litellm refused (its ``RateLimitError``) and the UTC time its
+  run started (litellm counts in calendar minutes).
 
 Printed for each: the share of requests answered 429, the requests accepted within the
 run as a share of what the limit allowed in it (its bucket plus the refill), the same for
@@ -33,14 +41,17 @@ tokens, the spread between workers (the least a worker had answered ÷ the mean)
 time from a prompt to its answer (p50, p99) of the prompts answered. A prompt not
 answered when the run ends (waiting for a permit, or in a retry's backoff) is cancelled
 and counted as not answered. Needs ``redis-server`` on the PATH for the Redis rows.
+Not part of ``run.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,7 +65,11 @@ from _bench import percentile
 from fleet import start_redis
 
 KEY = "sk-bench-rate-budget-0000000000000000"
-MODES = ("none", "cooldown", "budget", "learned")
+MODES = ("none", "cooldown", "budget", "learned", "litellm")
+HERE = Path(__file__).resolve().parent
+#: The ``litellm`` way's worker, and what it needs beyond this project (``bench-litellm``).
+LITELLM_WORKER = HERE / "rate_budget_litellm.py"
+LITELLM_NEEDS = ("litellm", "redis")
 #: What ``none`` and ``cooldown`` stand for has no budget: they do not learn one either.
 NO_LEARNING = {"learn": False}
 REPLY_TOKENS = 20
@@ -233,8 +248,17 @@ async def worker(url: str, mode: str, rate: float, duration: float, redis_url: s
 # -- the parent ---------------------------------------------------------------------------
 
 
+def _command(
+    mode: str, url: str, rate: float, duration: float, redis: tuple[str, int]
+) -> list[str]:
+    """A worker's command line: ours, or litellm's Router (which reaches Redis by TCP)."""
+    if mode == "litellm":
+        return [sys.executable, str(LITELLM_WORKER), url, str(rate), str(duration), str(redis[1])]
+    return [sys.executable, __file__, "--worker", url, mode, str(rate), str(duration), redis[0]]
+
+
 async def run_mode(
-    mode: str, workers: int, rpm: int, tpm: int, duration: float, redis_url: str
+    mode: str, workers: int, rpm: int, tpm: int, duration: float, redis: tuple[str, int]
 ) -> dict[str, Any]:
     server = LimitedServer(rpm, tpm)
     allowed = rpm + rpm * duration / 60  # the bucket and its refill over the run
@@ -245,9 +269,11 @@ async def run_mode(
         url = f"http://127.0.0.1:{server.port}/v1"
         procs = []
         for _ in range(workers):
-            command = [sys.executable, __file__, "--worker", url, mode, str(rate), str(duration)]
             proc = await trio.lowlevel.open_process(
-                [*command, redis_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+                _command(mode, url, rate, duration, redis),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
             )
             procs.append(proc)
         for proc in procs:  # all connected before any starts
@@ -260,6 +286,7 @@ async def run_mode(
                 line += data
             assert line == b"ready\n", line
         start = time.monotonic()
+        started = time.strftime("%H:%M:%S", time.gmtime())  # litellm counts per UTC minute
         server.requests.refill(start)  # full buckets at the start, whatever the setup took
         server.tokens.refill(start)
         for proc in procs:
@@ -281,8 +308,11 @@ async def run_mode(
     mean = sum(answered) / len(answered)
     return {
         "mode": mode,
+        "started_utc": started,
         "offered": sum(o["offered"] for o in outputs),
         "answered": sum(answered),
+        # the litellm way's prompts that ended in its RateLimitError, the Router's or the server's
+        "refused": sum(o.get("refused", 0) for o in outputs),
         "share_429": server.rejected / sent if sent else 0.0,
         "requests_share": len(in_run) / allowed,
         "tokens_share": sum(c for _, c in in_run) / (tpm + tpm * duration / 60),
@@ -292,14 +322,15 @@ async def run_mode(
     }
 
 
-def measure(quick: bool, tokens_bind: bool = False) -> dict[str, Any]:
-    """Run the four ways; return their figures (printed by ``main``).
+def measure(quick: bool, tokens_bind: bool = False, modes: Sequence[str] = MODES) -> dict[str, Any]:
+    """Run the ways; return their figures (printed by ``main``).
 
     Args:
         quick: 4 workers for 10 s at 120 requests a minute, not 8 for 40 s at 600.
         tokens_bind: a token limit below what the request limit lets through (18 tokens
             a request's worth, each request costing 21), so that the token limit is the
             one the budget must fill; by default the request limit binds first.
+        modes: the ways to run, of ``MODES``.
     """
     workers, rpm, duration = (4, 120, 10.0) if quick else (8, 600, 40.0)
     # a request here is 21 tokens: with 22 a request's worth both limits bind, requests
@@ -307,19 +338,37 @@ def measure(quick: bool, tokens_bind: bool = False) -> dict[str, Any]:
     tpm = rpm * (18 if tokens_bind else 22)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rate", dir="/tmp") as tmp:
-        redis = start_redis(Path(tmp))
-        redis_url = f"unix://{tmp}/redis.sock"
+        port = _free_port()
+        redis = start_redis(Path(tmp), port)
+        redis_at = (f"unix://{tmp}/redis.sock", port)
         try:
-            for mode in MODES:
+            for mode in modes:
                 if mode != "none" and redis is None:
                     rows.append({"mode": mode, "skipped": "redis-server is not installed"})
                     continue
-                rows.append(trio.run(run_mode, mode, workers, rpm, tpm, duration, redis_url))
+                if mode == "litellm" and (missing := _not_installed(LITELLM_NEEDS)):
+                    skipped = f"{missing} not installed: pip install -e '.[bench-litellm]'"
+                    rows.append({"mode": mode, "skipped": skipped})
+                    continue
+                rows.append(trio.run(run_mode, mode, workers, rpm, tpm, duration, redis_at))
         finally:
             if redis is not None:
                 redis.kill()
                 redis.wait()
     return {"workers": workers, "rpm": rpm, "tpm": tpm, "duration_s": duration, "rows": rows}
+
+
+def _not_installed(modules: Sequence[str]) -> str:
+    """The first of ``modules`` this interpreter cannot import ("" when it has them all)."""
+    return next((m for m in modules if importlib.util.find_spec(m) is None), "")
+
+
+def _free_port() -> int:
+    """A loopback TCP port free now, for Redis (litellm's Router reaches it by host and port)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _seconds(value: float | None) -> str:
@@ -338,8 +387,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tokens-bind", action="store_true", help="a token limit that binds before the request one"
     )
+    parser.add_argument(
+        "--only", default=",".join(MODES), help=f"comma-separated ways (of {', '.join(MODES)})"
+    )
     args = parser.parse_args(argv)
-    result = measure(args.quick, args.tokens_bind)
+    modes = [m.strip() for m in args.only.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown way(s): {', '.join(unknown)} (choose from {', '.join(MODES)})")
+    result = measure(args.quick, args.tokens_bind, modes)
     print(
         f"{result['workers']} workers, {result['duration_s']:g} s, limits {result['rpm']} "
         f"requests / {result['tpm']} tokens a minute, offered twice what they allow"
@@ -358,6 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{row['answered']:>8}/{row['offered']:<7}"
             f"{_seconds(row['p50_s']):>8}{_seconds(row['p99_s']):>8}"
         )
+    for row in result["rows"]:
+        if row["mode"] == "litellm" and "skipped" not in row:
+            print(
+                f"litellm: {row['refused']} prompt(s) ended in its RateLimitError;"
+                f" its way started at {row['started_utc']} UTC"
+            )
     if args.json:
         print(json.dumps(result, indent=2))
     return 0
