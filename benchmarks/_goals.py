@@ -268,14 +268,18 @@ GOALS: dict[str, Goal] = _goals(
         reduced="each round: median µs of 50 alternating samples, ours ÷ the echo's;"
         " median over rounds",
     ),
+    # A peer row since issue 44: pi 1.6.0 no longer sends the whole partial message with
+    # every update, and pi's RpcClients read our lean lines unchanged, so matching 0.73.1's
+    # bytes is no goal; rpc.lean_growth (below) is. Shown, never judged.
     Goal(
         "rpc.bytes_pi",
-        "RPC bytes, 10 000-chunk reply, ours on the wire ÷ pi 0.73.1 on the wire",
-        1.01,
+        "peer: RPC bytes of a 10 000-chunk reply on the wire, ours ÷ pi 0.73.1's (default"
+        " shape; no longer a goal)",
+        None,
         "lower",
         "×",
-        wording="RPC output of a 10 000-chunk reply in pi's shape by default (bytes within"
-        " 1 % of pi's, the same lines)",
+        wording="RPC output of a 10 000-chunk reply in pi 0.73.1's shape by default (bytes"
+        " within 1 % of pi's, the same lines): retired in issue 44, shown as a peer",
         reduced="bytes from the prompt line to agent_end, trio-session rpc ÷ pi 0.73.1, both"
         " against the same loopback OpenAI server (pi's recorded by"
         " benchmarks/record_pi_wire.py when node is absent)",

@@ -17,9 +17,10 @@ per round, at least three rounds — and the figure is the median of the rounds,
 printed with their spread. F (one checkpoint) is only the unit of the p99 tails;
 nothing is divided by F before a ratio. Each row prints the goal as it was
 worded, the figure, the verdict (``met``, or ``NOT MET`` and by what factor) and
-the raw-Trio floor of the same run. The peer table (asyncio, node) follows,
-shown and not judged. The whole run is written to ``benchmarks/results/run.json``
-(or ``--json``), and the tables as Markdown beside it (``run.md``).
+the raw-Trio floor of the same run. The peer table (asyncio, node, and pi 0.73.1's
+RPC bytes) follows, shown and not judged. The whole run is written to
+``benchmarks/results/run.json`` (or ``--json``), and the tables as Markdown beside it
+(``run.md``).
 
 ``--quick`` shrinks every size. Its figures are not verdicts — the table says
 "ran" — it only proves that every benchmark still runs. The exit status is 1 if
@@ -139,7 +140,7 @@ def _table(figures: Sequence[dict[str, Any]], quick: bool) -> str:
     peers = _peers(figures)
     if peers:
         lines.append("")
-        lines.append("peer table (× raw Trio's p50, same run; shown, not judged):")
+        lines.append("peer table (each row names its baseline, same run; shown, not judged):")
         for figure in peers:
             lines.append(f"    {_value(figure):<28} {figure['text']}")
     return "\n".join(lines)
@@ -158,7 +159,7 @@ def markdown(figures: Sequence[dict[str, Any]], quick: bool) -> str:
         lines.append(f"| {wording} | {_value(figure)} | {shown} | {floor} |")
     peers = _peers(figures)
     if peers:
-        lines += ["", "| peer | × raw Trio p50: median [min–max] (rounds) | evidence |"]
+        lines += ["", "| peer (its baseline) | median [min–max] (rounds) | evidence |"]
         lines.append("|---|---:|---|")
         for figure in peers:
             text = figure["text"].replace("|", "\\|")

@@ -20,6 +20,7 @@ RPC client reading its server). Input from outside is still held to
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -63,11 +64,18 @@ def dumps(
         TypeError: a value ``json`` cannot encode.
         ValueError: a circular reference (a container inside itself).
     """
-    encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=separators)
+    encoder = _encoder(ensure_ascii, separators)
     try:
         return encoder.encode(value)
     except RecursionError:
         return _dumps_deep(value, encoder.encode, *separators)
+
+
+@functools.cache
+def _encoder(ensure_ascii: bool, separators: tuple[str, str]) -> json.JSONEncoder:
+    """One encoder per set of options, made once: the RPC server encodes every line it
+    writes, and an encoder holds nothing between two calls of ``encode``."""
+    return json.JSONEncoder(ensure_ascii=ensure_ascii, separators=separators)
 
 
 def _heights(value: Any) -> dict[int, int]:

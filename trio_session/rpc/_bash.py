@@ -11,7 +11,7 @@ import trio
 from .._core.classes import define
 from .._core.errors import SessionBusyError, SessionClosedError
 from .._session.facade import AgentSession
-from ._protocol import Bash, Response, encode_line, response_to_json
+from ._protocol import Bash, Response, encode_line
 
 BASH_BUSY: Final = 'a bash command is already running; wait for its response or send "abort_bash"'
 
@@ -22,11 +22,13 @@ class BashRunner:
 
     Args:
         nursery: where the command's task runs.
-        put: queues one whole output line.
+        put: puts one whole output line (a ``bash_execution_update``).
+        send: sends the command's answer.
     """
 
     _nursery: trio.Nursery = attrs.field(alias="nursery")
     _put: Callable[[bytes], None] = attrs.field(alias="put")
+    _send: Callable[[Response], None] = attrs.field(alias="send")
     _done: trio.Event | None = attrs.field(default=None, init=False)
 
     async def start(self, session: AgentSession, command: Bash) -> Response | None:
@@ -54,9 +56,6 @@ class BashRunner:
         if done is not None:
             session.abort_bash()
             await done.wait()
-
-    def _send(self, response: Response) -> None:
-        self._put(encode_line(response_to_json(response)))
 
     async def _task(
         self, session: AgentSession, command: Bash, *, task_status: trio.TaskStatus[None]

@@ -1,14 +1,20 @@
-"""The server's output queue: whole lines to one writer task, updates merged under lag.
+"""The server's output queue: whole lines, written at once or by one writer task, updates
+merged under lag.
 
 Nothing reaches the output but through the ``Outbox``: the session's events and the
-answers are queued as whole lines (never torn or interleaved) and the writer task sends
-them in batches. When the client lags, a waiting ``message_update`` absorbs the next one
-of the same message part (``merge_updates``), so the queue grows with the answer, not with
-its length times its number of chunks; nothing is ever dropped.
+answers are put as whole lines (never torn or interleaved), in order. An event is written
+at once, in the task that emitted it, when nothing waits to be written and the stream can
+take bytes without waiting (a pipe: ``nowait_sender``); what the stream does not take is
+queued. Answers are always queued (``queue``), and while anything is queued or being
+written every line queues behind it: the writer task sends the queue in batches. When
+the client lags, a waiting ``message_update`` absorbs the next one of the same message
+part (``merge_updates``), so the queue grows with the answer, not with its length times
+its number of chunks; nothing is ever dropped.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -136,19 +142,47 @@ class _Update:
         return self.line
 
 
+def nowait_sender(stream: trio.abc.SendStream) -> Callable[[bytes], int] | None:
+    """How to write to ``stream`` without waiting, if it can: a ``trio.lowlevel.FdStream``
+    (a pipe, a terminal), alone or as a ``trio.StapledStream``'s sending half; else None.
+
+    The function writes what the descriptor takes now and returns how many bytes that
+    was: 0 when it takes nothing (a full pipe) or fails (a reader gone, the stream
+    closed), for the writer task to send, which waits for room or finds out what failed.
+    """
+    send = stream.send_stream if isinstance(stream, trio.StapledStream) else stream
+    fd_stream: Any = getattr(trio.lowlevel, "FdStream", None)  # not on Windows
+    if fd_stream is None or not isinstance(send, fd_stream):
+        return None
+
+    def send_nowait(data: bytes) -> int:
+        try:
+            # fileno() each time: -1 once the stream is closed, never a reused number
+            return os.write(send.fileno(), data)
+        except OSError:
+            return 0
+
+    return send_nowait
+
+
 @define(eq=False)
 class Outbox:
-    """Lines waiting for the writer task; the only way anything reaches the output.
+    """Lines on their way out; the only way anything reaches the output.
 
-    Once more than ``merge_after`` bytes wait, a ``message_update`` is merged into the
-    line before it when that is a ``message_update`` it can merge with
-    (``merge_updates``): every update carries the whole partial message, so
-    without this a client that stops reading would cost memory quadratic in the length
-    of the answer. Nothing is ever dropped, and nothing ever waits to be queued.
+    With nothing queued or being written, ``put`` writes a line at once with
+    ``send_nowait`` (``nowait_sender``'s, if the stream has one), and queues what it did
+    not take; otherwise, and always with ``queue``, the line waits its turn for the
+    writer task (``pump``). Once more than ``merge_after`` bytes wait, a
+    ``message_update`` is merged into the line before it when that is a
+    ``message_update`` it can merge with (``merge_updates``): every update carries the
+    whole partial message, so without this a client that stops reading would cost
+    memory quadratic in the length of the answer. Nothing is ever dropped, and nothing
+    ever waits to be put.
     """
 
     high_water: int
     merge_after: int
+    send_nowait: Callable[[bytes], int] | None = None
     _lines: deque[bytes | _Update] = attrs.field(factory=deque, init=False)
     _queued: int = attrs.field(default=0, init=False)
     _closed: bool = attrs.field(default=False, init=False)
@@ -163,13 +197,39 @@ class Outbox:
         """Bytes waiting to be written, the batch being written included."""
         return self._queued
 
+    @property
+    def backed_up(self) -> bool:
+        """Whether more than ``high_water`` bytes wait to be written."""
+        return self._queued > self.high_water and not self.broken
+
     def put(self, line: bytes) -> None:
-        """Queue one whole line; never blocks."""
+        """Write one whole line, or queue it; never blocks.
+
+        With nothing queued or being written, the stream gets it at once
+        (``send_nowait``), and only what it does not take is queued.
+        """
+        if self._closed or self.broken:
+            return
+        if self._queued == 0 and self.send_nowait is not None:
+            line = line[self.send_nowait(line) :]
+            if not line:
+                return
         self._append(line, len(line))
 
+    def queue(self, line: bytes) -> None:
+        """Queue one whole line for the writer task, even when nothing waits; never blocks.
+
+        For answers (``RpcServer._send`` says why).
+        """
+        if not (self._closed or self.broken):
+            self._append(line, len(line))
+
     def put_update(self, data: Mapping[str, Any]) -> None:
-        """Queue a ``message_update``, merged into the last queued line if the output lags."""
+        """Put a ``message_update``, merged into the last queued line if the output lags."""
         if self._closed or self.broken:
+            return
+        if self._queued == 0 and self.send_nowait is not None:
+            self.put(encode_line(data))
             return
         last = self._lines[-1] if self._lines else None
         if isinstance(last, _Update) and self._queued > self.merge_after:
@@ -181,15 +241,13 @@ class Outbox:
         self._append(update, update.size)
 
     def _append(self, entry: bytes | _Update, size: int) -> None:
-        if self._closed or self.broken:
-            return
         self._lines.append(entry)
         self._queued += size
         self._wake_writer.unpark_all()
 
     async def wait_for_room(self) -> None:
         """Wait while the output is backed up past the high-water mark."""
-        while self._queued > self.high_water and not self.broken:
+        while self.backed_up:
             await self._room.park()
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ adapts stdin/stdout once, at the edge, and tests use in-memory streams. The tree
 ```text
 RpcServer.serve()                 reads lines and answers them, in order
 └── nursery
-    ├── writer task               the only writer: whole lines from the outbox
+    ├── writer task               writes what the outbox could not write at once
     ├── session host task         async with factory() as session (one per
     │                             new_session; the first is opened at start)
     ├── prompt task               await session.prompt(text), under a scope
@@ -23,8 +23,11 @@ RpcServer.serve()                 reads lines and answers them, in order
   are the two answered out of order.
 - ``abort`` is answered once the run has ended, after the run's last event.
 - Events are written as they happen (R-44): a synchronous subscriber encodes each
-  one with ``trio_session.event_to_json`` and queues the line; the writer task
-  sends queued lines whole, so output is never torn or interleaved.
+  one with ``trio_session.event_to_json`` and puts the line in the outbox, which
+  writes it at once when nothing waits and the stream is a pipe (in the task that
+  emitted the event, with no hop through another task), and else queues it for the
+  writer task; answers are always queued (``_send``). Output is never torn,
+  interleaved or reordered (``_outbox``).
 - Backpressure, without ever making the session wait: when more than
   ``merge_updates_after`` bytes wait to be written (the client is not keeping up), a
   ``message_update`` still waiting in the queue absorbs the next one of the same
@@ -61,7 +64,7 @@ from ._handlers_tree import NO_FACTORY as NO_FACTORY
 from ._host import QUEUED, Handlers, takes_request
 from ._host import SessionFactory as SessionFactory  # importable from here as always
 from ._host import SessionRequest as SessionRequest
-from ._outbox import Outbox
+from ._outbox import Outbox, nowait_sender
 from ._protocol import (
     MAX_LINE_BYTES,
     Abort,
@@ -146,11 +149,14 @@ class RpcServer:
     _started: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
     _done_reading: bool = attrs.field(default=False, init=False)
-    _wait_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _reading: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _waiting: bool = attrs.field(default=False, init=False)  # for input, or for room
     _bash: BashRunner | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._outbox = Outbox(self.output_high_water, self.merge_updates_after)
+        self._outbox = Outbox(
+            self.output_high_water, self.merge_updates_after, nowait_sender(self._stream)
+        )
 
     @property
     def session(self) -> AgentSession:
@@ -170,7 +176,7 @@ class RpcServer:
                 raise RuntimeError(msg)
             from ._bash import BashRunner
 
-            self._bash = BashRunner(self._nursery, self._outbox.put)
+            self._bash = BashRunner(self._nursery, self._outbox.put, self._send)
         return self._bash
 
     @property
@@ -196,8 +202,8 @@ class RpcServer:
         command being answered, if any, is answered first.
         """
         self._stopping = True
-        if self._wait_scope is not None:
-            self._wait_scope.cancel(reason="rpc server shutting down")
+        if self._waiting and self._reading is not None:
+            self._reading.cancel(reason="rpc server shutting down")
 
     async def serve(
         self, *, task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED
@@ -296,38 +302,44 @@ class RpcServer:
 
     async def _read_commands(self) -> None:
         splitter = LineSplitter(self.max_line_bytes)
-        while (data := await self._receive()) is not None:
-            for line in splitter.feed(data) if data else splitter.close():
-                # Room is checked per line: one chunk of small commands can ask for a
-                # great deal of output (get_messages), and it must not all pile up.
-                if not await self._wait_for_room():
-                    return
-                await self._answer(line)
-                if self._stopping:
-                    return
-            if not data:
-                return  # end of input
+        # One scope for all the reading, not one per wait: ``shutdown`` cancels it only
+        # while the reader waits (for input, or for room), never in the middle of an answer.
+        with trio.CancelScope() as self._reading:
+            while (data := await self._receive()) is not None:
+                for line in splitter.feed(data) if data else splitter.close():
+                    # Room is checked per line: one chunk of small commands can ask for a
+                    # great deal of output (get_messages), and it must not all pile up.
+                    if not await self._wait_for_room():
+                        return
+                    await self._answer(line)
+                    if self._stopping:
+                        return
+                if not data:
+                    return  # end of input
 
     async def _receive(self) -> bytes | bytearray | None:
         """The next chunk of input; ``b""`` at its end; ``None`` once shutting down."""
         if self._stopping:
             return None
-        data: bytes | bytearray = b""
-        with (
-            trio.CancelScope() as self._wait_scope,
-            suppress(trio.BrokenResourceError, trio.ClosedResourceError),
-        ):
+        self._waiting = True
+        try:
             data = await self._stream.receive_some(RECEIVE_SIZE)
-        self._wait_scope = None
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            data = b""
+        finally:
+            self._waiting = False
         return None if self._stopping else data
 
     async def _wait_for_room(self) -> bool:
         """Wait while the output is backed up; False once shutting down."""
         if self._stopping:
             return False
-        with trio.CancelScope() as self._wait_scope:
-            await self._outbox.wait_for_room()
-        self._wait_scope = None
+        if self._outbox.backed_up:
+            self._waiting = True
+            try:
+                await self._outbox.wait_for_room()
+            finally:
+                self._waiting = False
         return not self._stopping
 
     async def _answer(self, line: bytes | Overlong) -> None:
@@ -344,7 +356,16 @@ class RpcServer:
             self._send(response)
 
     def _send(self, response: Response) -> None:
-        self._outbox.put(encode_line(response_to_json(response)))
+        """Queue an answer for the writer task; it is never written at once, as events are.
+
+        A client sends its next command on an answer, and the passes the writer task
+        takes let what the command set going emit its first events before that command
+        is read. pi's clients expect it: a ``steer`` sent on the answer to a prompt that
+        joined a retry's backoff lands after the re-attempt's user message (docs/rpc.md,
+        ``backoff-steer-order``); written at once, the answer let it overtake the
+        re-attempt's first events in some runs of the interop scenario.
+        """
+        self._outbox.queue(encode_line(response_to_json(response)))
 
     # -- commands ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any, Final, Protocol, TypeAlias
 import attrs
 
 from .._core.classes import define, frozen
-from .._core.json_bounds import MAX_JSON_DEPTH, TOO_DEEP, json_depth, loads
+from .._core.json_bounds import MAX_JSON_DEPTH, TOO_DEEP, json_depth
 from .._core.json_deep import dumps
 
 MAX_LINE_BYTES: Final = 1024 * 1024
@@ -93,12 +93,21 @@ def parse_failure(detail: str) -> Rejected:
     return Rejected(command="parse", error=PARSE_ERROR_PREFIX + detail)
 
 
+#: The one decoder of command lines: ``json.loads`` with an option makes one per call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+#: What ``json.loads`` says of a text that starts with a byte order mark.
+_BOM_ERROR: Final = "Unexpected UTF-8 BOM (decode using utf-8-sig)"
+
+
 def decode_json_line(line: bytes) -> Any | Rejected:
     """Decode one line (without its newline) as JSON, or say why it is not.
 
     A trailing ``\\r`` is dropped. Invalid UTF-8, an empty line, invalid JSON,
     ``NaN``/``Infinity`` and nesting deeper than ``MAX_JSON_DEPTH`` are all
-    ``Rejected`` with ``command: "parse"``.
+    ``Rejected`` with ``command: "parse"``, each saying what ``json.loads`` says of it.
+    Every line of a client is decoded here, so it does no more than that needs: one
+    decoder for all lines, and the depth walked only when the line has more opening
+    brackets than the depth allowed (each level opens one).
     """
     if line.endswith(b"\r"):
         line = line[:-1]
@@ -108,15 +117,19 @@ def decode_json_line(line: bytes) -> Any | Rejected:
         return parse_failure(
             f"the line is not valid UTF-8 (byte 0x{line[exc.start]:02x} at offset {exc.start})"
         )
-    if not text.strip():
-        return parse_failure("the line is empty; expected a JSON object")
     try:
-        data = loads(text, parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # json.loads's check, which the decoder lacks
+            raise json.JSONDecodeError(_BOM_ERROR, text, 0)
+        data = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
+        if not text.strip():
+            return parse_failure("the line is empty; expected a JSON object")
         return parse_failure(f"{exc.msg} at column {exc.colno}")
-    except ValueError as exc:  # NaN, Infinity, too deep for the parser; a number too long
+    except RecursionError:  # deeper than the parser goes: always past MAX_JSON_DEPTH
+        return parse_failure(f"the JSON is {TOO_DEEP}")
+    except ValueError as exc:  # NaN, Infinity; a number too long
         return parse_failure(str(exc))
-    if json_depth(data) > MAX_JSON_DEPTH:
+    if line.count(b"[") + line.count(b"{") > MAX_JSON_DEPTH and json_depth(data) > MAX_JSON_DEPTH:
         return parse_failure(f"the JSON is {TOO_DEEP}")
     return data
 
