@@ -307,6 +307,30 @@ def test_an_http_provider_imports_httpx_when_it_first_needs_it() -> None:
     assert _loaded(code, ()) == []
 
 
+def test_httpx_comes_without_its_command_line_tool() -> None:
+    """The client an HTTP provider makes at its first request imports httpx without
+    httpx's ``httpx`` command (click, rich, pygments: some 30 ms), which this package
+    never runs; a program that wants the command can still import it."""
+    import importlib.util
+
+    # httpx imports its command only where click is installed: the test extra has it
+    # (mkdocs needs it), so the check below is not vacuous.
+    assert importlib.util.find_spec("click") is not None
+    code = """
+    import sys
+    import trio
+    from trio_session.providers._pool import make_client_off_loop
+
+    client = trio.run(make_client_off_loop, 5.0, None)
+    assert type(client).__name__ == "AsyncClient", client
+    watched = ("httpx", "httpx._main", "click", "rich", "pygments")
+    loaded = [name for name in watched if name in sys.modules]
+    assert loaded == ["httpx"], loaded
+    import httpx._main  # still there for a program that asks for it
+    """
+    assert _loaded(code, ()) == []
+
+
 def test_subpackages_are_attributes_after_a_bare_import() -> None:
     """``import trio_session`` then ``trio_session.rpc.X`` works, as when the package
     imported its subpackages itself; each is imported only when asked for."""

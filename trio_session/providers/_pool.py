@@ -7,7 +7,8 @@ that waits for a free one, up to the pool timeout) and how many idle ones it kee
 for the next request (``max_keepalive_connections``, each for ``keepalive_expiry``
 seconds). ``DEFAULT_LIMITS`` are httpx's own.
 
-Making the client costs the first request: importing httpx (about 100 ms) and a TLS
+Making the client costs the first request: importing httpx (some 20 ms; without its
+command-line tool, see ``_httpx.load_httpx``) and a TLS
 context per transport (``ssl.create_default_context`` loads the CA bundle, tens of
 milliseconds; httpx builds one even for ``http://``). ``make_client`` does both, and is
 run in a worker thread (``trio.to_thread.run_sync``), so the event loop and every other
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import trio
 
+from ._httpx import load_httpx
 from ._proxy import proxy_mounts
 
 if TYPE_CHECKING:
@@ -94,6 +96,7 @@ def make_client(timeout: Any, limits: LimitsValue) -> httpx.AsyncClient:
         timeout: what ``httpx.Timeout`` takes.
         limits: the pool's limits (see ``as_limits``).
     """
+    load_httpx()  # the first import of httpx: without its command-line tool
     import httpx
 
     pool = as_limits(limits)
