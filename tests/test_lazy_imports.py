@@ -160,7 +160,7 @@ RPC_FAUX = [{"text": "hello"}]
 
 def test_rpc_start_up_loads_no_ui_no_sqlite_no_http(tmp_path: Path) -> None:
     """``trio-session rpc --faux`` answers ``get_state`` without loading the terminal UI,
-    rich, SQLite, httpx or the bash runner (the real process, its imports read from
+    rich, SQLite, httpx, the bash runner or the terminal's key prompt (the real process, its imports read from
     ``-X importtime``)."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps(RPC_FAUX))
@@ -203,6 +203,7 @@ def test_rpc_start_up_loads_no_ui_no_sqlite_no_http(tmp_path: Path) -> None:
         "trio_session.providers._http",
         "trio_session.rpc._client",
         "trio_session.rpc._bash",  # made at the first bash command
+        "getpass",  # a key asked for at a terminal: not with a key configured
     }
     assert imported & heavy == set()
 
