@@ -160,8 +160,8 @@ RPC_FAUX = [{"text": "hello"}]
 
 def test_rpc_start_up_loads_no_ui_no_sqlite_no_http(tmp_path: Path) -> None:
     """``trio-session rpc --faux`` answers ``get_state`` without loading the terminal UI,
-    rich, SQLite, httpx, the bash runner or the terminal's key prompt (the real process, its imports read from
-    ``-X importtime``)."""
+    rich, SQLite, httpx, the bash runner or the terminal's key prompt (the real process,
+    its imports read from ``-X importtime``)."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps(RPC_FAUX))
     env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
