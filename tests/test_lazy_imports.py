@@ -160,8 +160,8 @@ RPC_FAUX = [{"text": "hello"}]
 
 def test_rpc_start_up_loads_no_ui_no_sqlite_no_http(tmp_path: Path) -> None:
     """``trio-session rpc --faux`` answers ``get_state`` without loading the terminal UI,
-    rich, SQLite, httpx or the bash runner (the real process, its imports read from
-    ``-X importtime``)."""
+    rich, SQLite, httpx, the bash runner or the terminal's key prompt (the real process,
+    its imports read from ``-X importtime``)."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps(RPC_FAUX))
     env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
@@ -203,6 +203,7 @@ def test_rpc_start_up_loads_no_ui_no_sqlite_no_http(tmp_path: Path) -> None:
         "trio_session.providers._http",
         "trio_session.rpc._client",
         "trio_session.rpc._bash",  # made at the first bash command
+        "getpass",  # a key asked for at a terminal: not with a key configured
     }
     assert imported & heavy == set()
 
@@ -303,6 +304,30 @@ def test_an_http_provider_imports_httpx_when_it_first_needs_it() -> None:
 
     assert _http.DEFAULT_TIMEOUT == default.timeout
     assert "Timeout(connect=10.0, read=120.0" in repr(OpenAIProvider())
+    """
+    assert _loaded(code, ()) == []
+
+
+def test_httpx_comes_without_its_command_line_tool() -> None:
+    """The client an HTTP provider makes at its first request imports httpx without
+    httpx's ``httpx`` command (click, rich, pygments: some 30 ms), which this package
+    never runs; a program that wants the command can still import it."""
+    import importlib.util
+
+    # httpx imports its command only where click is installed: the test extra has it
+    # (mkdocs needs it), so the check below is not vacuous.
+    assert importlib.util.find_spec("click") is not None
+    code = """
+    import sys
+    import trio
+    from trio_session.providers._pool import make_client_off_loop
+
+    client = trio.run(make_client_off_loop, 5.0, None)
+    assert type(client).__name__ == "AsyncClient", client
+    watched = ("httpx", "httpx._main", "click", "rich", "pygments")
+    loaded = [name for name in watched if name in sys.modules]
+    assert loaded == ["httpx"], loaded
+    import httpx._main  # still there for a program that asks for it
     """
     assert _loaded(code, ()) == []
 

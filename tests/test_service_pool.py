@@ -13,6 +13,7 @@ import re
 import ssl
 import threading
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -259,6 +260,35 @@ async def test_first_request_builds_no_tls_context_in_the_event_loop_thread(
     assert (end.stop_reason, sink.joined) == ("stop", "Hello")
     assert threads  # the client was made, and it built a TLS context ...
     assert threading.get_ident() not in threads  # ... but not in the loop's thread
+
+
+@pytest.mark.parametrize("variable", [None, "SSL_CERT_FILE", "SSL_CERT_DIR"])
+def test_the_tls_context_built_beside_the_import_is_httpxs(
+    variable: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tls_context`` (built in its own thread while httpx is imported) trusts and checks
+    what httpx's own context for ``verify=True`` would, whichever CA variable is set."""
+    import certifi
+
+    from trio_session.providers._pool import tls_context
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    if variable == "SSL_CERT_FILE":  # one certificate: the store says which file was read
+        pem = Path(certifi.where()).read_text().split("-----END CERTIFICATE-----")[0]
+        (tmp_path / "one.pem").write_text(pem + "-----END CERTIFICATE-----\n")
+        monkeypatch.setenv(variable, str(tmp_path / "one.pem"))
+    elif variable == "SSL_CERT_DIR":
+        monkeypatch.setenv(variable, str(tmp_path))
+    ours, httpxs = tls_context(), httpx.create_ssl_context()
+    seen = [
+        (c.cert_store_stats(), c.verify_mode, c.check_hostname, c.options, c.minimum_version)
+        for c in (ours, httpxs)
+    ]
+    assert seen[0] == seen[1]
+    bundle = len(ssl.create_default_context(cafile=certifi.where()).get_ca_certs())
+    expected_x509: dict[str | None, int] = {None: bundle, "SSL_CERT_FILE": 1, "SSL_CERT_DIR": 0}
+    assert seen[0][0]["x509_ca"] == expected_x509[variable]
 
 
 # -- 8: quiescence ---------------------------------------------------------------------------

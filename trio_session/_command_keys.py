@@ -8,7 +8,6 @@ for a person.
 from __future__ import annotations
 
 import datetime
-import getpass
 import os
 import stat
 import sys
@@ -75,6 +74,8 @@ def read_api_key_file(
 
 def _read_stdin_line(stdin: TextIO, flag: str) -> bytes:
     if stdin.isatty():
+        import getpass  # a terminal prompt: only when a key is asked for
+
         return getpass.getpass("API key: ").encode("utf-8")
     line = bytearray()
     try:
@@ -220,6 +221,8 @@ def auth_add(provider: str, label: str | None, *, stdin: TextIO = sys.stdin) -> 
         near = difflib.get_close_matches(provider, known, n=1)
         guess = f"; did you mean '{near[0]}'?" if near else ""
         raise CommandError(f"unknown provider '{provider}'{guess} (known: {', '.join(known)})")
+    import getpass  # a terminal prompt: only when a key is asked for
+
     key = getpass.getpass(f"API key for {provider}: ") if stdin.isatty() else stdin.readline()
     key = key.strip()
     if not key:

@@ -27,6 +27,7 @@ from ._pi.config import BUILT_IN_PROVIDERS, SUPPORTED_APIS, AgentDirConfig
 from ._settings.store import Settings, SettingsLayer, SettingsStore, default_settings_paths
 from .providers._base import Model, Provider
 from .providers._error_text import excerpt
+from .providers._httpx import load_httpx
 from .providers._models import PROVIDER_APIS, builtin_model
 from .store._entries import MAX_SESSION_FILE_BYTES
 from .store._session_list import default_sessions_dir, find_latest
@@ -348,7 +349,8 @@ def _url_problem(url: str) -> str | None:
         host, port = plain.groups()
         if (not _DOTTED_QUAD.fullmatch(host) or _is_ipv4(host)) and int(port or 0) <= MAX_PORT:
             return None
-    import httpx  # only a command that talks HTTP pays for it
+    load_httpx()  # only a command that talks HTTP pays for it
+    import httpx
 
     try:
         parsed = httpx.URL(url)

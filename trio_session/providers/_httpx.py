@@ -4,11 +4,41 @@ command answering its first commands) does not pay for importing it.
 A module that uses httpx says ``httpx = lazy_httpx(globals())`` (outside
 ``TYPE_CHECKING``); the first attribute read imports httpx and puts the module itself in
 that module's ``httpx``, so every later use is a plain global lookup.
+
+Every first import of httpx here goes through ``load_httpx``, which leaves out httpx's
+command-line tool: httpx's ``__init__`` imports ``httpx._main`` (the ``httpx`` command)
+whenever click is installed, and with it rich, pygments and click, some 30 ms before the
+first request (two thirds of importing httpx). This package never runs that command.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+#: httpx's command-line tool, which its ``__init__`` imports if it can.
+_HTTPX_CLI = "httpx._main"
+
+
+def load_httpx() -> None:
+    """Import httpx, if nothing has yet, without its command-line tool.
+
+    While httpx's ``__init__`` runs, ``sys.modules`` says ``httpx._main`` cannot be
+    imported, so httpx defines its stand-in ``main`` instead (the one it has for an
+    install without ``httpx[cli]``); the entry is removed afterwards, so a program that
+    wants the tool can still import ``httpx._main`` itself. The ``httpx`` command, a
+    process of its own, is untouched.
+    """
+    if "httpx" in sys.modules:
+        return
+    blocked = _HTTPX_CLI not in sys.modules
+    if blocked:  # None in sys.modules: "import httpx._main" raises ImportError
+        sys.modules[_HTTPX_CLI] = None  # type: ignore[assignment]
+    try:
+        import httpx  # noqa: F401 - for sys.modules
+    finally:
+        if blocked:
+            sys.modules.pop(_HTTPX_CLI, None)
 
 
 class _Httpx:
@@ -19,6 +49,7 @@ class _Httpx:
         self._namespace = namespace
 
     def __getattr__(self, name: str) -> Any:
+        load_httpx()
         import httpx
 
         self._namespace["httpx"] = httpx

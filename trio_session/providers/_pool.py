@@ -7,12 +7,14 @@ that waits for a free one, up to the pool timeout) and how many idle ones it kee
 for the next request (``max_keepalive_connections``, each for ``keepalive_expiry``
 seconds). ``DEFAULT_LIMITS`` are httpx's own.
 
-Making the client costs the first request: importing httpx (about 100 ms) and a TLS
-context per transport (``ssl.create_default_context`` loads the CA bundle, tens of
-milliseconds; httpx builds one even for ``http://``). ``make_client`` does both, and is
-run in a worker thread (``trio.to_thread.run_sync``), so the event loop and every other
-session on it go on meanwhile. Under an autojump clock (``trio.testing.MockClock``
-with ``autojump_threshold`` set, as tests use) it is made inline instead: that clock
+Making the client costs the first request: importing httpx (some 20 ms, without its
+command-line tool: see ``_httpx.load_httpx``) and the direct transport's TLS context
+(``ssl.create_default_context`` loads the CA bundle, some 15 ms; httpx builds one even
+for ``http://``). ``make_client_off_loop`` runs both in worker threads
+(``trio.to_thread.run_sync``), at the same time: loading the CA bundle releases the GIL,
+so it costs nothing beside the import. The event loop and every other session on it go
+on meanwhile. Under an autojump clock (``trio.testing.MockClock`` with
+``autojump_threshold`` set, as tests use) the client is made inline instead: that clock
 jumps to the next deadline whenever every task waits, a thread's work included, so a
 thread would let virtual time run ahead and fire timeouts; inline, the work costs no
 virtual time at all.
@@ -25,11 +27,14 @@ transport that is not httpx's own counts nothing but the requests in flight.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import os
+import ssl
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import trio
 
+from ._httpx import load_httpx
 from ._proxy import proxy_mounts
 
 if TYPE_CHECKING:
@@ -85,7 +90,27 @@ def as_limits(value: LimitsValue) -> httpx.Limits:
     )
 
 
-def make_client(timeout: Any, limits: LimitsValue) -> httpx.AsyncClient:
+def tls_context(environ: Mapping[str, str] = os.environ) -> ssl.SSLContext:
+    """The TLS context httpx's transport builds for ``verify=True`` (httpx's
+    ``create_ssl_context``, the environment trusted): the CA file ``SSL_CERT_FILE``
+    names, else the directory ``SSL_CERT_DIR`` names, else certifi's bundle. Slow (it
+    loads the bundle): run it in a worker thread.
+
+    Args:
+        environ: the environment to read.
+    """
+    if environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=environ["SSL_CERT_FILE"])
+    if environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=environ["SSL_CERT_DIR"])
+    import certifi  # httpx's own dependency, and its default bundle
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def make_client(
+    timeout: Any, limits: LimitsValue, tls: ssl.SSLContext | None = None
+) -> httpx.AsyncClient:
     """The client a provider owns: ``retries=0`` on every transport (R-28a), the
     environment's proxies, no redirects, and ``limits`` on the direct transport and on
     each proxy's. Slow (imports httpx, builds TLS contexts): run it in a worker thread.
@@ -93,12 +118,17 @@ def make_client(timeout: Any, limits: LimitsValue) -> httpx.AsyncClient:
     Args:
         timeout: what ``httpx.Timeout`` takes.
         limits: the pool's limits (see ``as_limits``).
+        tls: the direct transport's TLS context (``tls_context``); httpx builds the
+            same one if ``None``.
     """
+    load_httpx()  # the first import of httpx: without its command-line tool
     import httpx
 
     pool = as_limits(limits)
     return httpx.AsyncClient(
-        transport=httpx.AsyncHTTPTransport(retries=0, limits=pool),
+        transport=httpx.AsyncHTTPTransport(
+            retries=0, limits=pool, verify=True if tls is None else tls
+        ),
         mounts=proxy_mounts(limits=pool),  # HTTP(S)_PROXY, NO_PROXY: see _proxy
         timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
         follow_redirects=False,
@@ -106,7 +136,8 @@ def make_client(timeout: Any, limits: LimitsValue) -> httpx.AsyncClient:
 
 
 async def make_client_off_loop(timeouts: Any, limits: LimitsValue) -> httpx.AsyncClient:
-    """``make_client`` in a worker thread; inline under an autojump clock (see above).
+    """``make_client`` in a worker thread, its TLS context built in another meanwhile;
+    inline under an autojump clock (see above).
 
     Args:
         timeouts: what ``httpx.Timeout`` takes.
@@ -115,7 +146,22 @@ async def make_client_off_loop(timeouts: Any, limits: LimitsValue) -> httpx.Asyn
     clock = trio.lowlevel.current_clock()
     if getattr(clock, "autojump_threshold", math.inf) != math.inf:
         return make_client(timeouts, limits)
-    return await trio.to_thread.run_sync(make_client, timeouts, limits)
+    tls: list[ssl.SSLContext] = []
+
+    async def build_tls() -> None:
+        tls.append(await trio.to_thread.run_sync(tls_context))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(build_tls)
+        await trio.to_thread.run_sync(_import_client_code)
+    return await trio.to_thread.run_sync(make_client, timeouts, limits, tls[0])
+
+
+def _import_client_code() -> None:
+    """Import what ``make_client`` runs: httpx, and httpcore (which httpx imports when
+    it makes its first transport)."""
+    load_httpx()
+    import httpcore  # noqa: F401 - for sys.modules
 
 
 def _pools(client: Any) -> Iterable[Any]:
