@@ -311,7 +311,8 @@ def test_an_http_provider_imports_httpx_when_it_first_needs_it() -> None:
 def test_httpx_comes_without_its_command_line_tool() -> None:
     """The client an HTTP provider makes at its first request imports httpx without
     httpx's ``httpx`` command (click, rich, pygments: some 30 ms), which this package
-    never runs; a program that wants the command can still import it."""
+    never runs; a program that wants the command can still import it or call
+    ``httpx.main``."""
     import importlib.util
 
     # httpx imports its command only where click is installed: the test extra has it
@@ -327,6 +328,11 @@ def test_httpx_comes_without_its_command_line_tool() -> None:
     watched = ("httpx", "httpx._main", "click", "rich", "pygments")
     loaded = [name for name in watched if name in sys.modules]
     assert loaded == ["httpx"], loaded
+    import contextlib, io
+    import httpx
+    with contextlib.redirect_stdout(io.StringIO()) as out:  # httpx.main: the tool, on call
+        httpx.main(["--help"], standalone_mode=False)
+    assert "Usage: httpx" in out.getvalue(), out.getvalue()
     import httpx._main  # still there for a program that asks for it
     """
     assert _loaded(code, ()) == []

@@ -25,9 +25,10 @@ def load_httpx() -> None:
 
     While httpx's ``__init__`` runs, ``sys.modules`` says ``httpx._main`` cannot be
     imported, so httpx defines its stand-in ``main`` instead (the one it has for an
-    install without ``httpx[cli]``); the entry is removed afterwards, so a program that
-    wants the tool can still import ``httpx._main`` itself. The ``httpx`` command, a
-    process of its own, is untouched.
+    install without ``httpx[cli]``); the entry is removed afterwards, and ``httpx.main``
+    becomes ``_tool_on_call``, which imports the tool when it is called: a program that
+    calls ``httpx.main`` or imports ``httpx._main`` gets the tool as before. The ``httpx``
+    command, a process of its own, is untouched.
     """
     if "httpx" in sys.modules:
         return
@@ -35,10 +36,23 @@ def load_httpx() -> None:
     if blocked:  # None in sys.modules: "import httpx._main" raises ImportError
         sys.modules[_HTTPX_CLI] = None  # type: ignore[assignment]
     try:
-        import httpx  # noqa: F401 - for sys.modules
+        import httpx
     finally:
         if blocked:
             sys.modules.pop(_HTTPX_CLI, None)
+    if blocked:
+        _tool_on_call.stand_in = httpx.main  # type: ignore[attr-defined]
+        httpx.main = _tool_on_call  # type: ignore[assignment]
+
+
+def _tool_on_call(*args: Any, **kwargs: Any) -> Any:
+    """``httpx.main`` after ``load_httpx``: httpx's command-line tool, imported now; httpx's
+    own stand-in (which says to install ``httpx[cli]``) where the tool cannot be."""
+    try:
+        from httpx._main import main
+    except ImportError:
+        main = _tool_on_call.stand_in  # type: ignore[attr-defined]
+    return main(*args, **kwargs)
 
 
 class _Httpx:
