@@ -24,7 +24,10 @@ OpenAI-compatible model at an unused loopback URL: nothing is requested, and a
 --agent-dir DIR --provider interop --model interop-small``, each keeping a session
 file as it does by default. Spawns alternate. Shown beside: the floor, a trio child
 that answers the same line with a fixed line (Python start-up, ``import trio``,
-``trio.run``, the pipes). Without node or pi (``$PI_PACKAGE``, default
+``trio.run``, the pipes); for the start-up over HTTP, a trio child that reads the prompt,
+imports httpx, streams the same reply from the same server and writes one line. For
+``import.session`` the floor beside it is ``import trio`` with the standard library any
+session needs (``json``, ``uuid``, ``datetime``). Without node or pi (``$PI_PACKAGE``, default
 ``/tmp/pi/node_modules/@mariozechner/pi-coding-agent``) the figure is NaN, "skipped".
 """
 
@@ -80,9 +83,44 @@ async def main():
 trio.run(main)
 """
 
+#: The floor of a session program's imports: trio and the standard library a session
+#: needs whatever it is made of (its JSON, its ids, its timestamps).
+SESSION_FLOOR = "import trio, json, uuid, datetime"
+
+#: The floor of a start-up over HTTP: a trio child that reads the prompt's line, imports
+#: httpx (without its command-line tool, as trio_session does), streams the same reply
+#: from the same server and writes one ``agent_end`` line. Its argv[1] is the base URL.
+FLOOR_HTTP_CHILD = """
+import os, sys, trio
+
+async def main():
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    stdout = trio.lowlevel.FdStream(os.dup(1))
+    data = b""
+    while b"\\n" not in data:
+        chunk = await stdin.receive_some(65536)
+        if not chunk:
+            return
+        data += chunk
+    sys.modules["httpx._main"] = None
+    import httpx
+    del sys.modules["httpx._main"]
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    async with httpx.AsyncClient() as client:
+        async with client.stream("POST", sys.argv[1] + "/chat/completions", json=body) as reply:
+            async for _ in reply.aiter_bytes():
+                pass
+    await stdout.send_all(b'{"type":"agent_end","messages":[]}\\n')
+    while await stdin.receive_some(65536):
+        pass
+
+trio.run(main)
+"""
+
 IMPORTS = {
     "python": "pass",
     "trio": "import trio",
+    "session_floor": SESSION_FLOOR,
     "trio_session": "import trio_session",
     "session_names": "from trio_session import open_session, FauxProvider, Model",
     "rpc": "import trio_session.rpc",
@@ -161,7 +199,8 @@ def import_figures(n: int, rounds: int) -> list[Figure]:
             _round_ratios(samples, "session_names", "trio", rounds),
             f"from trio_session import open_session, FauxProvider, Model"
             f" {ms['session_names']:.0f} ms ÷ import trio {ms['trio']:.0f} ms ({common})",
-            floor,
+            f"{floor}; with json, uuid, datetime {ms['session_floor']:.0f} ms"
+            f" ({ms['session_floor'] / ms['trio']:.2f}×)",
             {"median_ms": ms},
         ),
     ]
@@ -287,7 +326,7 @@ def spawn_figures(n: int, rounds: int) -> list[Figure]:
     package = pi_package()
     compile_bytecode()
     ours_args = ["rpc", "--provider", PROVIDER, "--model", MODEL]
-    names = ("trio_session", "floor", "pi", "trio_session_http", "pi_http")
+    names = ("trio_session", "floor", "pi", "trio_session_http", "floor_http", "pi_http")
     samples: dict[str, list[float]] = {name: [] for name in names}
     node = shutil.which("node") or "node"
     pi_args = ["--mode", "rpc", "--provider", PROVIDER, "--model", MODEL]
@@ -303,6 +342,13 @@ def spawn_figures(n: int, rounds: int) -> list[Figure]:
                 "floor": time_spawn([sys.executable, "-c", FLOOR_CHILD], env, cwd),
                 "trio_session_http": time_spawn(
                     [*ours, str(http_agent)], http_env, http_cwd, PROMPT, AGENT_END
+                ),
+                "floor_http": time_spawn(
+                    [sys.executable, "-c", FLOOR_HTTP_CHILD, server.base_url],
+                    http_env,
+                    http_cwd,
+                    PROMPT,
+                    AGENT_END,
                 ),
             }
             if package is not None:
@@ -347,7 +393,8 @@ def spawn_figures(n: int, rounds: int) -> list[Figure]:
             f"trio-session rpc {ms['trio_session_http']:.0f} ms ÷ pi {ms['pi_http']:.0f} ms"
             f" from spawn to the first reply's agent_end, openai-completions on a loopback"
             f" server (n={n} each)",
-            floor,
+            f"a trio child streaming the reply with httpx {ms['floor_http']:.0f} ms"
+            f" ({ms['floor_http'] / ms['pi_http']:.3f}× pi)",
             {"median_ms": ms},
         ),
     ]
